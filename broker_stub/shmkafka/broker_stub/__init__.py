@@ -1,0 +1,1 @@
+"""shmkafka.broker_stub (see the README's Layout)."""

@@ -1,0 +1,1 @@
+"""shmkafka.perf (see the README's Layout)."""

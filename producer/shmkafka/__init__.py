@@ -1,0 +1,18 @@
+"""shmkafka: a Kafka producer for many processes sharing one memory-mapped accumulator.
+
+General layout — each part is its own source root holding a portion of this package:
+
+    protocol/shmkafka/protocol/      sans-IO Kafka codec (no sockets)
+    shm/shmkafka/shm/                the shared-memory pool primitives
+    producer/shmkafka/producer/      public producer APIs (this root also holds this file)
+    sender/shmkafka/sender/          the Sender process
+    broker_stub/shmkafka/broker_stub/  a Kafka-protocol test broker
+    perf/shmkafka/perf/              the side-by-side benchmark tool
+"""
+
+from pkgutil import extend_path
+
+# The other roots hold shmkafka/ folders without an __init__.py; join them to this package.
+__path__ = extend_path(__path__, __name__)
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""shmkafka.producer (see the README's Layout)."""

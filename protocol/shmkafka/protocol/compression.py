@@ -1,0 +1,136 @@
+"""Record-batch compression codecs in Kafka's framing.
+
+- gzip: an RFC 1952 stream (``gzip`` module), levels 1–9.
+- snappy: written in the xerial framing the Java client uses (a 16-byte header, then blocks
+  of up to 32 KiB, each a 4-byte big-endian length and a raw snappy block); read in either
+  the xerial framing or as one raw snappy block (librdkafka and others write raw).
+- lz4: an LZ4 frame with independent 64 KiB blocks and no content size, which Kafka's
+  ``Lz4BlockInputStream`` and librdkafka both read; levels 0–16.
+- zstd: a zstd frame (``zstandard``), levels -131072–22.
+"""
+
+from __future__ import annotations
+
+import enum
+import gzip
+import struct
+import zlib
+
+import lz4.frame
+import snappy
+import zstandard
+
+from shmkafka.protocol.errors import DecodeError, EncodeError, UnsupportedCompressionError
+
+
+class CompressionType(enum.IntEnum):
+    """The low three bits of a RecordBatch's attributes."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @classmethod
+    def from_name(cls, name: str | None) -> CompressionType:
+        key = (name or "none").lower()
+        try:
+            return cls[key.upper()]
+        except KeyError:
+            valid = ", ".join(m.name.lower() for m in cls)
+            raise EncodeError(f"unknown compression type {name!r}; valid: {valid}") from None
+
+
+# (min, max, default) levels; snappy has none.
+LEVELS: dict[CompressionType, tuple[int, int, int]] = {
+    CompressionType.GZIP: (1, 9, 6),
+    CompressionType.LZ4: (0, 16, 0),
+    CompressionType.ZSTD: (-131072, 22, 3),
+}
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK = 32 * 1024
+_I32 = struct.Struct(">i")
+
+
+def check_level(codec: CompressionType, level: int | None) -> None:
+    if level is None or codec not in LEVELS:
+        return
+    lo, hi, _ = LEVELS[codec]
+    if not lo <= level <= hi:
+        raise EncodeError(f"{codec.name.lower()} level must be within {lo}..{hi}, got {level}")
+
+
+def compress(codec: CompressionType, data: bytes | memoryview, level: int | None = None) -> bytes:
+    check_level(codec, level)
+    if codec == CompressionType.NONE:
+        return bytes(data)
+    if codec == CompressionType.GZIP:
+        return gzip.compress(data, compresslevel=LEVELS[codec][2] if level is None else level)
+    if codec == CompressionType.SNAPPY:
+        return _xerial_compress(data)
+    if codec == CompressionType.LZ4:
+        out: bytes = lz4.frame.compress(
+            bytes(data),
+            compression_level=level or 0,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+            store_size=False,
+        )
+        return out
+    if codec == CompressionType.ZSTD:
+        cctx = zstandard.ZstdCompressor(level=LEVELS[codec][2] if level is None else level)
+        result: bytes = cctx.compress(bytes(data))
+        return result
+    raise EncodeError(f"unknown compression codec {codec!r}")
+
+
+def decompress(codec: int, data: bytes | memoryview, where: str = "record batch") -> bytes:
+    try:
+        if codec == CompressionType.NONE:
+            return bytes(data)
+        if codec == CompressionType.GZIP:
+            return gzip.decompress(data)
+        if codec == CompressionType.SNAPPY:
+            return _snappy_decompress(bytes(data))
+        if codec == CompressionType.LZ4:
+            out: bytes = lz4.frame.decompress(bytes(data))
+            return out
+        if codec == CompressionType.ZSTD:
+            # Kafka's zstd frames may omit the content size; stream-decode to be safe.
+            return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
+    except (OSError, EOFError, RuntimeError, ValueError, zlib.error, zstandard.ZstdError) as exc:
+        name = CompressionType(codec).name.lower()
+        raise DecodeError(where, 0, f"{name} data is corrupt: {exc}") from None
+    raise UnsupportedCompressionError(where, 0, f"unknown compression codec id {codec}")
+
+
+def _xerial_compress(data: bytes | memoryview) -> bytes:
+    view = memoryview(data)
+    parts = [_XERIAL_HEADER]
+    for start in range(0, len(view), _XERIAL_BLOCK):
+        block: bytes = snappy.compress(bytes(view[start : start + _XERIAL_BLOCK]))
+        parts.append(_I32.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    if not data.startswith(_XERIAL_MAGIC):
+        raw: bytes = snappy.decompress(data)
+        return raw
+    out = bytearray()
+    pos = len(_XERIAL_HEADER)
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise ValueError(f"truncated xerial block length at byte {pos}")
+        (size,) = _I32.unpack_from(data, pos)
+        pos += 4
+        if size < 0 or pos + size > len(data):
+            raise ValueError(f"xerial block of {size} bytes overruns the data at byte {pos}")
+        out += snappy.decompress(data[pos : pos + size])
+        pos += size
+    return bytes(out)

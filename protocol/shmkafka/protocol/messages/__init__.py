@@ -1,0 +1,47 @@
+"""Request and response bodies as frozen dataclasses, one module per API."""
+
+from __future__ import annotations
+
+from shmkafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from shmkafka.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from shmkafka.protocol.messages.fetch import FetchRequest, FetchResponse
+from shmkafka.protocol.messages.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from shmkafka.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from shmkafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from shmkafka.protocol.messages.produce import ProduceRequest, ProduceResponse
+from shmkafka.protocol.schema import Message
+
+# api key → (request class, response class)
+APIS: dict[int, tuple[type[Message], type[Message]]] = {
+    req.API_KEY: (req, resp)
+    for req, resp in (
+        (ProduceRequest, ProduceResponse),
+        (FetchRequest, FetchResponse),
+        (ListOffsetsRequest, ListOffsetsResponse),
+        (MetadataRequest, MetadataResponse),
+        (ApiVersionsRequest, ApiVersionsResponse),
+        (CreateTopicsRequest, CreateTopicsResponse),
+        (InitProducerIdRequest, InitProducerIdResponse),
+    )
+}
+
+__all__ = [
+    "APIS",
+    "ApiVersionsRequest",
+    "ApiVersionsResponse",
+    "CreateTopicsRequest",
+    "CreateTopicsResponse",
+    "FetchRequest",
+    "FetchResponse",
+    "InitProducerIdRequest",
+    "InitProducerIdResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
+    "MetadataRequest",
+    "MetadataResponse",
+    "ProduceRequest",
+    "ProduceResponse",
+]

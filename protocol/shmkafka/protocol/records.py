@@ -1,0 +1,479 @@
+"""RecordBatch v2 (magic 2): encode records in place, finalize the header, decode and verify.
+
+Batch header, 61 bytes, big-endian:
+
+    offset  size  field
+         0     8  baseOffset
+         8     4  batchLength            bytes after this field
+        12     4  partitionLeaderEpoch
+        16     1  magic                  2
+        17     4  crc                    CRC-32C of bytes [21, end)
+        21     2  attributes             bits 0-2 compression, 3 timestamp type,
+                                         4 transactional, 5 control, 6 delete horizon
+        23     4  lastOffsetDelta
+        27     8  baseTimestamp
+        35     8  maxTimestamp
+        43     8  producerId
+        51     2  producerEpoch
+        53     4  baseSequence
+        57     4  recordCount
+        61        records
+
+Record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
+key (varint length, -1 = null), value (likewise), header count varint, then per header a key
+(varint length + UTF-8) and a value (varint length, -1 = null).
+
+Rules:
+- The accumulator writes records uncompressed right after a reserved header
+  (``HEADER_SIZE``); ``finalize_batch`` fills the header in place, or, when compressing,
+  returns new bytes holding the header and the compressed records.
+- Decoding never raises IndexError or struct.error: every failure is a DecodeError subclass
+  naming the batch's base offset and the byte position.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import crc32c
+
+from shmkafka.protocol.compression import CompressionType, compress, decompress
+from shmkafka.protocol.errors import (
+    CorruptRecordBatchError,
+    DecodeError,
+    EncodeError,
+    UnsupportedCompressionError,
+)
+from shmkafka.protocol.primitives import Reader, encode_uvarint, zigzag64
+
+HEADER_SIZE = 61
+MAGIC = 2
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40
+COMPRESSION_MASK = 0x07
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC_FIELDS = struct.Struct(">hiqqqhii")  # attributes .. recordCount
+_CRC_AT = 17
+_ATTRIBUTES_AT = 21
+
+Header = tuple[str, bytes | None]
+HeaderInput = tuple[str, bytes | bytearray | memoryview | None]
+
+# Zigzag varints of small values are looked up rather than computed: lengths, offset and
+# timestamp deltas are nearly always small. Index n + 1 holds the encoding of n.
+_SMALL_LIMIT = 1 << 14
+_ZIGZAG = tuple(encode_uvarint(zigzag64(n)) for n in range(-1, _SMALL_LIMIT))
+
+
+def _varint(n: int) -> bytes:
+    if -1 <= n < _SMALL_LIMIT:
+        return _ZIGZAG[n + 1]
+    if not -(2**63) <= n < 2**63:
+        raise EncodeError(f"varlong cannot hold {n}")
+    return encode_uvarint(zigzag64(n))
+
+
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | bytearray | memoryview | None,
+    value: bytes | bytearray | memoryview | None,
+    headers: Sequence[HeaderInput] = (),
+) -> bytes:
+    """One record in wire form, including its length prefix."""
+    parts: list[bytes | bytearray | memoryview] = [
+        b"\x00",
+        _varint(timestamp_delta),
+        _varint(offset_delta),
+    ]
+    if key is None:
+        parts.append(b"\x01")
+    else:
+        parts += (_varint(len(key)), key)
+    if value is None:
+        parts.append(b"\x01")
+    else:
+        parts += (_varint(len(value)), value)
+    parts.append(_varint(len(headers)))
+    for header_key, header_value in headers:
+        encoded_key = header_key.encode("utf-8")
+        parts += (_varint(len(encoded_key)), encoded_key)
+        if header_value is None:
+            parts.append(b"\x01")
+        else:
+            parts += (_varint(len(header_value)), header_value)
+    body = b"".join(parts)
+    return _varint(len(body)) + body
+
+
+def estimate_record_size(key_size: int, value_size: int, headers_size: int = 0) -> int:
+    """An upper bound on a record's encoded size (deltas assumed at most 10 bytes each)."""
+    return 5 + 1 + 10 + 5 + 5 + key_size + 5 + value_size + 5 + headers_size
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + 12
+
+
+def make_attributes(
+    compression: CompressionType = CompressionType.NONE,
+    *,
+    log_append_time: bool = False,
+    transactional: bool = False,
+    control: bool = False,
+) -> int:
+    attributes = int(compression)
+    if log_append_time:
+        attributes |= TIMESTAMP_TYPE_BIT
+    if transactional:
+        attributes |= TRANSACTIONAL_BIT
+    if control:
+        attributes |= CONTROL_BIT
+    return attributes
+
+
+@dataclass(frozen=True)
+class BatchMeta:
+    """What the Sender decides about a batch at drain time (the accumulator does not know)."""
+
+    base_offset: int = 0
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+    compression: CompressionType = CompressionType.NONE
+    compression_level: int | None = None
+    attributes: int = 0  # the non-compression bits, see make_attributes
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    base_sequence: int = NO_SEQUENCE
+
+
+def finalize_batch(
+    buf: bytearray | memoryview,
+    records_end: int,
+    *,
+    record_count: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    meta: BatchMeta = BatchMeta(),
+) -> memoryview | bytes:
+    """Complete the batch whose records occupy ``buf[HEADER_SIZE:records_end]``.
+
+    Without compression the header is written in place and a view of ``buf[:records_end]``
+    is returned; with compression the result is new bytes.
+    """
+    view = memoryview(buf)
+    compression = meta.compression
+    fields = (
+        (meta.attributes & ~COMPRESSION_MASK) | int(compression),
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        meta.producer_id,
+        meta.producer_epoch,
+        meta.base_sequence,
+        record_count,
+    )
+    if compression == CompressionType.NONE:
+        out: bytearray | memoryview = view
+        end = records_end
+    else:
+        payload = compress(compression, view[HEADER_SIZE:records_end], meta.compression_level)
+        out = bytearray(HEADER_SIZE + len(payload))
+        out[HEADER_SIZE:] = payload
+        end = len(out)
+    struct.pack_into(
+        ">qiib", out, 0, meta.base_offset, end - 12, meta.partition_leader_epoch, MAGIC
+    )
+    _CRC_FIELDS.pack_into(out, _ATTRIBUTES_AT, *fields)
+    struct.pack_into(">I", out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:end]))
+    if isinstance(out, bytearray):
+        return bytes(out)
+    return view[:end]
+
+
+class RecordBatchBuilder:
+    """Appends records into a caller-provided buffer, then finalizes the batch header.
+
+    The buffer may be shared memory: records are written at increasing positions after the
+    reserved header, so a reader that trusts only ``position`` and ``record_count`` never
+    sees a half-written record.
+    """
+
+    def __init__(
+        self,
+        buf: bytearray | memoryview,
+        *,
+        base_timestamp: int | None = None,
+    ) -> None:
+        self.buf = memoryview(buf)
+        if len(self.buf) < HEADER_SIZE:
+            raise EncodeError(f"a batch buffer needs at least {HEADER_SIZE} bytes")
+        self.position = HEADER_SIZE
+        self.record_count = 0
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = -1
+
+    @property
+    def capacity(self) -> int:
+        return len(self.buf)
+
+    def append(
+        self,
+        timestamp_ms: int,
+        key: bytes | bytearray | memoryview | None,
+        value: bytes | bytearray | memoryview | None,
+        headers: Sequence[HeaderInput] = (),
+    ) -> int | None:
+        """Append one record; returns its offset delta, or None if it does not fit."""
+        if self.base_timestamp is None:
+            self.base_timestamp = timestamp_ms
+        record = encode_record(
+            self.record_count, timestamp_ms - self.base_timestamp, key, value, headers
+        )
+        end = self.position + len(record)
+        if end > len(self.buf):
+            if self.record_count == 0:
+                self.base_timestamp = None
+            return None
+        self.buf[self.position : end] = record
+        self.position = end
+        offset_delta = self.record_count
+        self.record_count += 1
+        if timestamp_ms > self.max_timestamp:
+            self.max_timestamp = timestamp_ms
+        return offset_delta
+
+    def build(self, meta: BatchMeta = BatchMeta()) -> memoryview | bytes:
+        """Finalize the header (in place unless compressed)."""
+        if self.record_count == 0:
+            raise EncodeError("a record batch needs at least one record")
+        base = self.base_timestamp if self.base_timestamp is not None else 0
+        return finalize_batch(
+            self.buf,
+            self.position,
+            record_count=self.record_count,
+            last_offset_delta=self.record_count - 1,
+            base_timestamp=base,
+            max_timestamp=self.max_timestamp,
+            meta=meta,
+        )
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+@dataclass(frozen=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+    attributes: int = 0
+
+
+@dataclass(frozen=True)
+class RecordBatch:
+    header: BatchHeader
+    records: tuple[Record, ...]
+
+    @property
+    def base_offset(self) -> int:
+        return self.header.base_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.header.base_offset + self.header.last_offset_delta
+
+
+def decode_batch_header(data: bytes | memoryview, pos: int = 0) -> BatchHeader:
+    view = memoryview(data)
+    if len(view) - pos < HEADER_SIZE:
+        raise DecodeError("record batch header", pos, f"needs {HEADER_SIZE} bytes")
+    return BatchHeader(*_HEADER.unpack_from(view, pos))
+
+
+def decode_batches(
+    data: bytes | memoryview | None, *, verify_crc: bool = True, allow_partial_tail: bool = True
+) -> list[RecordBatch]:
+    """Decode a record set (a Produce or Fetch ``records`` field).
+
+    A Fetch may end in a partial batch cut at the size limit; with ``allow_partial_tail`` it
+    is ignored, as consumers do. Anything else malformed raises a DecodeError subclass.
+    """
+    if not data:
+        return []
+    view = memoryview(data)
+    batches: list[RecordBatch] = []
+    pos = 0
+    while pos < len(view):
+        remaining = len(view) - pos
+        if remaining < HEADER_SIZE:
+            if allow_partial_tail:
+                break
+            raise DecodeError("record batch header", pos, f"only {remaining} bytes left")
+        header = decode_batch_header(view, pos)
+        if header.batch_length < HEADER_SIZE - 12:
+            raise CorruptRecordBatchError(
+                "record batch", pos, f"batchLength {header.batch_length} is too small"
+            )
+        if header.size > remaining:
+            if allow_partial_tail:
+                break
+            raise DecodeError("record batch", pos, f"batch of {header.size} bytes is truncated")
+        batches.append(_decode_one(view[pos : pos + header.size], header, pos, verify_crc))
+        pos += header.size
+    return batches
+
+
+def decode_batch(data: bytes | memoryview, *, verify_crc: bool = True) -> RecordBatch:
+    """Decode exactly one batch."""
+    view = memoryview(data)
+    header = decode_batch_header(view)
+    if header.size != len(view):
+        raise DecodeError(
+            "record batch", 0, f"batchLength says {header.size} bytes, buffer has {len(view)}"
+        )
+    return _decode_one(view, header, 0, verify_crc)
+
+
+def _decode_one(view: memoryview, header: BatchHeader, at: int, verify_crc: bool) -> RecordBatch:
+    what = f"record batch at offset {header.base_offset}"
+    if header.magic != MAGIC:
+        raise CorruptRecordBatchError(what, at + 16, f"magic {header.magic}, expected 2")
+    if verify_crc:
+        actual = crc32c.crc32c(view[_ATTRIBUTES_AT:])
+        if actual != header.crc:
+            raise CorruptRecordBatchError(
+                what, at + _CRC_AT, f"CRC-32C {actual:#010x} does not match {header.crc:#010x}"
+            )
+    codec = header.compression
+    if codec > CompressionType.ZSTD:
+        raise UnsupportedCompressionError(what, at + _ATTRIBUTES_AT, f"compression id {codec}")
+    body: bytes | memoryview = view[HEADER_SIZE:]
+    if codec != CompressionType.NONE:
+        body = decompress(codec, body, what)
+    records = _decode_records(body, header, what)
+    return RecordBatch(header, records)
+
+
+def _decode_records(body: bytes | memoryview, header: BatchHeader, what: str) -> tuple[Record, ...]:
+    if header.record_count < 0:
+        raise CorruptRecordBatchError(what, 57, f"negative record count {header.record_count}")
+    r = Reader(body)
+    out: list[Record] = []
+    log_append = header.is_log_append_time
+    for index in range(header.record_count):
+        out.append(_decode_record(r, header, log_append, f"{what}, record {index}"))
+    if r.remaining():
+        raise CorruptRecordBatchError(
+            what, HEADER_SIZE + r.pos, f"{r.remaining()} bytes after {header.record_count} records"
+        )
+    if out and out[-1].offset - header.base_offset != header.last_offset_delta:
+        raise CorruptRecordBatchError(
+            what,
+            23,
+            f"lastOffsetDelta {header.last_offset_delta} does not match the last record's "
+            f"offset delta {out[-1].offset - header.base_offset}",
+        )
+    return tuple(out)
+
+
+def _decode_record(r: Reader, header: BatchHeader, log_append: bool, what: str) -> Record:
+    length = r.varint(what + " length")
+    start = r.pos
+    if length < 0 or length > r.remaining():
+        raise CorruptRecordBatchError(what, start, f"length {length} overruns the batch")
+    attributes = r.int8(what + " attributes")
+    timestamp_delta = r.varlong(what + " timestampDelta")
+    offset_delta = r.varint(what + " offsetDelta")
+    key = _nullable_bytes(r, what + " key")
+    value = _nullable_bytes(r, what + " value")
+    header_count = r.varint(what + " header count")
+    if header_count < 0:
+        raise CorruptRecordBatchError(what, r.pos, f"negative header count {header_count}")
+    headers: list[Header] = []
+    for _ in range(header_count):
+        raw_key = _nullable_bytes(r, what + " header key")
+        if raw_key is None:
+            raise CorruptRecordBatchError(what, r.pos, "null header key")
+        try:
+            header_key = raw_key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptRecordBatchError(what, r.pos, "header key is not UTF-8") from None
+        headers.append((header_key, _nullable_bytes(r, what + " header value")))
+    if r.pos - start != length:
+        raise CorruptRecordBatchError(what, start, f"length {length} but read {r.pos - start}")
+    timestamp = header.max_timestamp if log_append else header.base_timestamp + timestamp_delta
+    return Record(
+        header.base_offset + offset_delta, timestamp, key, value, tuple(headers), attributes
+    )
+
+
+def _nullable_bytes(r: Reader, what: str) -> bytes | None:
+    n = r.varint(what + " length")
+    if n < -1:
+        raise CorruptRecordBatchError(what, r.pos, f"invalid length {n}")
+    return None if n == -1 else bytes(r.raw(n, what))
+
+
+def build_batch(
+    records: Iterable[tuple[int, bytes | None, bytes | None, Sequence[HeaderInput]]],
+    meta: BatchMeta = BatchMeta(),
+) -> bytes:
+    """Convenience for tests and broker_stub: (timestamp, key, value, headers) → batch bytes."""
+    items = list(records)
+    size = HEADER_SIZE + sum(
+        estimate_record_size(
+            len(k or b""), len(v or b""), sum(len(hk) + len(hv or b"") + 10 for hk, hv in h)
+        )
+        for _, k, v, h in items
+    )
+    builder = RecordBatchBuilder(bytearray(size))
+    for timestamp, key, value, headers in items:
+        if builder.append(timestamp, key, value, headers) is None:
+            raise EncodeError("record did not fit in its estimated size")
+    return bytes(builder.build(meta))

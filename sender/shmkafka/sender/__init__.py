@@ -1,0 +1,1 @@
+"""shmkafka.sender (see the README's Layout)."""

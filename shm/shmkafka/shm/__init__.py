@@ -1,0 +1,1 @@
+"""shmkafka.shm (see the README's Layout)."""
