@@ -133,9 +133,9 @@ def test_unsupported_version_is_a_typed_error() -> None:
 
 @pytest.mark.parametrize("cut", [1, 5, 9, 20])
 def test_truncated_message_names_what_and_where(cut: int) -> None:
-    encoded = MetadataResponse(
-        brokers=(), topics=(), cluster_id="cluster", controller_id=1
-    ).encode(2)
+    encoded = MetadataResponse(brokers=(), topics=(), cluster_id="cluster", controller_id=1).encode(
+        2
+    )
     assert len(encoded) == 21
     with pytest.raises(DecodeError) as info:
         MetadataResponse.decode(encoded[:cut], 2)

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import struct
+
+import pytest
+import snappy
+
+from shmkafka.protocol.compression import CompressionType, compress, decompress
+from shmkafka.protocol.errors import DecodeError, EncodeError
+
+PAYLOAD = b"".join(b"record-%06d;" % i for i in range(20000))  # > several xerial blocks
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_round_trip(codec: CompressionType) -> None:
+    assert decompress(codec, compress(codec, PAYLOAD)) == PAYLOAD
+
+
+@pytest.mark.parametrize(
+    ("codec", "levels"),
+    [
+        (CompressionType.GZIP, [1, 9]),
+        (CompressionType.LZ4, [0, 9, 16]),
+        (CompressionType.ZSTD, [-5, 1, 19]),
+    ],
+)
+def test_levels(codec: CompressionType, levels: list[int]) -> None:
+    sizes = []
+    for level in levels:
+        out = compress(codec, PAYLOAD, level)
+        assert decompress(codec, out) == PAYLOAD
+        sizes.append(len(out))
+    assert sizes[-1] <= sizes[0]
+
+
+def test_level_out_of_range_is_typed() -> None:
+    with pytest.raises(EncodeError, match=r"gzip level must be within 1\.\.9"):
+        compress(CompressionType.GZIP, b"x", 10)
+
+
+def test_snappy_is_xerial_framed_and_raw_is_read_too() -> None:
+    framed = compress(CompressionType.SNAPPY, PAYLOAD)
+    assert framed.startswith(b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1))
+    assert decompress(CompressionType.SNAPPY, snappy.compress(PAYLOAD)) == PAYLOAD
+
+
+def test_lz4_frame_has_independent_blocks_and_no_content_size() -> None:
+    frame = compress(CompressionType.LZ4, PAYLOAD)
+    assert frame[:4] == b"\x04\x22\x4d\x18"
+    flags = frame[4]
+    assert flags & 0x20  # block independence
+    assert not flags & 0x08  # no content size
+
+
+@pytest.mark.parametrize(
+    "codec",
+    [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD],
+)
+def test_corrupt_data_is_typed(codec: CompressionType) -> None:
+    with pytest.raises(DecodeError, match="corrupt"):
+        decompress(codec, b"\x82SNAPPY\x00garbage-garbage" if codec == 2 else b"garbage")
+
+
+def test_unknown_name_is_typed() -> None:
+    assert CompressionType.from_name("ZSTD") == CompressionType.ZSTD
+    with pytest.raises(EncodeError, match="valid: none, gzip, snappy, lz4, zstd"):
+        CompressionType.from_name("brotli")

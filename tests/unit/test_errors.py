@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from shmkafka.protocol import errors
+
+
+def test_table_covers_codes_without_gaps() -> None:
+    codes = sorted(errors.BROKER_ERRORS_BY_CODE)
+    assert codes == [-1, *range(1, 134)]
+
+
+def test_retriable_and_invalid_metadata_are_types() -> None:
+    not_leader = errors.for_code(6)
+    assert not_leader.__name__ == "NotLeaderOrFollowerError"
+    assert issubclass(not_leader, errors.InvalidMetadataError)
+    assert issubclass(not_leader, errors.RetriableError)
+    assert not_leader.retriable and not_leader.invalid_metadata
+    enough = errors.for_code(19)
+    assert issubclass(enough, errors.RetriableError)
+    assert not issubclass(enough, errors.InvalidMetadataError)
+    too_large = errors.for_code(10)
+    assert not too_large.retriable and not issubclass(too_large, errors.RetriableError)
+    assert errors.for_code(29).__name__ == "TopicAuthorizationFailedError"
+
+
+def test_error_instances_carry_code_and_name() -> None:
+    assert errors.error_for(0) is None
+    err = errors.error_for(46, "resent batch")
+    assert err is not None
+    assert err.error_code == 46
+    assert str(err) == "[Error 46] DUPLICATE_SEQUENCE_NUMBER: resent batch"
+
+
+def test_unknown_code_keeps_its_number() -> None:
+    err = errors.error_for(9999)
+    assert isinstance(err, errors.UnknownServerError)
+    assert err.error_code == 9999
+
+
+def test_names_map_back() -> None:
+    assert errors.BROKER_ERRORS_BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code == 45
