@@ -17,9 +17,9 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from shmkafka.protocol.errors import CorrelationIdError, InvalidFrameSizeError
+from shmkafka.protocol.errors import CorrelationIdError, DecodeError, InvalidFrameSizeError
 from shmkafka.protocol.messages import APIS
-from shmkafka.protocol.messages.api_versions import ApiVersionsRequest
+from shmkafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from shmkafka.protocol.primitives import Reader, Writer
 from shmkafka.protocol.schema import Message
 
@@ -182,13 +182,22 @@ class ClientProtocol:
             _skip_tagged_fields(r, "response header")
         _, response_cls = APIS[expected.api_key]
         body = r.buf[r.pos :]
-        version = expected.version
         if expected.api_key == ApiVersionsRequest.API_KEY and _error_code_of(body) == (
             UNSUPPORTED_VERSION
         ):
-            # A broker that does not know our ApiVersions version answers in v0 (KIP-511).
-            version = 0
-        return correlation_id, response_cls.decode(body, version)
+            return correlation_id, _unsupported_api_versions(body)
+        return correlation_id, response_cls.decode(body, expected.version, strict=False)
+
+
+def _unsupported_api_versions(body: memoryview) -> ApiVersionsResponse:
+    """A broker that does not know our ApiVersions version answers in v0 (KIP-511), listing
+    its own ApiVersions range. Some (librdkafka's mock cluster) write that body in another
+    shape; then we keep only the error, and the caller retries with v0, which every broker
+    supports."""
+    try:
+        return ApiVersionsResponse.decode(body, 0, strict=False)
+    except DecodeError:
+        return ApiVersionsResponse(error_code=UNSUPPORTED_VERSION)
 
 
 UNSUPPORTED_VERSION = 35

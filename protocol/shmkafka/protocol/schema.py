@@ -131,11 +131,13 @@ class Message:
         return bytes(w.buf)
 
     @classmethod
-    def decode(cls: type[M], data: bytes | memoryview, version: int) -> M:
+    def decode(cls: type[M], data: bytes | memoryview, version: int, *, strict: bool = True) -> M:
+        """Decode a body. ``strict=False`` ignores trailing bytes, as the Java client and
+        kafka-python do for responses (librdkafka's mock cluster appends one to Metadata)."""
         check_version(cls, version)
         r = Reader(data)
         msg = decode_struct(r, cls, version, version >= cls.FLEXIBLE_FROM, cls.__name__)
-        if r.remaining():
+        if strict and r.remaining():
             raise DecodeError(cls.__name__, r.pos, f"{r.remaining()} trailing bytes")
         return msg
 

@@ -1,0 +1,207 @@
+"""Helpers shared by the integration tests: topics, produce with our codec, read back."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import confluent_kafka
+
+from shmkafka.protocol.messages import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    FetchRequest,
+    FetchResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from shmkafka.protocol.messages.create_topics import CreatableTopic
+from shmkafka.protocol.messages.fetch import FetchPartition, FetchTopic, PartitionData
+from shmkafka.protocol.messages.metadata import MetadataRequestTopic
+from shmkafka.protocol.messages.produce import (
+    PartitionProduceData,
+    PartitionProduceResponse,
+    TopicProduceData,
+)
+from shmkafka.protocol.records import RecordBatch, decode_batches
+from tests.peers import Peer
+from tests.wire import WireClient
+
+
+def unique_topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class Cluster:
+    """Plain-socket connections to every broker of a peer, opened lazily."""
+
+    peer: Peer
+    leaders: dict[tuple[str, int], tuple[str, int]]  # (topic, partition) → (host, port)
+
+    def __post_init__(self) -> None:
+        self._clients: dict[tuple[str, int], WireClient] = {}
+
+    def client(self, address: tuple[str, int] | None = None) -> WireClient:
+        address = address or self.peer.brokers[0]
+        if address not in self._clients:
+            self._clients[address] = WireClient(*address)
+        return self._clients[address]
+
+    def ensure_topic(self, topic: str, partitions: int) -> int:
+        """Create (Tansu) or auto-create (mock) ``topic``; returns its partition count."""
+        if self.peer.can_create_topics:
+            created = self.client().call(
+                CreateTopicsRequest(
+                    topics=(CreatableTopic(topic, partitions, 1),), timeout_ms=10_000
+                ),
+                CreateTopicsResponse,
+            )
+            assert created.topics[0].error_code == 0, created
+        deadline = time.monotonic() + 20
+        while True:
+            metadata = self.client().call(
+                MetadataRequest(topics=(MetadataRequestTopic(name=topic),)), MetadataResponse
+            )
+            brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+            (found,) = metadata.topics
+            if (
+                found.error_code == 0
+                and found.partitions
+                and all(p.leader_id in brokers for p in found.partitions)
+            ):
+                for p in found.partitions:
+                    self.leaders[(topic, p.partition_index)] = brokers[p.leader_id]
+                return len(found.partitions)
+            assert time.monotonic() < deadline, f"topic {topic} never got leaders: {metadata}"
+            time.sleep(0.2)
+
+    def produce(
+        self, topic: str, partition: int, batch: bytes, acks: int = -1, version: int | None = None
+    ) -> PartitionProduceResponse:
+        client = self.client(self.leaders[(topic, partition)])
+        request = ProduceRequest(
+            acks=acks,
+            timeout_ms=10_000,
+            topic_data=(TopicProduceData(topic, (PartitionProduceData(partition, batch),)),),
+        )
+        response = client.call(request, ProduceResponse, version)
+        (topic_response,) = response.responses
+        assert topic_response.name == topic
+        (partition_response,) = topic_response.partition_responses
+        assert partition_response.index == partition
+        return partition_response
+
+    def fetch(
+        self, topic: str, partition: int, offset: int, version: int | None = None
+    ) -> PartitionData:
+        client = self.client(self.leaders[(topic, partition)])
+        request = FetchRequest(
+            max_wait_ms=100,
+            min_bytes=1,
+            topics=(FetchTopic(topic, (FetchPartition(partition, fetch_offset=offset),)),),
+        )
+        response = client.call(request, FetchResponse, version)
+        assert response.error_code == 0, response
+        (topic_response,) = response.responses
+        (partition_data,) = topic_response.partitions
+        assert partition_data.error_code == 0, partition_data
+        return partition_data
+
+    def fetch_batches(
+        self, topic: str, partition: int, end_offset: int, version: int | None = None
+    ) -> list[RecordBatch]:
+        """Fetch (and decode with our codec) every batch holding offsets below end_offset."""
+        batches: list[RecordBatch] = []
+        offset = 0
+        deadline = time.monotonic() + 20
+        while offset < end_offset:
+            assert time.monotonic() < deadline, f"fetched only up to offset {offset}"
+            for batch in decode_batches(self.fetch(topic, partition, offset, version).records):
+                if batch.last_offset >= offset:
+                    batches.append(batch)
+                    offset = batch.last_offset + 1
+        return batches
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+
+
+@contextmanager
+def cluster(peer: Peer) -> Iterator[Cluster]:
+    c = Cluster(peer, {})
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def consume_all(
+    peer: Peer, topic: str, partitions: list[int], expected: int, timeout: float = 30.0
+) -> list[confluent_kafka.Message]:
+    """Read ``expected`` records from the start of the partitions with a confluent Consumer."""
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": peer.bootstrap,
+            "group.id": unique_topic("readback"),
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "log_level": 3,
+        }
+    )
+    try:
+        consumer.assign(
+            [
+                confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                for p in partitions
+            ]
+        )
+        out: list[confluent_kafka.Message] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            out.append(msg)
+        # Anything beyond what we produced would be a duplicate: poll briefly for extras.
+        extra_deadline = time.monotonic() + 1.0
+        while time.monotonic() < extra_deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                out.append(msg)
+        return out
+    finally:
+        consumer.close()
+
+
+def kafka_python_consume_all(
+    peer: Peer, topic: str, partitions: list[int], expected: int, timeout: float = 30.0
+) -> list[object]:
+    """Read ``expected`` records from the start with kafka-python's KafkaConsumer."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=peer.bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=int(timeout * 1000),
+        api_version=peer.kafka_python_api_version,
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in partitions])
+        consumer.seek_to_beginning()
+        out: list[object] = []
+        for record in consumer:
+            out.append(record)
+            if len(out) >= expected:
+                break
+        return out
+    finally:
+        consumer.close()
