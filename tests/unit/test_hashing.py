@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import platform
 import random
 
 import pytest
@@ -7,7 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from shmkafka.protocol.hashing import consistent_partition, murmur2, murmur2_partition
+from shmkafka.protocol import hashing
+from shmkafka.protocol.hashing import (
+    consistent_partition,
+    murmur2,
+    murmur2_partition,
+    murmur2_python,
+)
 
 
 @pytest.mark.parametrize(
@@ -21,12 +28,23 @@ from shmkafka.protocol.hashing import consistent_partition, murmur2, murmur2_par
 )
 def test_java_test_vectors(key: bytes, expected: int) -> None:
     assert murmur2(key) == expected
+    assert murmur2_python(key) == expected
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="murmurhash2 is x86_64-only here")
+def test_the_c_implementation_is_in_use() -> None:
+    assert hashing.murmur2 is not murmur2_python  # murmurhash2 is installed on x86_64
+
+
+@given(st.binary(max_size=80))
+def test_c_and_python_agree(key: bytes) -> None:
+    assert murmur2(key) == murmur2_python(key) == murmur2(bytearray(key))
 
 
 @given(st.binary(max_size=64))
 def test_matches_kafka_python(key: bytes) -> None:
     theirs = kafka_python_murmur2(key)  # unsigned-masked in kafka-python
-    assert murmur2(key) & 0xFFFFFFFF == theirs & 0xFFFFFFFF
+    assert murmur2_python(key) & 0xFFFFFFFF == theirs & 0xFFFFFFFF
 
 
 def test_partition_is_positive_modulo() -> None:

@@ -91,20 +91,31 @@ def encode_record(
     headers: Sequence[HeaderInput] = (),
 ) -> bytes:
     """One record in wire form, including its length prefix."""
-    parts: list[bytes | bytearray | memoryview] = [
-        b"\x00",
-        _varint(timestamp_delta),
-        _varint(offset_delta),
-    ]
+    zz = _ZIGZAG
+    limit = _SMALL_LIMIT
+    ts = zz[timestamp_delta + 1] if -1 <= timestamp_delta < limit else _varint(timestamp_delta)
+    off = zz[offset_delta + 1] if -1 <= offset_delta < limit else _varint(offset_delta)
     if key is None:
-        parts.append(b"\x01")
+        key_len: bytes = b"\x01"
+        key = b""
     else:
-        parts += (_varint(len(key)), key)
+        key_len = zz[len(key) + 1] if len(key) < limit else _varint(len(key))
     if value is None:
-        parts.append(b"\x01")
+        value_len: bytes = b"\x01"
+        value = b""
     else:
-        parts += (_varint(len(value)), value)
-    parts.append(_varint(len(headers)))
+        value_len = zz[len(value) + 1] if len(value) < limit else _varint(len(value))
+    if headers:
+        encoded_headers = _encode_headers(headers)
+    else:
+        encoded_headers = b"\x00"
+    body = b"".join((b"\x00", ts, off, key_len, key, value_len, value, encoded_headers))
+    size = len(body)
+    return (zz[size + 1] if size < limit else _varint(size)) + body
+
+
+def _encode_headers(headers: Sequence[HeaderInput]) -> bytes:
+    parts: list[bytes | bytearray | memoryview] = [_varint(len(headers))]
     for header_key, header_value in headers:
         encoded_key = header_key.encode("utf-8")
         parts += (_varint(len(encoded_key)), encoded_key)
@@ -112,8 +123,7 @@ def encode_record(
             parts.append(b"\x01")
         else:
             parts += (_varint(len(header_value)), header_value)
-    body = b"".join(parts)
-    return _varint(len(body)) + body
+    return b"".join(parts)
 
 
 def estimate_record_size(key_size: int, value_size: int, headers_size: int = 0) -> int:
@@ -268,23 +278,22 @@ class RecordBatchBuilder:
         headers: Sequence[HeaderInput] = (),
     ) -> int | None:
         """Append one record; returns its offset delta, or None if it does not fit."""
-        if self.base_timestamp is None:
-            self.base_timestamp = timestamp_ms
-        record = encode_record(
-            self.record_count, timestamp_ms - self.base_timestamp, key, value, headers
-        )
-        end = self.position + len(record)
+        base = self.base_timestamp
+        if base is None:
+            base = timestamp_ms
+        count = self.record_count
+        record = encode_record(count, timestamp_ms - base, key, value, headers)
+        position = self.position
+        end = position + len(record)
         if end > len(self.buf):
-            if self.record_count == 0:
-                self.base_timestamp = None
             return None
-        self.buf[self.position : end] = record
+        self.buf[position:end] = record
         self.position = end
-        offset_delta = self.record_count
-        self.record_count += 1
+        self.record_count = count + 1
+        self.base_timestamp = base
         if timestamp_ms > self.max_timestamp:
             self.max_timestamp = timestamp_ms
-        return offset_delta
+        return count
 
     def build(self, meta: BatchMeta = BatchMeta()) -> memoryview | bytes:
         """Finalize the header (in place unless compressed)."""
