@@ -62,7 +62,7 @@ DELETE_HORIZON_BIT = 0x40
 COMPRESSION_MASK = 0x07
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-_CRC_FIELDS = struct.Struct(">hiqqqhii")  # attributes .. recordCount
+_CRC = struct.Struct(">I")
 _CRC_AT = 17
 _ATTRIBUTES_AT = 21
 
@@ -214,10 +214,27 @@ def finalize_batch(
     Without compression the header is written in place and a view of ``buf[:records_end]``
     is returned; with compression the result is new bytes.
     """
-    view = memoryview(buf)
     compression = meta.compression
-    fields = (
-        (meta.attributes & ~COMPRESSION_MASK) | int(compression),
+    out: bytearray | memoryview
+    if compression == CompressionType.NONE:
+        out = buf
+        end = records_end
+    else:
+        payload = compress(
+            compression, memoryview(buf)[HEADER_SIZE:records_end], meta.compression_level
+        )
+        out = bytearray(HEADER_SIZE + len(payload))
+        out[HEADER_SIZE:] = payload
+        end = len(out)
+    _HEADER.pack_into(
+        out,
+        0,
+        meta.base_offset,
+        end - 12,
+        meta.partition_leader_epoch,
+        MAGIC,
+        0,  # crc, computed next over everything after it
+        (meta.attributes & ~COMPRESSION_MASK) | compression,
         last_offset_delta,
         base_timestamp,
         max_timestamp,
@@ -226,22 +243,10 @@ def finalize_batch(
         meta.base_sequence,
         record_count,
     )
-    if compression == CompressionType.NONE:
-        out: bytearray | memoryview = view
-        end = records_end
-    else:
-        payload = compress(compression, view[HEADER_SIZE:records_end], meta.compression_level)
-        out = bytearray(HEADER_SIZE + len(payload))
-        out[HEADER_SIZE:] = payload
-        end = len(out)
-    struct.pack_into(
-        ">qiib", out, 0, meta.base_offset, end - 12, meta.partition_leader_epoch, MAGIC
-    )
-    _CRC_FIELDS.pack_into(out, _ATTRIBUTES_AT, *fields)
-    struct.pack_into(">I", out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:end]))
-    if isinstance(out, bytearray):
+    _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:end]))
+    if isinstance(out, bytearray) and out is not buf:
         return bytes(out)
-    return view[:end]
+    return memoryview(out)[:end]
 
 
 class RecordBatchBuilder:
