@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shmkafka.protocol.errors import CorrelationIdError, InvalidFrameSizeError
+from shmkafka.protocol.errors import CorrelationIdError, InvalidFrameSizeError, TruncatedFrameError
 from shmkafka.protocol.frames import (
     ClientProtocol,
     FrameDecoder,
@@ -39,6 +39,20 @@ def test_decoder_accepts_any_chunking(payloads: list[bytes], data: st.DataObject
         start = cut
     assert frames == payloads
     assert decoder.buffered == 0
+
+
+@pytest.mark.parametrize("cut", [2, 4, 9])
+def test_truncated_frame_at_end_of_stream_is_typed(cut: int) -> None:
+    decoder = FrameDecoder()
+    assert list(decoder.feed(_frame(b"0123456789")[:cut])) == []
+    with pytest.raises(TruncatedFrameError, match="stream ended inside a frame"):
+        decoder.eof()
+
+
+def test_clean_end_of_stream() -> None:
+    decoder = FrameDecoder()
+    assert list(decoder.feed(_frame(b"abc"))) == [b"abc"]
+    decoder.eof()  # nothing pending: no error
 
 
 def test_negative_frame_size_rejected() -> None:

@@ -60,6 +60,10 @@ class InvalidFrameSizeError(ProtocolError):
         self.limit = limit
 
 
+class TruncatedFrameError(ProtocolError):
+    """The stream ended in the middle of a frame."""
+
+
 class CorrelationIdError(ProtocolError):
     """A response arrived whose correlation id matches no request in flight."""
 

@@ -17,7 +17,12 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from shmkafka.protocol.errors import CorrelationIdError, DecodeError, InvalidFrameSizeError
+from shmkafka.protocol.errors import (
+    CorrelationIdError,
+    DecodeError,
+    InvalidFrameSizeError,
+    TruncatedFrameError,
+)
 from shmkafka.protocol.messages import APIS
 from shmkafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from shmkafka.protocol.primitives import Reader, Writer
@@ -126,6 +131,14 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         return len(self._buf)
+
+    def eof(self) -> None:
+        """The peer closed the stream: a partial frame left behind is a protocol error."""
+        if self._buf or self._need:
+            expected = "a 4-byte size" if self._need is None else f"{self._need} bytes"
+            raise TruncatedFrameError(
+                f"stream ended inside a frame: {len(self._buf)} bytes buffered, {expected} expected"
+            )
 
 
 @dataclass(frozen=True)

@@ -229,7 +229,7 @@ class Reader:
         result = 0
         shift = 0
         buf = self.buf
-        for i in range(max_bytes):
+        for _ in range(max_bytes):
             if self.pos >= self.end:
                 raise DecodeError(what, start, "truncated varint")
             byte = buf[self.pos]
@@ -238,7 +238,6 @@ class Reader:
             if not byte & 0x80:
                 return result
             shift += 7
-            del i
         raise DecodeError(what, start, f"varint longer than {max_bytes} bytes")
 
     def varint(self, what: str = "varint") -> int:
