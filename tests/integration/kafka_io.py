@@ -15,6 +15,8 @@ from shmkafka.protocol.messages import (
     CreateTopicsResponse,
     FetchRequest,
     FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
     ProduceRequest,
@@ -22,6 +24,7 @@ from shmkafka.protocol.messages import (
 )
 from shmkafka.protocol.messages.create_topics import CreatableTopic
 from shmkafka.protocol.messages.fetch import FetchPartition, FetchTopic, PartitionData
+from shmkafka.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsTopic
 from shmkafka.protocol.messages.metadata import MetadataRequestTopic
 from shmkafka.protocol.messages.produce import (
     PartitionProduceData,
@@ -112,6 +115,19 @@ class Cluster:
         (partition_data,) = topic_response.partitions
         assert partition_data.error_code == 0, partition_data
         return partition_data
+
+    def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
+        """ListOffsets for one partition (EARLIEST_TIMESTAMP / LATEST_TIMESTAMP or a time)."""
+        client = self.client(self.leaders[(topic, partition)])
+        request = ListOffsetsRequest(
+            topics=(
+                ListOffsetsTopic(topic, (ListOffsetsPartition(partition, timestamp=timestamp),)),
+            )
+        )
+        response = client.call(request, ListOffsetsResponse)
+        (answer,) = response.topics[0].partitions
+        assert answer.error_code == 0, answer
+        return answer.offset
 
     def fetch_batches(
         self, topic: str, partition: int, end_offset: int, version: int | None = None

@@ -15,6 +15,7 @@ from shmkafka.protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
+from shmkafka.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from shmkafka.protocol.records import BatchMeta, build_batch
 from tests.integration.kafka_io import (
     Cluster,
@@ -44,6 +45,19 @@ def sample_records(partition: int, batch: int, n: int = 5) -> list[Rec]:
     return out
 
 
+def watermarks(peer: Peer, topic: str, partitions: int) -> list[tuple[int, int]]:
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": peer.bootstrap, "group.id": unique_topic("wm"), "log_level": 3}
+    )
+    try:
+        return [
+            tuple(consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), 10))
+            for p in range(partitions)
+        ]
+    finally:
+        consumer.close()
+
+
 def _check_message(msg: confluent_kafka.Message, rec: Rec, offset: int) -> None:
     ts, key, value, headers = rec
     assert msg.offset() == offset
@@ -70,6 +84,15 @@ def test_produce_and_read_back(peer: Peer, codec: CompressionType) -> None:
                 assert result.base_offset == batch_no * len(records)
                 for i, rec in enumerate(records):
                     expected[(partition, result.base_offset + i)] = rec
+        offsets = [
+            (c.list_offset(topic, p, EARLIEST_TIMESTAMP), c.list_offset(topic, p, LATEST_TIMESTAMP))
+            for p in range(partitions)
+        ]
+    # Our ListOffsets answers match confluent-kafka's view of the same partitions. The mock
+    # reports the log end (10); Tansu 0.6 reports the last batch's base offset + 1 (6), to
+    # confluent-kafka too.
+    assert offsets == watermarks(peer, topic, partitions)
+    assert offsets == [(0, 10 if peer.name == "mock" else 6)] * partitions
     messages = consume_all(peer, topic, list(range(partitions)), len(expected))
     assert len(messages) == len(expected)
     assert {(m.partition(), m.offset()) for m in messages} == set(expected)
@@ -88,13 +111,17 @@ def _init_producer(c: Cluster, topic: str) -> dict[str, int]:
     return {"producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
 
 
-def test_idempotent_batches_keep_producer_state_in_the_log(peer: Peer) -> None:
-    topic = unique_topic("idempotent")
+@pytest.mark.parametrize("codec", list(CompressionType), ids=lambda c: c.name.lower())
+def test_idempotent_batches_keep_producer_state_in_the_log(
+    peer: Peer, codec: CompressionType
+) -> None:
+    topic = unique_topic(f"idempotent-{codec.name.lower()}")
     with cluster(peer) as c:
         c.ensure_topic(topic, 1)
         pid = _init_producer(c, topic)
-        first = build_batch(sample_records(0, 0, 3), BatchMeta(base_sequence=0, **pid))
-        second = build_batch(sample_records(0, 1, 2), BatchMeta(base_sequence=3, **pid))
+        meta = {"compression": codec, **pid}
+        first = build_batch(sample_records(0, 0, 3), BatchMeta(base_sequence=0, **meta))
+        second = build_batch(sample_records(0, 1, 2), BatchMeta(base_sequence=3, **meta))
         r1 = c.produce(topic, 0, first)
         r2 = c.produce(topic, 0, second)
         assert (r1.error_code, r1.base_offset, r2.error_code, r2.base_offset) == (0, 0, 0, 3)
