@@ -74,7 +74,7 @@ def to_positive(n: int) -> int:
 
 
 def murmur2_partition(key: bytes | bytearray | memoryview, partitions: int) -> int:
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
+    return to_positive(murmur2(key)) % partitions
 
 
 def consistent_partition(key: bytes | bytearray | memoryview | None, partitions: int) -> int:

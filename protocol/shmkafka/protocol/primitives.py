@@ -174,7 +174,7 @@ class Reader:
     __slots__ = ("buf", "end", "pos")
 
     def __init__(self, data: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None):
-        self.buf = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+        self.buf = memoryview(data).cast("B")
         self.pos = pos
         self.end = len(self.buf) if end is None else end
 

@@ -24,19 +24,6 @@ from shmkafka.protocol.errors import DecodeError, EncodeError
 from shmkafka.protocol.primitives import ZERO_UUID, Reader, Writer
 
 MAX_VERSION = 0x7FFF
-PRIMITIVES = (
-    "int8",
-    "int16",
-    "uint16",
-    "int32",
-    "int64",
-    "float64",
-    "bool",
-    "string",
-    "bytes",
-    "records",
-    "uuid",
-)
 
 
 def parse_versions(spec: str | None) -> tuple[int, int]:
