@@ -1,0 +1,253 @@
+"""Batch descriptors and partition deques: the shared accumulator's bookkeeping.
+
+Rules:
+- A batch's id is its first slab's index: a batch owns its slab run, so ids never collide
+  and need no allocator of their own. ``generation`` grows each time the id is reused, so a
+  (batch id, generation) pair names one batch for the life of the pool.
+- A queued batch (in a deque) is written only under its deque's stripe lock. Appenders change
+  ``write_pos``/``record_count``/``max_ts`` in one ``pack_into`` after the record bytes
+  (publish last). Once drained, only the Sender writes it.
+- A deque is a ring of batch ids with monotonic ``head``/``tail``; a new batch is written to
+  ``ring[tail]`` before ``tail`` moves (publish last). All under the stripe lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shmkafka.shm.errors import CapacityError
+from shmkafka.shm.layout import (
+    B_APPENDERS,
+    B_ATTEMPTS,
+    B_BASE_SEQUENCE,
+    B_GENERATION,
+    B_PRODUCER_EPOCH,
+    B_PRODUCER_ID,
+    B_PUBLISH,
+    B_STATE,
+    BATCH,
+    BATCH_SIZE_BYTES,
+    D_HEAD,
+    D_MUTED,
+    D_NEXT_SEQUENCE,
+    D_PARTITION,
+    D_TAIL,
+    DEQUE_HEADER,
+    FREE,
+    I32,
+    OPEN,
+    PUBLISH,
+    U32,
+    U64,
+    Layout,
+)
+from shmkafka.shm.segment import Segment
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    batch_id: int
+    state: int
+    generation: int
+    deque_id: int
+    first_slab: int
+    slab_count: int
+    attempts: int
+    write_pos: int
+    record_count: int
+    max_timestamp: int
+    last_append_ms: int
+    base_timestamp: int
+    created_ms: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    appenders: frozenset[int]
+
+
+def _bits(raw: bytes) -> frozenset[int]:
+    return frozenset(
+        i * 8 + b for i, byte in enumerate(raw) if byte for b in range(8) if byte >> b & 1
+    )
+
+
+class Batches:
+    def __init__(self, segment: Segment) -> None:
+        self.segment = segment
+        self.layout: Layout = segment.layout
+
+    def read(self, batch_id: int) -> BatchInfo:
+        fields = BATCH.unpack_from(self.segment.buf, self.layout.batch_at(batch_id))
+        (state, gen, deque, first, count, attempts, pos, records, max_ts, last, base_ts,
+         created, pid, epoch, seq, appenders) = fields  # fmt: skip
+        return BatchInfo(
+            batch_id, state, gen, deque, first, count, attempts, pos, records, max_ts, last,
+            base_ts, created, pid, epoch, seq, _bits(appenders),
+        )  # fmt: skip
+
+    def open(
+        self,
+        batch_id: int,
+        deque_id: int,
+        slab_count: int,
+        write_pos: int,
+        base_ts: int,
+        now_ms: int,
+    ) -> int:
+        """Start a batch on the slab run beginning at ``batch_id``; returns its generation."""
+        at = self.layout.batch_at(batch_id)
+        buf = self.segment.buf
+        generation: int = (U32.unpack_from(buf, at + B_GENERATION)[0] + 1) & 0xFFFFFFFF
+        BATCH.pack_into(
+            buf, at, OPEN, generation, deque_id, batch_id, slab_count, 0, write_pos, 0,
+            base_ts, now_ms, base_ts, now_ms, -1, -1, -1, bytes(32),
+        )  # fmt: skip
+        return generation
+
+    def set_state(self, batch_id: int, state: int) -> None:
+        U32.pack_into(self.segment.buf, self.layout.batch_at(batch_id) + B_STATE, state)
+
+    def state(self, batch_id: int) -> int:
+        state: int = U32.unpack_from(self.segment.buf, self.layout.batch_at(batch_id) + B_STATE)[0]
+        return state
+
+    def publish(self, batch_id: int, write_pos: int, count: int, max_ts: int, now_ms: int) -> None:
+        PUBLISH.pack_into(
+            self.segment.buf,
+            self.layout.batch_at(batch_id) + B_PUBLISH,
+            write_pos,
+            count,
+            max_ts,
+            now_ms,
+        )
+
+    def add_appender(self, batch_id: int, slot: int) -> None:
+        at = self.layout.batch_at(batch_id) + B_APPENDERS + (slot >> 3)
+        buf = self.segment.buf
+        buf[at] |= 1 << (slot & 7)
+
+    def set_attempts(self, batch_id: int, attempts: int) -> None:
+        U32.pack_into(self.segment.buf, self.layout.batch_at(batch_id) + B_ATTEMPTS, attempts)
+
+    def set_producer_state(
+        self, batch_id: int, producer_id: int, epoch: int, sequence: int
+    ) -> None:
+        at = self.layout.batch_at(batch_id)
+        buf = self.segment.buf
+        U64.pack_into(buf, at + B_PRODUCER_ID, producer_id & 0xFFFFFFFFFFFFFFFF)
+        buf[at + B_PRODUCER_EPOCH : at + B_PRODUCER_EPOCH + 2] = (epoch & 0xFFFF).to_bytes(
+            2, "little"
+        )
+        I32.pack_into(buf, at + B_BASE_SEQUENCE, sequence)
+
+    def clear(self, batch_id: int) -> None:
+        """Mark the descriptor free (its slabs are returned separately)."""
+        self.set_state(batch_id, FREE)
+
+    def data(self, info: BatchInfo) -> memoryview:
+        """The batch's bytes: header reserve and records up to the published write position."""
+        start = self.layout.slab_at(info.first_slab)
+        return self.segment.buf[start : start + info.write_pos]
+
+    def capacity(self, slab_count: int) -> int:
+        return slab_count * self.layout.config.batch_size
+
+    @property
+    def size(self) -> int:
+        return BATCH_SIZE_BYTES
+
+
+class Deques:
+    def __init__(self, segment: Segment) -> None:
+        self.segment = segment
+        self.layout: Layout = segment.layout
+        self.capacity = self.layout.config.deque_capacity
+
+    def _ends(self, deque_id: int) -> tuple[int, int, int]:
+        at = self.layout.deque_at(deque_id)
+        buf = self.segment.buf
+        return at, U64.unpack_from(buf, at + D_HEAD)[0], U64.unpack_from(buf, at + D_TAIL)[0]
+
+    def _slot(self, at: int, index: int) -> int:
+        return at + DEQUE_HEADER.size + 4 * (index % self.capacity)
+
+    def batch_ids(self, deque_id: int) -> list[int]:
+        at, head, tail = self._ends(deque_id)
+        buf = self.segment.buf
+        return [U32.unpack_from(buf, self._slot(at, i))[0] for i in range(head, tail)]
+
+    def length(self, deque_id: int) -> int:
+        _, head, tail = self._ends(deque_id)
+        return int(tail - head)
+
+    def first(self, deque_id: int) -> int | None:
+        at, head, tail = self._ends(deque_id)
+        if head == tail:
+            return None
+        first: int = U32.unpack_from(self.segment.buf, self._slot(at, head))[0]
+        return first
+
+    def last(self, deque_id: int) -> int | None:
+        at, head, tail = self._ends(deque_id)
+        if head == tail:
+            return None
+        last: int = U32.unpack_from(self.segment.buf, self._slot(at, tail - 1))[0]
+        return last
+
+    def push_last(self, deque_id: int, batch_id: int) -> None:
+        at, head, tail = self._ends(deque_id)
+        if tail - head >= self.capacity:
+            raise CapacityError(f"deque {deque_id} holds deque_capacity={self.capacity} batches")
+        U32.pack_into(self.segment.buf, self._slot(at, tail), batch_id)
+        U64.pack_into(self.segment.buf, at + D_TAIL, tail + 1)  # publish last
+
+    def push_first(self, deque_id: int, batch_id: int) -> None:
+        at, head, tail = self._ends(deque_id)
+        if tail - head >= self.capacity or head == 0:
+            # head == 0: nothing was ever popped, so there is no room before it; rebuild.
+            ids = [batch_id, *self.batch_ids(deque_id)]
+            if len(ids) > self.capacity:
+                raise CapacityError(f"deque {deque_id} is full")
+            base = self.capacity
+            for i, b in enumerate(ids):
+                U32.pack_into(self.segment.buf, self._slot(at, base + i), b)
+            U64.pack_into(self.segment.buf, at + D_TAIL, base + len(ids))
+            U64.pack_into(self.segment.buf, at + D_HEAD, base)
+            return
+        U32.pack_into(self.segment.buf, self._slot(at, head - 1), batch_id)
+        U64.pack_into(self.segment.buf, at + D_HEAD, head - 1)
+
+    def pop_first(self, deque_id: int) -> int:
+        at, head, tail = self._ends(deque_id)
+        assert head < tail, "pop from an empty deque"
+        batch_id: int = U32.unpack_from(self.segment.buf, self._slot(at, head))[0]
+        U64.pack_into(self.segment.buf, at + D_HEAD, head + 1)
+        return batch_id
+
+    def remove(self, deque_id: int, batch_id: int) -> None:
+        at, head, _ = self._ends(deque_id)
+        ids = [b for b in self.batch_ids(deque_id) if b != batch_id]
+        for i, b in enumerate(ids):
+            U32.pack_into(self.segment.buf, self._slot(at, head + i), b)
+        U64.pack_into(self.segment.buf, at + D_TAIL, head + len(ids))
+
+    def partition(self, deque_id: int) -> int:
+        partition: int = I32.unpack_from(
+            self.segment.buf, self.layout.deque_at(deque_id) + D_PARTITION
+        )[0]
+        return partition
+
+    def muted(self, deque_id: int) -> bool:
+        return bool(U32.unpack_from(self.segment.buf, self.layout.deque_at(deque_id) + D_MUTED)[0])
+
+    def set_muted(self, deque_id: int, muted: bool) -> None:
+        U32.pack_into(self.segment.buf, self.layout.deque_at(deque_id) + D_MUTED, int(muted))
+
+    def next_sequence(self, deque_id: int) -> int:
+        seq: int = I32.unpack_from(
+            self.segment.buf, self.layout.deque_at(deque_id) + D_NEXT_SEQUENCE
+        )[0]
+        return seq
+
+    def set_next_sequence(self, deque_id: int, sequence: int) -> None:
+        I32.pack_into(self.segment.buf, self.layout.deque_at(deque_id) + D_NEXT_SEQUENCE, sequence)

@@ -1,0 +1,224 @@
+"""BufferPool: the pool's memory as ``buffer_memory / batch_size`` slabs shared by all processes.
+
+Contract (as Kafka's BufferPool, across processes):
+- ``allocate(size, max_block_ms)`` returns a run of contiguous slabs holding ``size`` bytes.
+  A record larger than ``batch_size`` gets a run of several slabs (first fit over the free
+  map). A size above ``buffer_memory`` can never be served: ``RecordTooLargeError`` at once.
+- When memory is short the caller blocks (never while holding a deque lock) until memory is
+  freed, or raises ``BufferExhaustedError`` after ``max_block_ms``.
+- Fairness: waiting processes are served in arrival order (a FIFO of process slots in shared
+  memory); while anyone waits, newcomers queue behind them even if memory is free. Threads
+  of one process queue on a process-local lock first.
+- Crash safety: an allocation is recorded in the owner's slot (``pending``) before the free
+  map marks it used, and stays recorded until a batch owns it; the reclaimer of a dead slot
+  frees a pending run no batch owns. A dead waiter is dropped from the queue by whoever
+  finds it at the head.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass
+
+import posix_ipc
+
+from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
+from shmkafka.shm.layout import (
+    H_WAITQ_HEAD,
+    H_WAITQ_TAIL,
+    NO_SLAB,
+    PENDING,
+    POOL_LOCK,
+    S_PENDING,
+    S_WAITING_ALLOC,
+    U32,
+    U64,
+    Layout,
+)
+from shmkafka.shm.locks import LockSet
+from shmkafka.shm.procs import is_alive
+from shmkafka.shm.segment import Segment, semaphore_name
+from shmkafka.shm.slots import SlotTable
+
+POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class SlabRun:
+    first: int
+    count: int
+
+
+class BufferPool:
+    def __init__(self, segment: Segment, locks: LockSet, slots: SlotTable, slot: int) -> None:
+        self.segment = segment
+        self.layout: Layout = segment.layout
+        self.locks = locks
+        self.slots = slots
+        self.slot = slot
+        self.batch_size = self.layout.config.batch_size
+        self.num_slabs = self.layout.config.num_slabs
+        self._local = threading.Lock()  # held from allocate() until commit()/abandon()
+        self._sems: dict[int, posix_ipc.Semaphore] = {}
+
+    def close(self) -> None:
+        for sem in self._sems.values():
+            sem.close()
+        self._sems.clear()
+
+    def _sem(self, slot: int) -> posix_ipc.Semaphore:
+        sem = self._sems.get(slot)
+        if sem is None:
+            name = semaphore_name(self.segment.pool, "a", slot)
+            sem = self._sems[slot] = posix_ipc.Semaphore(name, posix_ipc.O_CREAT, 0o600, 0)
+        return sem
+
+    # ------------------------------------------------------------------ allocate
+
+    def slabs_for(self, size: int) -> int:
+        return max(1, -(-size // self.batch_size))
+
+    def allocate(self, size: int, max_block_ms: int) -> SlabRun:
+        """Reserve slabs for ``size`` bytes. The caller must ``commit`` or ``abandon`` it."""
+        buffer_memory = self.num_slabs * self.batch_size
+        if size > buffer_memory:
+            raise RecordTooLargeError(
+                f"{size} bytes can never fit in buffer_memory={buffer_memory}"
+            )
+        count = self.slabs_for(size)
+        deadline = time.monotonic() + max_block_ms / 1000
+        if not self._local.acquire(timeout=max(0.0, max_block_ms / 1000)):
+            raise BufferExhaustedError(f"failed to allocate {size} bytes within {max_block_ms} ms")
+        try:
+            return self._allocate(count, deadline, size, max_block_ms)
+        except BaseException:
+            self._local.release()
+            raise
+
+    def _allocate(self, count: int, deadline: float, size: int, max_block_ms: int) -> SlabRun:
+        with self.locks.held(POOL_LOCK):
+            if self._queue() == [] and (run := self._take(count)) is not None:
+                return run
+            self._enqueue()
+        sem = self._sem(self.slot)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                with self.locks.held(POOL_LOCK):
+                    self._dequeue()
+                    self._wake_head()
+                raise BufferExhaustedError(
+                    f"failed to allocate {size} bytes within {max_block_ms} ms "
+                    f"({self.free_slabs()} of {self.num_slabs} slabs free)"
+                )
+            with contextlib.suppress(posix_ipc.BusyError):
+                sem.acquire(min(remaining, POLL_S))
+            with self.locks.held(POOL_LOCK):
+                queue = self._drop_dead_head()
+                if queue and queue[0] == self.slot and (run := self._take(count)) is not None:
+                    self._dequeue()
+                    self._wake_head()
+                    return run
+
+    def commit(self, run: SlabRun) -> None:
+        """A batch descriptor now owns ``run``: forget it as pending."""
+        at = self.layout.slot_at(self.slot) + S_PENDING
+        PENDING.pack_into(self.segment.buf, at, NO_SLAB, 0)
+        self._local.release()
+
+    def abandon(self, run: SlabRun) -> None:
+        """Give back an allocation no batch took (another process opened a batch first)."""
+        try:
+            self.deallocate(run)
+            PENDING.pack_into(
+                self.segment.buf, self.layout.slot_at(self.slot) + S_PENDING, NO_SLAB, 0
+            )
+        finally:
+            self._local.release()
+
+    def deallocate(self, run: SlabRun) -> None:
+        """Return slabs to the pool and wake the longest waiter."""
+        with self.locks.held(POOL_LOCK):
+            self._mark(run, 0)
+            self._wake_head()
+
+    # ------------------------------------------------------------------ under the pool lock
+
+    def _take(self, count: int) -> SlabRun | None:
+        start = self.layout.freemap_at
+        freemap = bytes(self.segment.buf[start : start + self.num_slabs])
+        first = freemap.find(bytes(count))
+        if first < 0:
+            return None
+        run = SlabRun(first, count)
+        # Record the allocation in our slot first: if we die before a batch owns it, the
+        # reclaimer frees it (freeing an unmarked run is harmless).
+        PENDING.pack_into(
+            self.segment.buf, self.layout.slot_at(self.slot) + S_PENDING, first, count
+        )
+        self._mark(run, 1)
+        return run
+
+    def _mark(self, run: SlabRun, value: int) -> None:
+        at = self.layout.freemap_at + run.first
+        self.segment.buf[at : at + run.count] = bytes([value]) * run.count
+
+    def _queue(self) -> list[int]:
+        buf = self.segment.buf
+        head = U64.unpack_from(buf, H_WAITQ_HEAD)[0]
+        tail = U64.unpack_from(buf, H_WAITQ_TAIL)[0]
+        cap = self.layout.config.max_processes
+        return [
+            U32.unpack_from(buf, self.layout.waitq_at + 4 * (i % cap))[0] for i in range(head, tail)
+        ]
+
+    def _write_queue(self, queue: list[int]) -> None:
+        buf = self.segment.buf
+        head = U64.unpack_from(buf, H_WAITQ_HEAD)[0]
+        cap = self.layout.config.max_processes
+        for i, slot in enumerate(queue):
+            U32.pack_into(buf, self.layout.waitq_at + 4 * ((head + i) % cap), slot)
+        U64.pack_into(buf, H_WAITQ_TAIL, head + len(queue))
+
+    def _enqueue(self) -> None:
+        queue = [s for s in self._queue() if s != self.slot]
+        self._write_queue([*queue, self.slot])
+        U32.pack_into(self.segment.buf, self.layout.slot_at(self.slot) + S_WAITING_ALLOC, 1)
+
+    def _dequeue(self) -> None:
+        self.remove_waiter(self.slot)
+
+    def remove_waiter(self, slot: int) -> None:
+        self._write_queue([s for s in self._queue() if s != slot])
+        U32.pack_into(self.segment.buf, self.layout.slot_at(slot) + S_WAITING_ALLOC, 0)
+
+    def _drop_dead_head(self) -> list[int]:
+        queue = self._queue()
+        while queue:
+            state, pid, started = self.slots.identity(queue[0])
+            if state and is_alive(pid, started):
+                break
+            self.remove_waiter(queue[0])
+            queue = queue[1:]
+        return queue
+
+    def _wake_head(self) -> None:
+        queue = self._drop_dead_head()
+        if queue:
+            self._sem(queue[0]).release()
+
+    # ------------------------------------------------------------------ inspection
+
+    def free_slabs(self) -> int:
+        start = self.layout.freemap_at
+        return bytes(self.segment.buf[start : start + self.num_slabs]).count(0)
+
+    def waiters(self) -> int:
+        buf = self.segment.buf
+        return int(U64.unpack_from(buf, H_WAITQ_TAIL)[0] - U64.unpack_from(buf, H_WAITQ_HEAD)[0])
+
+    def used_map(self) -> bytes:
+        start = self.layout.freemap_at
+        return bytes(self.segment.buf[start : start + self.num_slabs])

@@ -1,0 +1,87 @@
+"""Pool-level configuration: what every process attached to one pool must agree on.
+
+These values size the shared-memory segment, so they are frozen at creation: the segment
+stores them (as canonical JSON) with a SHA-256 fingerprint, and attaching with different
+values is a ``LayoutMismatchError`` naming the keys that differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from shmkafka.shm.errors import ShmConfigError
+
+POOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MAX_TOPIC_NAME = 249  # Kafka's limit
+
+
+def validate_pool_name(name: str) -> str:
+    if not isinstance(name, str) or not POOL_NAME.match(name):
+        raise ShmConfigError(
+            f"invalid pool name {name!r}: use 1-64 characters from A-Z a-z 0-9 _ -"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """Sizes of one pool. Names follow Kafka's producer configs where one exists."""
+
+    batch_size: int = 16384
+    buffer_memory: int = 32 * 1024 * 1024
+    max_request_size: int = 1024 * 1024
+    max_topics: int = 256
+    max_partitions: int = 4096
+    max_processes: int = 64
+    deque_capacity: int = 256
+    lock_stripes: int = 64
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("batch_size", 256, 64 * 1024 * 1024),
+            ("buffer_memory", 1024, 64 * 1024 * 1024 * 1024),
+            ("max_request_size", 256, 1024 * 1024 * 1024),
+            ("max_topics", 1, 1 << 16),
+            ("max_partitions", 1, 1 << 20),
+            ("max_processes", 1, 256),
+            ("deque_capacity", 2, 1 << 16),
+            ("lock_stripes", 1, 4096),
+        )
+        for key, lo, hi in checks:
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+                raise ShmConfigError(f"{key} must be an integer within {lo}..{hi}, got {value!r}")
+        if self.buffer_memory < self.batch_size:
+            raise ShmConfigError(
+                f"buffer_memory ({self.buffer_memory}) must hold at least one batch_size "
+                f"({self.batch_size})"
+            )
+
+    @property
+    def num_slabs(self) -> int:
+        return self.buffer_memory // self.batch_size
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
+
+    def fingerprint(self) -> bytes:
+        return hashlib.sha256(self.to_json()).digest()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> PoolConfig:
+        raw: dict[str, Any] = json.loads(data)
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+    def differences(self, other: PoolConfig) -> list[str]:
+        mine, theirs = dataclasses.asdict(self), dataclasses.asdict(other)
+        return [
+            f"{k}: segment has {theirs[k]!r}, asked {mine[k]!r}"
+            for k in mine
+            if mine[k] != theirs[k]
+        ]

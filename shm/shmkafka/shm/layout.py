@@ -1,0 +1,247 @@
+"""THE memory map of a pool segment: every region, every field, and who writes it.
+
+All integers are little-endian (the segment never leaves the host). Regions are laid out in
+this order, each starting on an 8-byte boundary and the slabs on a page boundary; offsets are
+a pure function of ``PoolConfig``, so every process computes the same map.
+
+Rules:
+- A field is written only by the process named for it, or under the lock named for it.
+- "Publish last": multi-field updates readers may see without a lock are ordered so that the
+  field that makes new data visible is written last, in one ``pack_into``.
+- Nothing outside this module hard-codes an offset.
+
+Region 1 - HEADER (512 bytes)
+    off  type     field                  written by
+      0  8s       magic "SHMKAFKA"       creator, once
+      8  u32      layout_version         creator, once
+     12  u32      config_len             creator, once
+     16  u64      segment_size           creator, once
+     24  32s      config_fingerprint     creator, once (SHA-256 of the config JSON)
+     56  i64      created_ms             creator, once
+     64  u64      directory_version      directory writer (the Sender), under the directory lock
+     72  u32      deques_used            directory writer, under the directory lock
+     76  u32      closing                any producer (a flag)
+     80  i32      sender_pid             the Sender
+     84  u32      flush_requests         producers, under the pool lock
+     88  i64      sender_start           the Sender
+     96  i64      sender_heartbeat_ms    the Sender
+    104  u64      waitq_head             allocating processes, under the pool lock
+    112  u64      waitq_tail             allocating processes, under the pool lock
+Region 2 - CONFIG: the config JSON (4096 bytes), creator, once.
+Region 3 - LOCKS: per lock 16 bytes, written by the holder right after acquiring:
+      0  i32 owner_slot (-1 none)  4  i32 owner_pid  8  i64 owner_start
+    lock 0 = the pool lock (BufferPool, process slots, wait queue); lock 1 = the directory
+    writer lock; locks 2.. = the partition-deque stripes (deque id % lock_stripes).
+Region 4 - SLOTS: per process slot, SLOT_HEADER then the intent bytes then the completion ring.
+      0  u32 state (0 free, 1 active)     attaching process, under the pool lock
+      4  i32 pid                          attaching process, under the pool lock
+      8  i64 start_time                   attaching process, under the pool lock
+     16  u32 pending_first_slab           owner, under the pool lock (an allocation not yet
+     20  u32 pending_slab_count                  owned by a batch; freed if the owner dies)
+     24  u64 ring_head                    owner (the reader of its ring)
+     32  u64 ring_tail                    the Sender (the writer of the ring)
+     40  u64 appended_records             owner
+     48  u64 reserved
+     56  u32 waiting_alloc                owner, under the pool lock (1 while in the wait queue)
+     60  u32 reserved
+    then n_locks intent bytes: byte X is 1 while the owner acquires, holds or releases lock X
+    (written by that process only; lets a waiter recover a lock whose holder died between
+    taking the semaphore and recording itself as owner). Then ring_capacity completion
+    entries of RING_ENTRY.
+Region 5 - DIRECTORY: two copies (A and B); copy ``directory_version & 1`` is current.
+    Each copy: u32 topic_count, u32 partition_entries, then max_topics TOPIC entries
+    (u16 name_len, 250s name, u32 partition_count, u32 first_entry), then max_partitions
+    PARTITION entries (u32 deque_id, i32 leader, i32 leader_epoch, u32 reserved). Only the
+    directory writer writes, into the copy that is not current, then bumps the version.
+Region 6 - DEQUES: per deque DEQUE_HEADER then deque_capacity u32 batch ids, all under the
+    deque's stripe lock: u64 head, u64 tail (monotonic; batch at ring[i % capacity]),
+    i32 partition, u32 muted, i32 next_sequence, u32 reserved.
+Region 7 - BATCHES: one descriptor per slab (a batch owns >= 1 slab), under the stripe lock
+    of its deque while queued; by the Sender once drained. See ``BATCH``.
+Region 8 - FREEMAP: one byte per slab, 0 free / 1 used, under the pool lock.
+Region 9 - WAITQ: max_processes u32 slot ids, a FIFO ring indexed by the header's
+    waitq_head/waitq_tail, under the pool lock.
+Region 10 - SLABS: num_slabs x batch_size bytes of record batches, written by the appender
+    holding the deque's stripe lock (records), and by the Sender (batch header at drain).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from shmkafka.shm.config import PoolConfig
+
+MAGIC = b"SHMKAFKA"
+LAYOUT_VERSION = 1
+PAGE = 4096
+
+HEADER_SIZE = 512
+HEADER_FIXED = struct.Struct("<8sIIQ32sq")  # magic .. created_ms at offset 0
+H_DIRECTORY_VERSION = 64
+H_DEQUES_USED = 72
+H_CLOSING = 76
+H_SENDER_PID = 80
+H_FLUSH_REQUESTS = 84
+H_SENDER_START = 88
+H_SENDER_HEARTBEAT = 96
+H_WAITQ_HEAD = 104
+H_WAITQ_TAIL = 112
+U32 = struct.Struct("<I")
+I32 = struct.Struct("<i")
+U64 = struct.Struct("<Q")
+I64 = struct.Struct("<q")
+
+CONFIG_SIZE = 4096
+
+LOCK = struct.Struct("<iiq")  # owner_slot, owner_pid, owner_start
+POOL_LOCK = 0
+DIRECTORY_LOCK = 1
+FIRST_STRIPE_LOCK = 2
+
+SLOT_HEADER = struct.Struct("<IiqIIQQQQII")
+SLOT_HEADER_SIZE = 64
+S_STATE = 0
+S_PID = 4
+S_START = 8
+S_PENDING = 16  # u32 first slab, u32 count
+S_RING_HEAD = 24
+S_RING_TAIL = 32
+S_APPENDED = 40
+S_WAITING_ALLOC = 56
+PENDING = struct.Struct("<II")
+NO_SLAB = 0xFFFFFFFF
+
+# batch_id, generation, base_offset, log_append_time, log_start_offset, error_code
+RING_ENTRY = struct.Struct("<IIqqqh6x")
+
+DIR_COPY_HEADER = struct.Struct("<II")
+TOPIC_ENTRY = struct.Struct("<H250sII")
+PARTITION_ENTRY = struct.Struct("<IiiI")
+
+DEQUE_HEADER = struct.Struct("<QQiIiI")
+D_HEAD = 0
+D_TAIL = 8
+D_PARTITION = 16
+D_MUTED = 20
+D_NEXT_SEQUENCE = 24
+
+# The batch descriptor. PUBLISH (write_pos, record_count, max_ts, last_append_ms) is one
+# pack_into, written last by an appender: a reader that trusts it never sees a partial record.
+BATCH = struct.Struct("<IIIIIIIIqqqqqhxxi32s")
+B_STATE = 0
+B_GENERATION = 4
+B_DEQUE = 8
+B_FIRST_SLAB = 12
+B_SLAB_COUNT = 16
+B_ATTEMPTS = 20
+B_PUBLISH = 24  # u32 write_pos, u32 record_count, i64 max_ts, i64 last_append_ms
+PUBLISH = struct.Struct("<IIqq")
+B_BASE_TS = 48
+B_CREATED = 56
+B_PRODUCER_ID = 64
+B_PRODUCER_EPOCH = 72
+B_BASE_SEQUENCE = 76
+B_APPENDERS = 80  # 256-bit set of process slots that appended
+BATCH_SIZE_BYTES = 112
+
+# Batch states.
+FREE, OPEN, SEALED, IN_FLIGHT, DONE = 0, 1, 2, 3, 4
+STATE_NAMES = {FREE: "FREE", OPEN: "OPEN", SEALED: "SEALED", IN_FLIGHT: "IN_FLIGHT", DONE: "DONE"}
+
+
+def _align(n: int, to: int = 8) -> int:
+    return (n + to - 1) // to * to
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Offsets of every region for one PoolConfig."""
+
+    config: PoolConfig
+    n_locks: int
+    slot_size: int
+    ring_capacity: int
+    locks_at: int
+    slots_at: int
+    directory_at: int
+    directory_copy_size: int
+    deques_at: int
+    deque_size: int
+    batches_at: int
+    freemap_at: int
+    waitq_at: int
+    slabs_at: int
+    size: int
+
+    @classmethod
+    def for_config(cls, config: PoolConfig) -> Layout:
+        n_locks = FIRST_STRIPE_LOCK + config.lock_stripes
+        num_slabs = config.num_slabs
+        ring_capacity = num_slabs
+        slot_size = _align(SLOT_HEADER_SIZE + n_locks) + ring_capacity * RING_ENTRY.size
+        locks_at = HEADER_SIZE + CONFIG_SIZE
+        slots_at = _align(locks_at + n_locks * LOCK.size)
+        directory_at = _align(slots_at + config.max_processes * slot_size)
+        directory_copy_size = _align(
+            DIR_COPY_HEADER.size
+            + config.max_topics * TOPIC_ENTRY.size
+            + config.max_partitions * PARTITION_ENTRY.size
+        )
+        deques_at = directory_at + 2 * directory_copy_size
+        deque_size = _align(DEQUE_HEADER.size + 4 * config.deque_capacity)
+        batches_at = deques_at + config.max_partitions * deque_size
+        freemap_at = batches_at + num_slabs * BATCH_SIZE_BYTES
+        waitq_at = _align(freemap_at + num_slabs)
+        slabs_at = _align(waitq_at + 4 * config.max_processes, PAGE)
+        size = _align(slabs_at + num_slabs * config.batch_size, PAGE)
+        return cls(
+            config,
+            n_locks,
+            slot_size,
+            ring_capacity,
+            locks_at,
+            slots_at,
+            directory_at,
+            directory_copy_size,
+            deques_at,
+            deque_size,
+            batches_at,
+            freemap_at,
+            waitq_at,
+            slabs_at,
+            size,
+        )
+
+    def lock_at(self, index: int) -> int:
+        return self.locks_at + index * LOCK.size
+
+    def slot_at(self, slot: int) -> int:
+        return self.slots_at + slot * self.slot_size
+
+    def intent_at(self, slot: int, lock: int) -> int:
+        return self.slot_at(slot) + SLOT_HEADER_SIZE + lock
+
+    def ring_entry_at(self, slot: int, index: int) -> int:
+        ring = self.slot_at(slot) + _align(SLOT_HEADER_SIZE + self.n_locks)
+        return ring + (index % self.ring_capacity) * RING_ENTRY.size
+
+    def directory_copy_at(self, copy: int) -> int:
+        return self.directory_at + (copy & 1) * self.directory_copy_size
+
+    def deque_at(self, deque_id: int) -> int:
+        return self.deques_at + deque_id * self.deque_size
+
+    def batch_at(self, batch_id: int) -> int:
+        return self.batches_at + batch_id * BATCH_SIZE_BYTES
+
+    def slab_at(self, slab: int) -> int:
+        return self.slabs_at + slab * self.config.batch_size
+
+    def stripe_lock(self, deque_id: int) -> int:
+        return FIRST_STRIPE_LOCK + deque_id % self.config.lock_stripes
+
+
+assert BATCH.size <= BATCH_SIZE_BYTES
+assert SLOT_HEADER.size == SLOT_HEADER_SIZE
+assert PUBLISH.size == B_BASE_TS - B_PUBLISH

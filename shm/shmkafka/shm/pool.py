@@ -1,0 +1,183 @@
+"""SharedPool: one process's handle on a pool — segment, slot, locks and shared structures.
+
+Rules:
+- ``SharedPool.open`` creates the pool if it does not exist (or attaches), claims a process
+  slot and reclaims the slots of dead processes. ``detach`` frees the slot and unmaps;
+  ``destroy`` also unlinks the segment and semaphores (see segment.py for who may).
+- Lock order: the pool lock may be taken before a stripe lock (reclaiming), never after.
+- A handle belongs to the process that opened it: after a fork the child opens its own.
+"""
+
+from __future__ import annotations
+
+import os
+
+from shmkafka.shm.batches import Batches, Deques
+from shmkafka.shm.bufferpool import BufferPool, SlabRun
+from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.directory import Directory
+from shmkafka.shm.layout import (
+    FREE,
+    H_DEQUES_USED,
+    LOCK,
+    NO_SLAB,
+    OPEN,
+    PENDING,
+    POOL_LOCK,
+    S_PENDING,
+    U32,
+    Layout,
+)
+from shmkafka.shm.locks import DEFAULT_TIMEOUT_S, LockSet
+from shmkafka.shm.procs import is_alive, my_identity
+from shmkafka.shm.rings import CompletionRings
+from shmkafka.shm.segment import Segment
+from shmkafka.shm.slots import SlotTable
+
+
+class SharedPool:
+    def __init__(self, segment: Segment, created: bool) -> None:
+        self.segment = segment
+        self.created = created
+        self.layout: Layout = segment.layout
+        self.config: PoolConfig = segment.layout.config
+        self.name = segment.pool
+        self.pid, self.started = my_identity()
+        self.slots = SlotTable(segment)
+        self.slot = self.slots.claim(self.pid, self.started)
+        self.locks = LockSet(segment, self.slot, (self.pid, self.started), self.slots.active)
+        self.directory = Directory(segment)
+        self.batches = Batches(segment)
+        self.deques = Deques(segment)
+        self.buffers = BufferPool(segment, self.locks, self.slots, self.slot)
+        self.rings = CompletionRings(segment)
+        self._closed = False
+
+    @classmethod
+    def open(cls, name: str, config: PoolConfig | None = None) -> SharedPool:
+        """Create or attach. Without ``config`` the pool must exist; with it, it must match."""
+        if config is None:
+            segment, created = Segment.attach(name), False
+        else:
+            segment, created = Segment.create_or_attach(name, config)
+        pool = cls(segment, created)
+        pool.reclaim_dead()
+        return pool
+
+    def detach(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if os.getpid() == self.pid:
+            self.slots.free(self.slot)
+        self.buffers.close()
+        self.rings.close()
+        self.locks.close()
+        self.segment.close()
+
+    def destroy(self) -> None:
+        """Detach and remove the pool from the system."""
+        name = self.name
+        segment = self.segment
+        self.detach()
+        del segment
+        from shmkafka.shm.segment import unlink_segment
+
+        unlink_segment(name)
+
+    def __enter__(self) -> SharedPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.detach()
+
+    # ------------------------------------------------------------------ recovery
+
+    def reclaim_dead(self, timeout: float = DEFAULT_TIMEOUT_S) -> int:
+        """Recover the locks, memory and slot of every dead process; returns how many."""
+        dead = self.slots.dead()
+        for slot in dead:
+            self._reclaim(slot, timeout)
+        return len(dead)
+
+    def _reclaim(self, slot: int, timeout: float) -> None:
+        buf = self.segment.buf
+        for lock in range(self.layout.n_locks):
+            if buf[self.layout.intent_at(slot, lock)]:
+                with self.locks.held(lock, timeout):
+                    buf[self.layout.intent_at(slot, lock)] = 0
+        with self.locks.held(POOL_LOCK, timeout):
+            first, count = PENDING.unpack_from(buf, self.layout.slot_at(slot) + S_PENDING)
+            if first != NO_SLAB and count and not self._owned_by_queued_batch(first, timeout):
+                self.batches.clear(first)
+                self.buffers._mark(SlabRun(first, count), 0)
+            PENDING.pack_into(buf, self.layout.slot_at(slot) + S_PENDING, NO_SLAB, 0)
+            self.buffers.remove_waiter(slot)
+            self.buffers._wake_head()
+        self.slots.free(slot)
+
+    def _owned_by_queued_batch(self, batch_id: int, timeout: float) -> bool:
+        info = self.batches.read(batch_id)
+        if info.state == FREE:
+            return False
+        if info.state != OPEN:
+            return True  # drained: the Sender owns it
+        with self.locks.held(self.layout.stripe_lock(info.deque_id), timeout):
+            return batch_id in self.deques.batch_ids(info.deque_id)
+
+    # ------------------------------------------------------------------ inspection
+
+    def deques_used(self) -> int:
+        used: int = U32.unpack_from(self.segment.buf, H_DEQUES_USED)[0]
+        return used
+
+    def check_invariants(self) -> list[str]:
+        """Structural checks; an empty list means the pool is consistent. Call it while no
+        process is appending (tests call it between phases)."""
+        problems: list[str] = []
+        used = self.buffers.used_map()
+        owner: dict[int, str] = {}
+
+        def own(first: int, count: int, who: str) -> None:
+            for s in range(first, first + count):
+                if s in owner:
+                    problems.append(f"slab {s} owned by {owner[s]} and {who}")
+                owner[s] = who
+
+        queued: dict[int, int] = {}
+        for deque_id in range(self.deques_used()):
+            for batch_id in self.deques.batch_ids(deque_id):
+                if batch_id in queued:
+                    problems.append(f"batch {batch_id} queued twice")
+                queued[batch_id] = deque_id
+        for batch_id in range(self.config.num_slabs):
+            info = self.batches.read(batch_id)
+            if info.state == FREE:
+                continue
+            own(info.first_slab, info.slab_count, f"batch {batch_id}")
+            if info.state == OPEN and queued.get(batch_id) != info.deque_id:
+                problems.append(f"open batch {batch_id} is not in its deque {info.deque_id}")
+            capacity = self.batches.capacity(info.slab_count)
+            if info.write_pos > capacity:
+                problems.append(f"batch {batch_id} write_pos {info.write_pos} > {capacity}")
+        for batch_id, deque_id in queued.items():
+            if self.batches.state(batch_id) == FREE:
+                problems.append(f"deque {deque_id} holds free batch {batch_id}")
+        for slot, pid, started in self.slots.active():
+            first, count = PENDING.unpack_from(
+                self.segment.buf, self.layout.slot_at(slot) + S_PENDING
+            )
+            if first != NO_SLAB and count and self.batches.state(first) == FREE:
+                own(first, count, f"pending allocation of slot {slot}")
+            if not is_alive(pid, started):
+                problems.append(f"slot {slot} belongs to dead pid {pid}")
+        for s, flag in enumerate(used):
+            if flag and s not in owner:
+                problems.append(f"slab {s} is used but owned by nothing")
+            if not flag and s in owner:
+                problems.append(f"slab {s} is free but owned by {owner[s]}")
+        for lock in range(self.layout.n_locks):
+            _, pid, started = LOCK.unpack_from(self.segment.buf, self.layout.lock_at(lock))
+            if pid and not is_alive(pid, started):
+                problems.append(f"lock {lock} is held by dead pid {pid}")
+        return problems

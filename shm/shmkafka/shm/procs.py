@@ -1,0 +1,39 @@
+"""Process identity: (pid, start time), so a reused pid is never mistaken for the original.
+
+The start time is field 22 of ``/proc/<pid>/stat`` (clock ticks since boot), read directly:
+it is cheap and exact, and the pool is Linux-only anyway (POSIX shared memory in /dev/shm).
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may contain spaces: split after it.
+    fields = data[data.rindex(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):  # zombie or dead: it holds nothing any more
+        return None
+    return int(fields[19])
+
+
+def is_alive(pid: int, started: int) -> bool:
+    """True if ``pid`` is running and is the same process that started at ``started``."""
+    if pid <= 0:
+        return False
+    return start_time(pid) == started
+
+
+def my_identity() -> tuple[int, int]:
+    pid = os.getpid()
+    started = start_time(pid)
+    assert started is not None
+    return pid, started

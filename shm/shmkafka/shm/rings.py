@@ -1,0 +1,102 @@
+"""Completion rings: per process slot, results of finished batches, written by the Sender.
+
+Rules:
+- One writer (the Sender) advances ``ring_tail``; one reader (the slot's process) advances
+  ``ring_head``. Each side writes only its own index, after the entry (publish last).
+- ``post`` returns False when the ring is full: the Sender keeps the batch and posts later.
+- After posting, the Sender releases the slot's completion semaphore (``wake``); the
+  process's completion thread waits on it with a timeout, so a missed wake costs at most
+  one timeout, never a hang.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import posix_ipc
+
+from shmkafka.shm.layout import RING_ENTRY, S_RING_HEAD, S_RING_TAIL, U64, Layout
+from shmkafka.shm.segment import Segment, semaphore_name
+
+
+@dataclass(frozen=True)
+class Completion:
+    batch_id: int
+    generation: int
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+    error_code: int
+
+
+class CompletionRings:
+    def __init__(self, segment: Segment) -> None:
+        self.segment = segment
+        self.layout: Layout = segment.layout
+        self._sems: dict[int, posix_ipc.Semaphore] = {}
+
+    def close(self) -> None:
+        for sem in self._sems.values():
+            sem.close()
+        self._sems.clear()
+
+    def semaphore(self, slot: int) -> posix_ipc.Semaphore:
+        sem = self._sems.get(slot)
+        if sem is None:
+            name = semaphore_name(self.segment.pool, "w", slot)
+            sem = self._sems[slot] = posix_ipc.Semaphore(name, posix_ipc.O_CREAT, 0o600, 0)
+        return sem
+
+    def _indexes(self, slot: int) -> tuple[int, int, int]:
+        at = self.layout.slot_at(slot)
+        buf = self.segment.buf
+        return (
+            at,
+            U64.unpack_from(buf, at + S_RING_HEAD)[0],
+            U64.unpack_from(buf, at + S_RING_TAIL)[0],
+        )
+
+    def post(self, slot: int, completion: Completion) -> bool:
+        """Sender side: append one result; False if the ring is full."""
+        at, head, tail = self._indexes(slot)
+        if tail - head >= self.layout.ring_capacity:
+            return False
+        RING_ENTRY.pack_into(
+            self.segment.buf,
+            self.layout.ring_entry_at(slot, tail),
+            completion.batch_id,
+            completion.generation,
+            completion.base_offset,
+            completion.log_append_time,
+            completion.log_start_offset,
+            completion.error_code,
+        )
+        U64.pack_into(self.segment.buf, at + S_RING_TAIL, tail + 1)
+        return True
+
+    def wake(self, slot: int) -> None:
+        self.semaphore(slot).release()
+
+    def poll(self, slot: int) -> list[Completion]:
+        """Reader side: take every posted result, oldest first."""
+        at, head, tail = self._indexes(slot)
+        out = [
+            Completion(
+                *RING_ENTRY.unpack_from(self.segment.buf, self.layout.ring_entry_at(slot, i))
+            )
+            for i in range(head, tail)
+        ]
+        U64.pack_into(self.segment.buf, at + S_RING_HEAD, tail)
+        return out
+
+    def wait(self, slot: int, timeout: float) -> bool:
+        """Reader side: wait for a wake; False on timeout."""
+        try:
+            self.semaphore(slot).acquire(timeout)
+            return True
+        except posix_ipc.BusyError:
+            return False
+
+    def pending(self, slot: int) -> int:
+        _, head, tail = self._indexes(slot)
+        return int(tail - head)

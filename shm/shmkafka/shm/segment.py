@@ -1,0 +1,203 @@
+"""The pool segment: one POSIX shared-memory object per pool, ``/shmkafka.<name>``.
+
+Rules (ownership of close and unlink):
+- ``Segment.create`` makes the object (O_CREAT|O_EXCL, mode 0600), reserves its memory with
+  ``posix_fallocate`` (a full /dev/shm fails here, never as a SIGBUS later), writes the header
+  and config, and writes the magic last; an attacher waits for the magic.
+- Every process that opens a segment closes its own mapping (``close``); closing never
+  removes anything.
+- Only ``unlink`` removes the segment and its semaphores. It is called by whoever ends the
+  pool: ``SharedPool.destroy`` (tests, the Sender when the last producer detached) or
+  ``shmkafka cleanup`` for pools whose processes are all dead. Never by a finalizer.
+- A segment owned by another uid is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+import time
+
+import posix_ipc
+
+from shmkafka.shm.config import PoolConfig, validate_pool_name
+from shmkafka.shm.errors import (
+    LayoutMismatchError,
+    PoolNotFoundError,
+    SegmentOwnerError,
+    SegmentSpaceError,
+)
+from shmkafka.shm.layout import (
+    CONFIG_SIZE,
+    HEADER_FIXED,
+    HEADER_SIZE,
+    LAYOUT_VERSION,
+    MAGIC,
+    Layout,
+)
+
+PREFIX = "shmkafka."
+ATTACH_WAIT_S = 5.0
+
+
+def segment_name(pool: str) -> str:
+    return "/" + PREFIX + validate_pool_name(pool)
+
+
+def semaphore_name(pool: str, kind: str, index: int) -> str:
+    return f"/{PREFIX}{pool}.{kind}{index}"
+
+
+class Segment:
+    """A mapped pool segment. ``buf`` is a writable memoryview over the whole mapping."""
+
+    def __init__(self, pool: str, shm: posix_ipc.SharedMemory, layout: Layout) -> None:
+        self.pool = pool
+        self.layout = layout
+        self._shm = shm
+        self.fd: int = shm.fd
+        self._map = mmap.mmap(shm.fd, layout.size)
+        self.buf = memoryview(self._map)
+
+    # ------------------------------------------------------------------ creation
+
+    @classmethod
+    def create(cls, pool: str, config: PoolConfig) -> Segment:
+        name = segment_name(pool)
+        layout = Layout.for_config(config)
+        shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=0o600)
+        try:
+            try:
+                os.posix_fallocate(shm.fd, 0, layout.size)
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM):
+                    raise SegmentSpaceError(
+                        f"/dev/shm cannot hold pool {pool!r}: {layout.size} bytes needed ({exc})"
+                    ) from None
+                raise
+            segment = cls(pool, shm, layout)
+            segment._write_header(config)
+            return segment
+        except BaseException:
+            shm.close_fd()
+            posix_ipc.unlink_shared_memory(name)
+            raise
+
+    def _write_header(self, config: PoolConfig) -> None:
+        blob = config.to_json()
+        self.buf[HEADER_SIZE : HEADER_SIZE + len(blob)] = blob
+        created = int(time.time() * 1000)
+        HEADER_FIXED.pack_into(
+            self.buf, 0, b"\0" * 8, LAYOUT_VERSION, len(blob), self.layout.size,
+            config.fingerprint(), created,
+        )  # fmt: skip
+        self.buf[0:8] = MAGIC  # publish last: attachers wait for the magic
+
+    @classmethod
+    def attach(cls, pool: str, config: PoolConfig | None = None) -> Segment:
+        """Attach to an existing segment; with ``config``, it must match the segment's."""
+        name = segment_name(pool)
+        try:
+            shm = posix_ipc.SharedMemory(name)
+        except posix_ipc.ExistentialError:
+            raise PoolNotFoundError(f"no pool named {pool!r} ({name} does not exist)") from None
+        try:
+            st = os.fstat(shm.fd)
+            if st.st_uid != os.getuid():
+                raise SegmentOwnerError(
+                    f"pool {pool!r} belongs to uid {st.st_uid}, not {os.getuid()}: refused"
+                )
+            stored = _wait_for_header(shm.fd)
+            if config is not None and config != stored:
+                raise LayoutMismatchError(
+                    f"pool {pool!r} was created with other settings", config.differences(stored)
+                )
+            return cls(pool, shm, Layout.for_config(stored))
+        except BaseException:
+            shm.close_fd()
+            raise
+
+    @classmethod
+    def create_or_attach(cls, pool: str, config: PoolConfig) -> tuple[Segment, bool]:
+        """Returns the segment and whether this call created it."""
+        while True:
+            try:
+                return cls.create(pool, config), True
+            except posix_ipc.ExistentialError:
+                pass
+            try:
+                return cls.attach(pool, config), False
+            except PoolNotFoundError:
+                continue  # removed between our two calls: try creating again
+
+    # ------------------------------------------------------------------ accessors
+
+    def stored_config(self) -> PoolConfig:
+        return self.layout.config
+
+    def close(self) -> None:
+        """Unmap and close this process's handle; the segment itself stays."""
+        self.buf.release()
+        self._map.close()
+        self._shm.close_fd()
+
+    def unlink(self) -> None:
+        unlink_segment(self.pool)
+
+
+def _wait_for_header(fd: int) -> PoolConfig:
+    deadline = time.monotonic() + ATTACH_WAIT_S
+    while True:
+        size = os.fstat(fd).st_size
+        if size >= HEADER_SIZE + CONFIG_SIZE:
+            with mmap.mmap(fd, HEADER_SIZE + CONFIG_SIZE, access=mmap.ACCESS_READ) as m:
+                magic, version, config_len, seg_size, fingerprint, _ = HEADER_FIXED.unpack_from(
+                    m, 0
+                )
+                if magic == MAGIC:
+                    if version != LAYOUT_VERSION:
+                        raise LayoutMismatchError(
+                            "the segment has another layout version",
+                            [f"layout_version: segment has {version}, this code {LAYOUT_VERSION}"],
+                        )
+                    blob = bytes(m[HEADER_SIZE : HEADER_SIZE + config_len])
+                    stored = PoolConfig.from_json(blob)
+                    if stored.fingerprint() != fingerprint or seg_size != size:
+                        raise LayoutMismatchError("the segment header is inconsistent", [])
+                    return stored
+        if time.monotonic() > deadline:
+            raise LayoutMismatchError(
+                f"the segment was not initialised within {ATTACH_WAIT_S} s "
+                "(its creator probably died; `shmkafka cleanup` removes it)",
+                [],
+            )
+        time.sleep(0.005)
+
+
+def unlink_segment(pool: str) -> None:
+    """Remove a pool's segment and every semaphore of it that exists."""
+    with contextlib.suppress(posix_ipc.ExistentialError):
+        posix_ipc.unlink_shared_memory(segment_name(pool))
+    for entry in list_semaphores(pool):
+        with contextlib.suppress(posix_ipc.ExistentialError):
+            posix_ipc.unlink_semaphore("/" + entry)
+
+
+def list_semaphores(pool: str) -> list[str]:
+    """Names (without the leading slash) of the pool's semaphores present in /dev/shm."""
+    prefix = f"sem.{PREFIX}{pool}."
+    try:
+        names = os.listdir("/dev/shm")
+    except FileNotFoundError:
+        return []
+    return [n[len("sem.") :] for n in names if n.startswith(prefix)]
+
+
+def list_pools() -> list[str]:
+    try:
+        names = os.listdir("/dev/shm")
+    except FileNotFoundError:
+        return []
+    return sorted(n[len(PREFIX) :] for n in names if n.startswith(PREFIX))

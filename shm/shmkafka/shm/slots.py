@@ -1,0 +1,91 @@
+"""Process slots: one per attached process, identified by (pid, start time).
+
+Rules:
+- Slot state, pid and start time change only under the slot-table kernel lock (a record lock
+  on the segment file, released by the kernel if its holder dies), so claiming a slot needs
+  no pool lock and no slot of its own.
+- A slot whose process is gone, or whose pid now belongs to another process (another start
+  time), is dead. Dead slots are reclaimed by a live process (``SharedPool.reclaim_dead``):
+  first the locks it may hold are recovered, then its memory is returned, then the slot is
+  freed here.
+"""
+
+from __future__ import annotations
+
+from shmkafka.shm.errors import CapacityError
+from shmkafka.shm.layout import (
+    I32,
+    I64,
+    NO_SLAB,
+    PENDING,
+    S_PENDING,
+    S_PID,
+    S_START,
+    S_STATE,
+    U32,
+    Layout,
+)
+from shmkafka.shm.locks import SLOT_TABLE_BYTE, KernelLock
+from shmkafka.shm.procs import is_alive
+from shmkafka.shm.segment import Segment
+
+FREE_SLOT = 0
+ACTIVE_SLOT = 1
+
+
+class SlotTable:
+    def __init__(self, segment: Segment) -> None:
+        self.segment = segment
+        self.layout: Layout = segment.layout
+
+    def _lock(self) -> KernelLock:
+        return KernelLock.for_segment(self.segment, SLOT_TABLE_BYTE)
+
+    def claim(self, pid: int, started: int) -> int:
+        """Take a free slot for (pid, started); CapacityError when every slot is live."""
+        buf = self.segment.buf
+        with self._lock():
+            for slot in range(self.layout.config.max_processes):
+                at = self.layout.slot_at(slot)
+                if U32.unpack_from(buf, at + S_STATE)[0] == FREE_SLOT:
+                    size = self.layout.slot_size
+                    buf[at : at + size] = bytes(size)  # fresh counters, ring, intents
+                    PENDING.pack_into(buf, at + S_PENDING, NO_SLAB, 0)
+                    I32.pack_into(buf, at + S_PID, pid)
+                    I64.pack_into(buf, at + S_START, started)
+                    U32.pack_into(buf, at + S_STATE, ACTIVE_SLOT)
+                    return slot
+        raise CapacityError(
+            f"all {self.layout.config.max_processes} process slots of pool "
+            f"{self.segment.pool!r} are in use (max_processes)"
+        )
+
+    def free(self, slot: int) -> None:
+        with self._lock():
+            at = self.layout.slot_at(slot)
+            U32.pack_into(self.segment.buf, at + S_STATE, FREE_SLOT)
+            I32.pack_into(self.segment.buf, at + S_PID, 0)
+
+    def identity(self, slot: int) -> tuple[int, int, int]:
+        at = self.layout.slot_at(slot)
+        buf = self.segment.buf
+        return (
+            U32.unpack_from(buf, at + S_STATE)[0],
+            I32.unpack_from(buf, at + S_PID)[0],
+            I64.unpack_from(buf, at + S_START)[0],
+        )
+
+    def active(self) -> list[tuple[int, int, int]]:
+        """(slot, pid, start) of every slot in use, live or dead."""
+        out = []
+        for slot in range(self.layout.config.max_processes):
+            state, pid, started = self.identity(slot)
+            if state == ACTIVE_SLOT:
+                out.append((slot, pid, started))
+        return out
+
+    def dead(self) -> list[int]:
+        return [slot for slot, pid, started in self.active() if not is_alive(pid, started)]
+
+    def live_count(self) -> int:
+        return sum(1 for _, pid, started in self.active() if is_alive(pid, started))
