@@ -83,18 +83,18 @@ def _varint(n: int) -> bytes:
     return encode_uvarint(zigzag64(n))
 
 
-def encode_record(
-    offset_delta: int,
-    timestamp_delta: int,
+def encode_record_tail(
     key: bytes | bytearray | memoryview | None,
     value: bytes | bytearray | memoryview | None,
     headers: Sequence[HeaderInput] = (),
 ) -> bytes:
-    """One record in wire form, including its length prefix."""
+    """The part of a record that does not depend on its batch: key, value and headers.
+
+    The accumulator encodes it before taking any lock, then frames it with ``frame_record``
+    once it knows the record's offset and timestamp deltas.
+    """
     zz = _ZIGZAG
     limit = _SMALL_LIMIT
-    ts = zz[timestamp_delta + 1] if -1 <= timestamp_delta < limit else _varint(timestamp_delta)
-    off = zz[offset_delta + 1] if -1 <= offset_delta < limit else _varint(offset_delta)
     if key is None:
         key_len: bytes = b"\x01"
         key = b""
@@ -105,13 +105,30 @@ def encode_record(
         value = b""
     else:
         value_len = zz[len(value) + 1] if len(value) < limit else _varint(len(value))
-    if headers:
-        encoded_headers = _encode_headers(headers)
-    else:
-        encoded_headers = b"\x00"
-    body = b"".join((b"\x00", ts, off, key_len, key, value_len, value, encoded_headers))
-    size = len(body)
-    return (zz[size + 1] if size < limit else _varint(size)) + body
+    encoded_headers = _encode_headers(headers) if headers else b"\x00"
+    return b"".join((key_len, key, value_len, value, encoded_headers))
+
+
+def frame_record(offset_delta: int, timestamp_delta: int, tail: bytes) -> bytes:
+    """A whole record: length prefix, attributes, the two deltas, then ``tail``."""
+    zz = _ZIGZAG
+    limit = _SMALL_LIMIT
+    ts = zz[timestamp_delta + 1] if -1 <= timestamp_delta < limit else _varint(timestamp_delta)
+    off = zz[offset_delta + 1] if -1 <= offset_delta < limit else _varint(offset_delta)
+    size = 1 + len(ts) + len(off) + len(tail)
+    prefix = zz[size + 1] if size < limit else _varint(size)
+    return b"".join((prefix, b"\x00", ts, off, tail))
+
+
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | bytearray | memoryview | None,
+    value: bytes | bytearray | memoryview | None,
+    headers: Sequence[HeaderInput] = (),
+) -> bytes:
+    """One record in wire form, including its length prefix."""
+    return frame_record(offset_delta, timestamp_delta, encode_record_tail(key, value, headers))
 
 
 def _encode_headers(headers: Sequence[HeaderInput]) -> bytes:

@@ -1,0 +1,325 @@
+"""RecordAccumulator over the shared pool: append (app processes) and drain (the Sender).
+
+Rules:
+- append follows the seed's segmented locking: lock the partition's stripe → try the last
+  batch → unlock; allocate memory with no lock held; lock again → try again (another
+  process may have opened a batch meanwhile; then the memory goes back) → open a batch.
+- Records are written in their final RecordBatch v2 form after the reserved 61-byte header;
+  the Sender only fills the header (``finalize``), it never re-encodes a record.
+- Publish last: the record's bytes, then the appender bit, then one ``pack_into`` of
+  (write_pos, record_count, max_timestamp, last_append_ms).
+- Bad input (unknown topic or partition, a record that can never fit) is rejected before
+  anything is written to shared memory.
+- Only the last batch of a deque accepts appends, and only while OPEN. Drained batches are
+  SEALED (then IN_FLIGHT); a re-enqueued batch stays SEALED and goes back in sequence order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from shmkafka.protocol.errors import for_code
+from shmkafka.protocol.records import (
+    HEADER_SIZE,
+    BatchMeta,
+    HeaderInput,
+    encode_record_tail,
+    finalize_batch,
+    frame_record,
+)
+from shmkafka.shm.batches import BatchInfo
+from shmkafka.shm.bufferpool import SlabRun
+from shmkafka.shm.errors import RecordTooLargeError
+from shmkafka.shm.layout import B_PUBLISH, BATCH, FREE, IN_FLIGHT, OPEN, PUBLISH, SEALED
+from shmkafka.shm.pool import SharedPool
+from shmkafka.shm.rings import Completion
+
+UnknownTopicOrPartitionError = for_code(3)
+RECORD_OVERHEAD = 1 + 10 + 5 + 5  # attributes, timestamp delta, offset delta, length prefix
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    batch_id: int
+    generation: int
+    offset_delta: int
+    batch_is_full: bool
+    new_batch_created: bool
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """The ``ready()`` inputs for one partition with queued batches."""
+
+    deque_id: int
+    topic: str
+    partition: int
+    leader: int
+    queued: int
+    first_batch_id: int
+    first_size: int
+    first_full: bool
+    created_ms: int
+    last_append_ms: int
+    attempts: int
+    muted: bool
+
+
+@dataclass(frozen=True)
+class DrainedBatch:
+    topic: str
+    partition: int
+    info: BatchInfo
+
+    @property
+    def batch_id(self) -> int:
+        return self.info.batch_id
+
+
+class RecordAccumulator:
+    def __init__(self, pool: SharedPool, *, max_block_ms: int = 60_000) -> None:
+        self.pool = pool
+        self.max_block_ms = max_block_ms
+        self._buf = pool.segment.buf
+        self._layout = pool.layout
+        self._batch_size = pool.config.batch_size
+        self._limit = min(pool.config.max_request_size, pool.config.buffer_memory)
+
+    # ------------------------------------------------------------------ append (app side)
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[HeaderInput] = (),
+        *,
+        now_ms: int,
+    ) -> AppendResult:
+        entries = self.pool.directory.partitions(topic)
+        if entries is None:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} is not in the pool's directory")
+        if not 0 <= partition < len(entries):
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of {topic!r} does not exist ({len(entries)} partitions)"
+            )
+        deque_id = entries[partition].deque_id
+        tail = encode_record_tail(key, value, headers)
+        needed = HEADER_SIZE + len(tail) + RECORD_OVERHEAD
+        if needed > self._limit:
+            raise RecordTooLargeError(
+                f"a record of about {needed} bytes exceeds max_request_size/buffer_memory "
+                f"({self._limit})"
+            )
+        locks = self.pool.locks
+        stripe = self._layout.stripe_lock(deque_id)
+        locks.acquire(stripe)
+        try:
+            result = self._try_append(deque_id, timestamp_ms, tail, now_ms)
+        finally:
+            locks.release(stripe)
+        if result is not None:
+            return result
+        return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, needed, now_ms)
+
+    def _append_new_batch(
+        self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, needed: int, now_ms: int
+    ) -> AppendResult:
+        buffers = self.pool.buffers
+        run = buffers.allocate(max(needed, self._batch_size), self.max_block_ms)
+        committed = False
+        try:
+            with self.pool.locks.held(stripe):
+                result = self._try_append(deque_id, timestamp_ms, tail, now_ms)
+                if result is None:
+                    result = self._open_batch(deque_id, run, timestamp_ms, tail, now_ms)
+                    buffers.commit(run)
+                    committed = True
+            return result
+        finally:
+            if not committed:
+                buffers.abandon(run)
+
+    def _open_batch(
+        self, deque_id: int, run: SlabRun, timestamp_ms: int, tail: bytes, now_ms: int
+    ) -> AppendResult:
+        batches = self.pool.batches
+        generation = batches.open(run.first, deque_id, run.count, HEADER_SIZE, timestamp_ms, now_ms)
+        result = self._try_append_to(run.first, timestamp_ms, tail, now_ms, generation)
+        assert result is not None, "a fresh batch always takes one record"
+        try:
+            self.pool.deques.push_last(deque_id, run.first)
+        except BaseException:
+            batches.clear(run.first)
+            raise
+        return AppendResult(run.first, generation, 0, result.batch_is_full, True)
+
+    def _try_append(
+        self, deque_id: int, timestamp_ms: int, tail: bytes, now_ms: int
+    ) -> AppendResult | None:
+        deques = self.pool.deques
+        last = deques.last(deque_id)
+        if last is None:
+            return None
+        result = self._try_append_to(last, timestamp_ms, tail, now_ms, None)
+        if result is not None and not result.batch_is_full and deques.length(deque_id) > 1:
+            return AppendResult(
+                result.batch_id, result.generation, result.offset_delta, True, False
+            )
+        return result
+
+    def _try_append_to(
+        self, batch_id: int, timestamp_ms: int, tail: bytes, now_ms: int, generation: int | None
+    ) -> AppendResult | None:
+        buf = self._buf
+        at = self._layout.batch_at(batch_id)
+        (state, gen, _, first_slab, slab_count, _, write_pos, count, max_ts, _, base_ts,
+         *_rest) = BATCH.unpack_from(buf, at)  # fmt: skip
+        if state != OPEN:
+            return None
+        record = frame_record(count, timestamp_ms - base_ts, tail)
+        end = write_pos + len(record)
+        capacity = slab_count * self._batch_size
+        if end > capacity:
+            return None
+        start = self._layout.slabs_at + first_slab * self._batch_size
+        buf[start + write_pos : start + end] = record
+        self.pool.batches.add_appender(batch_id, self.pool.slot)
+        PUBLISH.pack_into(buf, at + B_PUBLISH, end, count + 1, max(max_ts, timestamp_ms), now_ms)
+        full = capacity - end < len(record)
+        return AppendResult(batch_id, gen, count, full, False)
+
+    # ------------------------------------------------------------------ drain (Sender side)
+
+    def partition_states(self) -> list[PartitionState]:
+        """Every partition with queued batches, with what ``ready()`` needs to decide."""
+        out: list[PartitionState] = []
+        snapshot = self.pool.directory.snapshot()
+        deques = self.pool.deques
+        for topic, entries in snapshot.topics.items():
+            for partition, entry in enumerate(entries):
+                if deques.length(entry.deque_id) == 0:
+                    continue
+                with self.pool.locks.held(self._layout.stripe_lock(entry.deque_id)):
+                    first = deques.first(entry.deque_id)
+                    if first is None:
+                        continue
+                    info = self.pool.batches.read(first)
+                    queued = deques.length(entry.deque_id)
+                    muted = deques.muted(entry.deque_id)
+                capacity = self.pool.batches.capacity(info.slab_count)
+                out.append(
+                    PartitionState(
+                        entry.deque_id,
+                        topic,
+                        partition,
+                        entry.leader,
+                        queued,
+                        first,
+                        info.write_pos,
+                        queued > 1 or capacity - info.write_pos < 64,
+                        info.created_ms,
+                        info.last_append_ms,
+                        info.attempts,
+                        muted,
+                    )
+                )
+        return out
+
+    def drain(self, deque_ids: Iterable[int], max_bytes: int) -> list[DrainedBatch]:
+        """Seal and pop the first batch of each given deque until ``max_bytes`` is reached
+        (the first batch is always taken, so an oversized batch is never stuck)."""
+        names = self.pool.directory.snapshot().by_deque()
+        out: list[DrainedBatch] = []
+        total = 0
+        for deque_id in deque_ids:
+            with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
+                first = self.pool.deques.first(deque_id)
+                if first is None:
+                    continue
+                size = self.pool.batches.read(first).write_pos
+                if out and total + size > max_bytes:
+                    break
+                self.pool.batches.set_state(first, SEALED)
+                self.pool.deques.pop_first(deque_id)
+                info = self.pool.batches.read(first)
+            topic, partition = names[deque_id]
+            out.append(DrainedBatch(topic, partition, info))
+            total += size
+        return out
+
+    def mark_in_flight(self, batch: DrainedBatch) -> None:
+        self.pool.batches.set_state(batch.batch_id, IN_FLIGHT)
+
+    def reenqueue(self, batch: DrainedBatch) -> None:
+        """Put a drained batch back at the front of its deque, ordered by base sequence
+        among the re-enqueued batches already there."""
+        batches, deques = self.pool.batches, self.pool.deques
+        deque_id = batch.info.deque_id
+        with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
+            batches.set_state(batch.batch_id, SEALED)
+            batches.set_attempts(batch.batch_id, batch.info.attempts + 1)
+            ids = deques.batch_ids(deque_id)
+            sealed = [b for b in ids if batches.state(b) == SEALED]
+            before = [b for b in sealed if batches.read(b).base_sequence < batch.info.base_sequence]
+            deques.push_first(deque_id, batch.batch_id)
+            if before:
+                ordered = [*before, batch.batch_id, *[b for b in ids if b not in before]]
+                for b in ids:
+                    deques.remove(deque_id, b)
+                deques.remove(deque_id, batch.batch_id)
+                for b in ordered:
+                    deques.push_last(deque_id, b)
+
+    def finalize(self, batch: DrainedBatch, meta: BatchMeta | None = None) -> memoryview | bytes:
+        """Fill the batch header (and CRC) in place, or compress into new bytes."""
+        meta = meta or BatchMeta()
+        info = self.pool.batches.read(batch.batch_id)
+        if meta.producer_id >= 0:
+            self.pool.batches.set_producer_state(
+                batch.batch_id, meta.producer_id, meta.producer_epoch, meta.base_sequence
+            )
+        return finalize_batch(
+            self.pool.batches.data(info),
+            info.write_pos,
+            record_count=info.record_count,
+            last_offset_delta=info.record_count - 1,
+            base_timestamp=info.base_timestamp,
+            max_timestamp=info.max_timestamp,
+            meta=meta,
+        )
+
+    def post_completion(self, batch: DrainedBatch, completion: Completion) -> list[int]:
+        """Post one result to every process that appended to the batch, then wake them.
+        Returns the slots whose ring was full (the Sender retries them later)."""
+        full = []
+        rings = self.pool.rings
+        for slot in sorted(batch.info.appenders):
+            if rings.post(slot, completion):
+                rings.wake(slot)
+            else:
+                full.append(slot)
+        return full
+
+    def complete(self, batch: DrainedBatch) -> None:
+        """The batch is done: free its descriptor and return its slabs."""
+        info = batch.info
+        self.pool.batches.set_state(info.batch_id, FREE)
+        self.pool.buffers.deallocate(SlabRun(info.first_slab, info.slab_count))
+
+    @staticmethod
+    def completion_for(
+        batch: DrainedBatch,
+        base_offset: int,
+        error_code: int = 0,
+        log_append_time: int = -1,
+        log_start_offset: int = -1,
+    ) -> Completion:
+        info = batch.info
+        return Completion(
+            info.batch_id, info.generation, base_offset, log_append_time, log_start_offset,
+            error_code,
+        )  # fmt: skip
