@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from shmkafka.protocol.errors import for_code
 from shmkafka.protocol.records import (
@@ -31,7 +32,16 @@ from shmkafka.protocol.records import (
 from shmkafka.shm.batches import BatchInfo
 from shmkafka.shm.bufferpool import SlabRun
 from shmkafka.shm.errors import RecordTooLargeError
-from shmkafka.shm.layout import B_PUBLISH, BATCH, FREE, IN_FLIGHT, OPEN, PUBLISH, SEALED
+from shmkafka.shm.layout import (
+    APPEND_VIEW,
+    B_PUBLISH,
+    FIRST_STRIPE_LOCK,
+    FREE,
+    IN_FLIGHT,
+    OPEN,
+    PUBLISH,
+    SEALED,
+)
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import Completion
 
@@ -39,8 +49,9 @@ UnknownTopicOrPartitionError = for_code(3)
 RECORD_OVERHEAD = 1 + 10 + 5 + 5  # attributes, timestamp delta, offset delta, length prefix
 
 
-@dataclass(frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """Where a record went. A NamedTuple: built on every append, so it must be cheap."""
+
     batch_id: int
     generation: int
     offset_delta: int
@@ -85,6 +96,11 @@ class RecordAccumulator:
         self._layout = pool.layout
         self._batch_size = pool.config.batch_size
         self._limit = min(pool.config.max_request_size, pool.config.buffer_memory)
+        self._marked: dict[int, int] = {}  # batch id → generation whose appender bit we set
+        self._deques = pool.deques
+        self._directory = pool.directory
+        self._locks = pool.locks
+        self._stripes = pool.config.lock_stripes
 
     # ------------------------------------------------------------------ append (app side)
 
@@ -99,7 +115,7 @@ class RecordAccumulator:
         *,
         now_ms: int,
     ) -> AppendResult:
-        entries = self.pool.directory.partitions(topic)
+        entries = self._directory.snapshot().topics.get(topic)
         if entries is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} is not in the pool's directory")
         if not 0 <= partition < len(entries):
@@ -114,8 +130,8 @@ class RecordAccumulator:
                 f"a record of about {needed} bytes exceeds max_request_size/buffer_memory "
                 f"({self._limit})"
             )
-        locks = self.pool.locks
-        stripe = self._layout.stripe_lock(deque_id)
+        locks = self._locks
+        stripe = FIRST_STRIPE_LOCK + deque_id % self._stripes
         locks.acquire(stripe)
         try:
             result = self._try_append(deque_id, timestamp_ms, tail, now_ms)
@@ -148,7 +164,7 @@ class RecordAccumulator:
     ) -> AppendResult:
         batches = self.pool.batches
         generation = batches.open(run.first, deque_id, run.count, HEADER_SIZE, timestamp_ms, now_ms)
-        result = self._try_append_to(run.first, timestamp_ms, tail, now_ms, generation)
+        result = self._try_append_to(run.first, timestamp_ms, tail, now_ms)
         assert result is not None, "a fresh batch always takes one record"
         try:
             self.pool.deques.push_last(deque_id, run.first)
@@ -160,24 +176,24 @@ class RecordAccumulator:
     def _try_append(
         self, deque_id: int, timestamp_ms: int, tail: bytes, now_ms: int
     ) -> AppendResult | None:
-        deques = self.pool.deques
-        last = deques.last(deque_id)
+        last, length = self._deques.last_and_length(deque_id)
         if last is None:
             return None
-        result = self._try_append_to(last, timestamp_ms, tail, now_ms, None)
-        if result is not None and not result.batch_is_full and deques.length(deque_id) > 1:
+        result = self._try_append_to(last, timestamp_ms, tail, now_ms)
+        if result is not None and length > 1 and not result.batch_is_full:
             return AppendResult(
                 result.batch_id, result.generation, result.offset_delta, True, False
             )
         return result
 
     def _try_append_to(
-        self, batch_id: int, timestamp_ms: int, tail: bytes, now_ms: int, generation: int | None
+        self, batch_id: int, timestamp_ms: int, tail: bytes, now_ms: int
     ) -> AppendResult | None:
         buf = self._buf
         at = self._layout.batch_at(batch_id)
-        (state, gen, _, first_slab, slab_count, _, write_pos, count, max_ts, _, base_ts,
-         *_rest) = BATCH.unpack_from(buf, at)  # fmt: skip
+        (state, gen, _, first_slab, slab_count, _, write_pos, count, max_ts, _, base_ts) = (
+            APPEND_VIEW.unpack_from(buf, at)
+        )
         if state != OPEN:
             return None
         record = frame_record(count, timestamp_ms - base_ts, tail)
@@ -187,7 +203,9 @@ class RecordAccumulator:
             return None
         start = self._layout.slabs_at + first_slab * self._batch_size
         buf[start + write_pos : start + end] = record
-        self.pool.batches.add_appender(batch_id, self.pool.slot)
+        if self._marked.get(batch_id) != gen:  # the appender bit is set once per batch
+            self.pool.batches.add_appender(batch_id, self.pool.slot)
+            self._marked[batch_id] = gen
         PUBLISH.pack_into(buf, at + B_PUBLISH, end, count + 1, max(max_ts, timestamp_ms), now_ms)
         full = capacity - end < len(record)
         return AppendResult(batch_id, gen, count, full, False)

@@ -13,6 +13,7 @@ Rules:
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from shmkafka.shm.errors import CapacityError
@@ -42,6 +43,9 @@ from shmkafka.shm.layout import (
     Layout,
 )
 from shmkafka.shm.segment import Segment
+
+HEAD_TAIL = struct.Struct("<QQ")
+assert D_HEAD == 0 and D_TAIL == 8 and DEQUE_HEADER.size == 32
 
 
 @dataclass(frozen=True)
@@ -162,13 +166,15 @@ class Deques:
         self.segment = segment
         self.layout: Layout = segment.layout
         self.capacity = self.layout.config.deque_capacity
+        self._base = self.layout.deques_at
+        self._size = self.layout.deque_size
 
     def _ends(self, deque_id: int) -> tuple[int, int, int]:
-        at = self.layout.deque_at(deque_id)
-        buf = self.segment.buf
-        return at, U64.unpack_from(buf, at + D_HEAD)[0], U64.unpack_from(buf, at + D_TAIL)[0]
+        at = self._base + deque_id * self._size
+        head, tail = HEAD_TAIL.unpack_from(self.segment.buf, at)
+        return at, head, tail
 
-    def _slot(self, at: int, index: int) -> int:
+    def _slot(self, at: int, index: int) -> int:  # DEQUE_HEADER.size == 32
         return at + DEQUE_HEADER.size + 4 * (index % self.capacity)
 
     def batch_ids(self, deque_id: int) -> list[int]:
@@ -186,6 +192,15 @@ class Deques:
             return None
         first: int = U32.unpack_from(self.segment.buf, self._slot(at, head))[0]
         return first
+
+    def last_and_length(self, deque_id: int) -> tuple[int | None, int]:
+        at = self._base + deque_id * self._size
+        buf = self.segment.buf
+        head, tail = HEAD_TAIL.unpack_from(buf, at)
+        if head == tail:
+            return None, 0
+        last: int = U32.unpack_from(buf, at + 32 + 4 * ((tail - 1) % self.capacity))[0]
+        return last, tail - head
 
     def last(self, deque_id: int) -> int | None:
         at, head, tail = self._ends(deque_id)

@@ -100,6 +100,8 @@ class LockSet:
             for i in range(self.layout.n_locks)
         ]
         self._local = [threading.Lock() for _ in range(self.layout.n_locks)]
+        self._intent_at = [self.layout.intent_at(slot, i) for i in range(self.layout.n_locks)]
+        self._owner_at = [self.layout.lock_at(i) for i in range(self.layout.n_locks)]
         self.recoveries = 0
 
     def close(self) -> None:
@@ -114,7 +116,7 @@ class LockSet:
         if not local.acquire(timeout=timeout):
             raise LockTimeoutError(f"lock {index} busy in this process for {timeout} s")
         buf = self.segment.buf
-        intent = self.layout.intent_at(self.slot, index)
+        intent = self._intent_at[index]
         buf[intent] = 1
         sem = self._sems[index]
         recovered = False
@@ -127,14 +129,14 @@ class LockSet:
                 buf[intent] = 0
                 local.release()
                 raise
-        LOCK.pack_into(buf, self.layout.lock_at(index), self.slot, self.pid, self.started)
+        LOCK.pack_into(buf, self._owner_at[index], self.slot, self.pid, self.started)
         return recovered
 
     def release(self, index: int) -> None:
         buf = self.segment.buf
-        LOCK.pack_into(buf, self.layout.lock_at(index), -1, 0, 0)
+        LOCK.pack_into(buf, self._owner_at[index], -1, 0, 0)
         self._sems[index].release()
-        buf[self.layout.intent_at(self.slot, index)] = 0
+        buf[self._intent_at[index]] = 0
         self._local[index].release()
 
     @contextmanager

@@ -138,9 +138,16 @@ class Segment:
         return self.layout.config
 
     def close(self) -> None:
-        """Unmap and close this process's handle; the segment itself stays."""
-        self.buf.release()
-        self._map.close()
+        """Unmap and close this process's handle; the segment itself stays.
+
+        If views of the mapping are still alive elsewhere (a caller kept a batch's
+        memoryview), the mapping stays until the last of them is gone, instead of failing.
+        """
+        try:
+            self.buf.release()
+            self._map.close()
+        except BufferError:
+            pass
         self._shm.close_fd()
 
     def unlink(self) -> None:
