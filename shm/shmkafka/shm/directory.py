@@ -7,8 +7,9 @@ Kafka's CopyOnWriteMap across processes. Rules:
 - Readers never lock: read the version, read the copy, read the version again; if it moved,
   retry. Each process caches the parsed directory per version, so a ``send()`` costs one
   8-byte read while the directory is unchanged.
-- A (topic, partition) keeps its deque id for the life of the pool; deque ids are handed out
-  from ``deques_used`` and never reused.
+- The directory only grows: a (topic, partition) keeps its deque id for the life of the pool
+  (its deque may hold batches), so a publish that leaves out a known topic or partition
+  carries the old entry forward. Deque ids come from ``deques_used`` and are never reused.
 """
 
 from __future__ import annotations
@@ -116,17 +117,26 @@ class Directory:
     # ------------------------------------------------------------------ the writer
 
     def publish(self, topics: Mapping[str, Sequence[PartitionLeader]]) -> DirectorySnapshot:
-        """Write a new version holding exactly ``topics``. The caller holds the directory lock."""
+        """Write a new version with ``topics`` (known topics and partitions left out are
+        carried forward). The caller holds the directory lock."""
         config = self.layout.config
+        current = self.snapshot()
+        merged: dict[str, list[PartitionLeader]] = {
+            name: [PartitionLeader(e.leader, e.leader_epoch) for e in entries]
+            for name, entries in current.topics.items()
+        }
+        for name, leaders in topics.items():
+            known = merged.get(name, [])
+            merged[name] = list(leaders) + known[len(leaders) :]
+        topics = merged
         if len(topics) > config.max_topics:
             raise CapacityError(f"{len(topics)} topics exceed max_topics={config.max_topics}")
         total = sum(len(p) for p in topics.values())
         if total > config.max_partitions:
             raise CapacityError(f"{total} partitions exceed max_partitions={config.max_partitions}")
-        current = self.snapshot()
         buf = self.segment.buf
         deques_used: int = U32.unpack_from(buf, H_DEQUES_USED)[0]
-        version = current.version + 1 if current.version >= 0 else self.version() + 1
+        version = current.version + 1
         at = self.layout.directory_copy_at(version & 1)
         topics_at = at + DIR_COPY_HEADER.size
         parts_at = topics_at + config.max_topics * TOPIC_ENTRY.size
