@@ -47,7 +47,9 @@ def test_attach_with_other_config_names_the_keys(pool: SharedPool) -> None:
     other = dataclasses.replace(SMALL, batch_size=2048, max_processes=4)
     with pytest.raises(LayoutMismatchError) as info:
         SharedPool.open(pool.name, other)
-    assert any(d.startswith("batch_size: segment has 1024, asked 2048") for d in info.value.differences)
+    assert any(
+        d.startswith("batch_size: segment has 1024, asked 2048") for d in info.value.differences
+    )
     assert any(d.startswith("max_processes") for d in info.value.differences)
     assert len(info.value.differences) == 2
 

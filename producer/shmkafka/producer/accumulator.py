@@ -20,11 +20,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from shmkafka.protocol.errors import for_code
+from shmkafka.protocol.errors import DecodeError, for_code
 from shmkafka.protocol.records import (
     HEADER_SIZE,
     BatchMeta,
     HeaderInput,
+    decode_batch,
     encode_record_tail,
     finalize_batch,
     frame_record,
@@ -171,7 +172,8 @@ class RecordAccumulator:
         except BaseException:
             batches.clear(run.first)
             raise
-        return AppendResult(run.first, generation, 0, result.batch_is_full, True)
+        full = result.batch_is_full or self._deques.length(deque_id) > 1
+        return AppendResult(run.first, generation, 0, full, True)
 
     def _try_append(
         self, deque_id: int, timestamp_ms: int, tail: bytes, now_ms: int
@@ -341,3 +343,34 @@ class RecordAccumulator:
             info.batch_id, info.generation, base_offset, log_append_time, log_start_offset,
             error_code,
         )  # fmt: skip
+
+
+def verify_batches(pool: SharedPool) -> list[str]:
+    """Check that no batch exposes a partial record: each live batch's published bytes hold
+    exactly ``record_count`` whole records (decoded from a finalized copy). For tests and
+    ``shmkafka`` diagnostics, while no process appends."""
+    problems = []
+    for batch_id in range(pool.config.num_slabs):
+        info = pool.batches.read(batch_id)
+        if info.state == FREE:
+            continue
+        if info.record_count == 0:
+            problems.append(f"batch {batch_id} is queued with no record")
+            continue
+        copy = bytearray(pool.batches.data(info))
+        data = finalize_batch(
+            copy,
+            info.write_pos,
+            record_count=info.record_count,
+            last_offset_delta=info.record_count - 1,
+            base_timestamp=info.base_timestamp,
+            max_timestamp=info.max_timestamp,
+        )
+        try:
+            decoded = decode_batch(bytes(data))
+        except DecodeError as exc:
+            problems.append(f"batch {batch_id}: {exc}")
+            continue
+        if len(decoded.records) != info.record_count:
+            problems.append(f"batch {batch_id}: {len(decoded.records)} != {info.record_count}")
+    return problems

@@ -126,8 +126,8 @@ class Directory:
             for name, entries in current.topics.items()
         }
         for name, leaders in topics.items():
-            known = merged.get(name, [])
-            merged[name] = list(leaders) + known[len(leaders) :]
+            carried = merged.get(name, [])
+            merged[name] = list(leaders) + carried[len(leaders) :]
         topics = merged
         if len(topics) > config.max_topics:
             raise CapacityError(f"{len(topics)} topics exceed max_topics={config.max_topics}")
@@ -145,10 +145,10 @@ class Directory:
             encoded = name.encode("utf-8")
             if not encoded or len(encoded) > MAX_TOPIC_NAME:
                 raise ShmConfigError(f"invalid topic name {name!r}")
-            known = current.topics.get(name, ())
+            existing = current.topics.get(name, ())
             for p, leader in enumerate(leaders):
-                if p < len(known):
-                    deque_id = known[p].deque_id
+                if p < len(existing):
+                    deque_id = existing[p].deque_id
                 else:
                     if deques_used >= config.max_partitions:
                         raise CapacityError(f"max_partitions={config.max_partitions} reached")
