@@ -14,7 +14,23 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"shmkafka {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("version", help="print the version")
+    clean = sub.add_parser(
+        "cleanup", help="remove shared-memory pools whose processes are all dead"
+    )
+    clean.add_argument("--pool", help="only this pool (default: every shmkafka pool)")
     return parser
+
+
+def _cleanup(pool: str | None) -> int:
+    from shmkafka.shm.cleanup import cleanup
+
+    results = cleanup(pool)
+    for result in results:
+        verb = "removed" if result.removed else "kept"
+        print(f"{verb} {result.pool}: {result.reason}")
+    if not results:
+        print("no shmkafka pools found")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "version":
         print(f"shmkafka {__version__}")
         return 0
+    if args.command == "cleanup":
+        return _cleanup(args.pool)
     parser.print_help(sys.stderr)
     return 2
 

@@ -1,0 +1,73 @@
+"""``shmkafka cleanup``: remove pools whose processes are all dead — never a live pool.
+
+A pool is in use while any process slot or the Sender recorded in its header belongs to a
+live process. A segment whose creator died before writing its header, or semaphores left
+without a segment, are removed as well.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from shmkafka.shm.errors import LayoutMismatchError, PoolNotFoundError, ShmError
+from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64
+from shmkafka.shm.procs import is_alive
+from shmkafka.shm.segment import PREFIX, Segment, list_pools, unlink_segment
+from shmkafka.shm.slots import SlotTable
+
+STALE_HEADER_S = 30.0
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    pool: str
+    removed: bool
+    reason: str
+
+
+def live_processes(segment: Segment) -> list[int]:
+    pids = [pid for _, pid, started in SlotTable(segment).active() if is_alive(pid, started)]
+    sender = I32.unpack_from(segment.buf, H_SENDER_PID)[0]
+    if sender and is_alive(sender, I64.unpack_from(segment.buf, H_SENDER_START)[0]):
+        pids.append(sender)
+    return pids
+
+
+def cleanup_pool(pool: str) -> CleanupResult:
+    try:
+        segment = Segment.attach(pool)
+    except PoolNotFoundError:
+        unlink_segment(pool)  # semaphores without a segment
+        return CleanupResult(pool, True, "no segment; removed its semaphores")
+    except LayoutMismatchError as exc:
+        age = time.time() - os.stat(f"/dev/shm/{PREFIX}{pool}").st_mtime
+        if age < STALE_HEADER_S:
+            return CleanupResult(pool, False, f"unreadable but recent, left alone: {exc}")
+        unlink_segment(pool)
+        return CleanupResult(pool, True, f"unreadable for {age:.0f} s: {exc}")
+    except ShmError as exc:
+        return CleanupResult(pool, False, str(exc))
+    try:
+        live = live_processes(segment)
+    finally:
+        segment.close()
+    if live:
+        return CleanupResult(pool, False, f"in use by pid {', '.join(map(str, live))}")
+    unlink_segment(pool)
+    return CleanupResult(pool, True, "every process of it is dead")
+
+
+def cleanup(pool: str | None = None) -> list[CleanupResult]:
+    pools = [pool] if pool else _all_pool_names()
+    return [cleanup_pool(name) for name in pools]
+
+
+def _all_pool_names() -> list[str]:
+    names = set(list_pools())
+    sem_prefix = "sem." + PREFIX
+    for entry in os.listdir("/dev/shm"):
+        if entry.startswith(sem_prefix):
+            names.add(entry[len(sem_prefix) :].rsplit(".", 1)[0])
+    return sorted(names)

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+
+from shmkafka.shm.cleanup import cleanup
+from shmkafka.shm.pool import SharedPool
+from shmkafka.shm.segment import list_semaphores
+from tests.shm.conftest import SMALL
+
+
+def _attach_and_die(name: str) -> None:
+    pool = SharedPool.open(name, SMALL)
+    pool.locks.acquire(0)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_live_pool_is_never_removed(pool: SharedPool) -> None:
+    (result,) = cleanup(pool.name)
+    assert not result.removed
+    assert f"pid {os.getpid()}" in result.reason
+    assert os.path.exists(f"/dev/shm/shmkafka.{pool.name}")
+
+
+def test_pool_of_dead_processes_is_removed_with_its_semaphores(pool_name: str) -> None:
+    p = mp.get_context("fork").Process(target=_attach_and_die, args=(pool_name,))
+    p.start()
+    p.join(10)
+    assert os.path.exists(f"/dev/shm/shmkafka.{pool_name}")
+    assert list_semaphores(pool_name)
+    out = subprocess.run(
+        [sys.executable, "-m", "shmkafka", "cleanup", "--pool", pool_name],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert f"removed {pool_name}: every process of it is dead" in out.stdout
+    assert not os.path.exists(f"/dev/shm/shmkafka.{pool_name}")
+    assert list_semaphores(pool_name) == []
