@@ -16,6 +16,7 @@ Rules:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -32,7 +33,7 @@ from shmkafka.protocol.records import (
 )
 from shmkafka.shm.batches import BatchInfo
 from shmkafka.shm.bufferpool import SlabRun
-from shmkafka.shm.errors import RecordTooLargeError
+from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
 from shmkafka.shm.layout import (
     APPEND_VIEW,
     B_PUBLISH,
@@ -47,6 +48,13 @@ from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import Completion
 
 UnknownTopicOrPartitionError = for_code(3)
+DEQUE_FULL_POLL_S = 0.001
+
+
+class DequeFullError(Exception):
+    """Internal: the partition's deque has no room for another batch right now."""
+
+
 RECORD_OVERHEAD = 1 + 10 + 5 + 5  # attributes, timestamp delta, offset delta, length prefix
 
 
@@ -145,6 +153,25 @@ class RecordAccumulator:
     def _append_new_batch(
         self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, needed: int, now_ms: int
     ) -> AppendResult:
+        # A partition whose deque is full (deque_capacity batches waiting for the Sender)
+        # pushes back like a full BufferPool: wait for a drain, up to max_block_ms.
+        deadline = time.monotonic() + self.max_block_ms / 1000
+        while True:
+            try:
+                return self._append_new_batch_once(
+                    deque_id, stripe, timestamp_ms, tail, needed, now_ms
+                )
+            except DequeFullError:
+                if time.monotonic() >= deadline:
+                    raise BufferExhaustedError(
+                        f"partition queue full (deque_capacity="
+                        f"{self.pool.config.deque_capacity} batches) for {self.max_block_ms} ms"
+                    ) from None
+                time.sleep(DEQUE_FULL_POLL_S)
+
+    def _append_new_batch_once(
+        self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, needed: int, now_ms: int
+    ) -> AppendResult:
         buffers = self.pool.buffers
         run = buffers.allocate(max(needed, self._batch_size), self.max_block_ms)
         committed = False
@@ -152,6 +179,8 @@ class RecordAccumulator:
             with self.pool.locks.held(stripe):
                 result = self._try_append(deque_id, timestamp_ms, tail, now_ms)
                 if result is None:
+                    if self._deques.length(deque_id) >= self._deques.capacity:
+                        raise DequeFullError
                     result = self._open_batch(deque_id, run, timestamp_ms, tail, now_ms)
                     buffers.commit(run)
                     committed = True

@@ -36,9 +36,9 @@ class PoolConfig:
     buffer_memory: int = 32 * 1024 * 1024
     max_request_size: int = 1024 * 1024
     max_topics: int = 256
-    max_partitions: int = 4096
+    max_partitions: int = 1024
     max_processes: int = 64
-    deque_capacity: int = 256
+    deque_capacity: int = 1024
     lock_stripes: int = 64
 
     def __post_init__(self) -> None:
