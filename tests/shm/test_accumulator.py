@@ -11,16 +11,28 @@ from shmkafka.producer.accumulator import RecordAccumulator, verify_batches
 from shmkafka.protocol.errors import InvalidMetadataError
 from shmkafka.protocol.records import BatchMeta, decode_batch
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.errors import RecordTooLargeError
+from shmkafka.shm.errors import RecordTooLargeError, ShmError
 from shmkafka.shm.layout import FREE, OPEN, SEALED
 from shmkafka.shm.pool import SharedPool
 from tests.shm import workers
 from tests.shm.conftest import publish
 
 
-def test_append_drain_finalize_decode(pool: SharedPool) -> None:
+@pytest.fixture(params=[True, False], ids=["c-fast-path", "pure-python"])
+def fast_path(request: pytest.FixtureRequest) -> bool:
+    value: bool = request.param
+    return value
+
+
+def test_the_c_fast_path_is_built(pool: SharedPool) -> None:
+    acc = RecordAccumulator(pool)
+    assert acc.uses_fast_path
+    assert not RecordAccumulator(pool, fast_path=False).uses_fast_path
+
+
+def test_append_drain_finalize_decode(pool: SharedPool, fast_path: bool) -> None:
     publish(pool, {"t": 2})
-    acc = RecordAccumulator(pool, max_block_ms=100)
+    acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
     first = acc.append("t", 1, 1000, b"k", b"v1", [("h", b"x")], now_ms=5)
     assert first.new_batch_created and first.offset_delta == 0
     second = acc.append("t", 1, 1003, None, None, now_ms=6)
@@ -50,9 +62,31 @@ def test_append_drain_finalize_decode(pool: SharedPool) -> None:
     assert pool.check_invariants() == []
 
 
-def test_full_batches_start_new_ones_and_say_so(pool: SharedPool) -> None:
+def _append_in_forked_child(acc: RecordAccumulator, out: Any) -> None:
+    try:
+        acc.append("t", 0, 1, None, b"x", now_ms=0)
+        out.put("appended")
+    except ShmError as exc:
+        out.put(str(exc))
+
+
+def test_a_handle_inherited_over_fork_refuses_to_append(pool: SharedPool) -> None:
     publish(pool, {"t": 1})
-    acc = RecordAccumulator(pool, max_block_ms=100)
+    acc = RecordAccumulator(pool)
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_append_in_forked_child, args=(acc, out))
+    child.start()
+    message = out.get(timeout=10)
+    child.join(10)
+    assert "after fork, open the pool again in the child" in message
+    assert pool.deques.length(pool.directory.partitions("t")[0].deque_id) == 0  # type: ignore[index]
+    acc.append("t", 0, 1, None, b"x", now_ms=0)  # the parent's handle still works
+
+
+def test_full_batches_start_new_ones_and_say_so(pool: SharedPool, fast_path: bool) -> None:
+    publish(pool, {"t": 1})
+    acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
     results = [acc.append("t", 0, 1, b"k", bytes(200), now_ms=0) for _ in range(12)]
     created = [i for i, r in enumerate(results) if r.new_batch_created]
     assert created[0] == 0 and len(created) >= 3  # 1 KiB batches hold 4 records of ~210 B
@@ -63,9 +97,11 @@ def test_full_batches_start_new_ones_and_say_so(pool: SharedPool) -> None:
     assert pool.check_invariants() == []
 
 
-def test_bad_input_is_rejected_before_anything_is_written(pool: SharedPool) -> None:
+def test_bad_input_is_rejected_before_anything_is_written(
+    pool: SharedPool, fast_path: bool
+) -> None:
     publish(pool, {"t": 2})
-    acc = RecordAccumulator(pool, max_block_ms=100)
+    acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
     before = bytes(pool.segment.buf)
     with pytest.raises(InvalidMetadataError, match="topic 'nope'"):
         acc.append("nope", 0, 1, None, b"x", now_ms=0)
@@ -76,9 +112,9 @@ def test_bad_input_is_rejected_before_anything_is_written(pool: SharedPool) -> N
     assert bytes(pool.segment.buf) == before
 
 
-def test_record_larger_than_batch_size_gets_its_own_run(pool: SharedPool) -> None:
+def test_record_larger_than_batch_size_gets_its_own_run(pool: SharedPool, fast_path: bool) -> None:
     publish(pool, {"t": 1})
-    acc = RecordAccumulator(pool, max_block_ms=100)
+    acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
     result = acc.append("t", 0, 1, b"k", bytes(3000), now_ms=0)
     info = pool.batches.read(result.batch_id)
     assert info.slab_count == 4 and info.record_count == 1
@@ -88,9 +124,9 @@ def test_record_larger_than_batch_size_gets_its_own_run(pool: SharedPool) -> Non
     assert pool.buffers.free_slabs() == pool.config.num_slabs
 
 
-def test_drain_respects_max_bytes_but_always_takes_one(pool: SharedPool) -> None:
+def test_drain_respects_max_bytes_but_always_takes_one(pool: SharedPool, fast_path: bool) -> None:
     publish(pool, {"t": 3})
-    acc = RecordAccumulator(pool, max_block_ms=100)
+    acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
     for p in range(3):
         acc.append("t", p, 1, b"k", bytes(500), now_ms=0)
     ids = [s.deque_id for s in acc.partition_states()]
@@ -98,9 +134,11 @@ def test_drain_respects_max_bytes_but_always_takes_one(pool: SharedPool) -> None
     assert len(acc.drain(ids, 1200)) == 2  # each batch is about 575 bytes
 
 
-def test_reenqueue_keeps_sequence_order_and_stops_appends(pool: SharedPool) -> None:
+def test_reenqueue_keeps_sequence_order_and_stops_appends(
+    pool: SharedPool, fast_path: bool
+) -> None:
     publish(pool, {"t": 1})
-    acc = RecordAccumulator(pool, max_block_ms=100)
+    acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
     drained = []
     for seq in range(3):
         acc.append("t", 0, 1, b"k", bytes(900), now_ms=0)
@@ -134,10 +172,20 @@ def wait_for_result(results: Any, procs: list[Any], timeout: float) -> Any:
     pytest.fail(f"no result within {timeout} s")
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
-@pytest.mark.parametrize("partitions", [1, 4, 64])
+@pytest.mark.parametrize(
+    ("method", "partitions", "fast"),
+    [
+        ("fork", 1, True),
+        ("fork", 4, True),
+        ("fork", 64, True),
+        ("spawn", 1, True),
+        ("spawn", 4, True),
+        ("spawn", 64, True),
+        ("fork", 4, False),  # the pure-Python path, under the same load
+    ],
+)
 def test_eight_processes_every_record_exactly_once_in_order(
-    pool_name: str, method: str, partitions: int
+    pool_name: str, method: str, partitions: int, fast: bool
 ) -> None:
     procs, count = 8, 50_000
     config = PoolConfig(
@@ -157,7 +205,9 @@ def test_eight_processes_every_record_exactly_once_in_order(
             target=workers.drainer, args=(pool_name, procs, count, partitions, results)
         )
         apps = [
-            ctx.Process(target=workers.appender, args=(pool_name, i, count, partitions, start))
+            ctx.Process(
+                target=workers.appender, args=(pool_name, i, count, partitions, start, fast)
+            )
             for i in range(procs)
         ]
         for p in [drain, *apps]:

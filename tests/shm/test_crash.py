@@ -91,9 +91,11 @@ def _install(point: str, acc: RecordAccumulator, pool: SharedPool, n: int) -> No
         accumulator_module.PUBLISH = Publish()  # type: ignore[assignment]
 
 
-def _appender(name: str, point: str, n: int, count: int, seed: int) -> None:
+def _appender(name: str, point: str, n: int, count: int, seed: int, fast: bool) -> None:
     pool = SharedPool.open(name)
-    acc = RecordAccumulator(pool, max_block_ms=20_000)
+    # The injected crash points hook Python code, so those victims take the Python path;
+    # random kills hit the C fast path too.
+    acc = RecordAccumulator(pool, max_block_ms=20_000, fast_path=fast)
     _install(point, acc, pool, n)
     rng = random.Random(seed)
     for i in range(count):
@@ -112,22 +114,32 @@ def _drain_all(pool: SharedPool) -> int:
     return total
 
 
-POINTS = ["holding_deque_lock", "mid_record", "holding_pool_lock", "just_after_publish", "random"]
+POINTS = [
+    ("holding_deque_lock", 40),
+    ("mid_record", 40),
+    ("holding_pool_lock", 40),
+    ("just_after_publish", 40),
+    ("random", 20),
+    ("random-c-fast-path", 20),
+]  # 200 trials
 
 
-@pytest.mark.parametrize("point", POINTS)
-def test_sigkill_at_random_points(pool_name: str, point: str) -> None:
-    trials = 40  # x 5 points = 200
+@pytest.mark.parametrize(("point", "trials"), POINTS)
+def test_sigkill_at_random_points(pool_name: str, point: str, trials: int) -> None:
+    fast = point == "random-c-fast-path"
+    point = "random" if fast else point
     pool = SharedPool.open(pool_name, CONFIG)
     ctx = mp.get_context("fork")
-    rng = random.Random(hash(point) & 0xFFFF)
+    rng = random.Random(sum(map(ord, point)) + int(fast))
     try:
         publish(pool, {"t": PARTITIONS})
         for trial in range(trials):
             n = rng.randrange(1, 60)
-            survivor = ctx.Process(target=_appender, args=(pool_name, "none", 0, 400, trial))
+            survivor = ctx.Process(target=_appender, args=(pool_name, "none", 0, 400, trial, True))
             victim_point = "none" if point == "random" else point
-            victim = ctx.Process(target=_appender, args=(pool_name, victim_point, n, 10_000, trial))
+            victim = ctx.Process(
+                target=_appender, args=(pool_name, victim_point, n, 10_000, trial, fast)
+            )
             survivor.start()
             victim.start()
             if point == "random":

@@ -19,10 +19,12 @@ def make_value(proc: int, seq: int) -> bytes:
     return head + bytes(VALUE_SIZE - len(head))
 
 
-def appender(name: str, proc: int, count: int, partitions: int, start: Any) -> None:
+def appender(
+    name: str, proc: int, count: int, partitions: int, start: Any, fast_path: bool = True
+) -> None:
     pool = SharedPool.open(name)
     try:
-        acc = RecordAccumulator(pool, max_block_ms=60_000)
+        acc = RecordAccumulator(pool, max_block_ms=60_000, fast_path=fast_path)
         start.wait(60)
         key = proc.to_bytes(2, "big") * 8
         now = int(time.time() * 1000)

@@ -16,6 +16,7 @@ Rules:
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,12 @@ from shmkafka.shm.layout import (
 )
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import Completion
+from shmkafka.shm.segment import semaphore_name
+
+try:
+    from shmkafka.producer._fastappend import FastAppend
+except ImportError:  # not built (no C compiler): the pure-Python path serves
+    FastAppend = None  # type: ignore[assignment,misc]
 
 UnknownTopicOrPartitionError = for_code(3)
 DEQUE_FULL_POLL_S = 0.001
@@ -98,7 +105,12 @@ class DrainedBatch:
 
 
 class RecordAccumulator:
-    def __init__(self, pool: SharedPool, *, max_block_ms: int = 60_000) -> None:
+    """``fast_path``: use the C append fast path when it is built (the default); False forces
+    the pure-Python path, which is the reference and the fallback."""
+
+    def __init__(
+        self, pool: SharedPool, *, max_block_ms: int = 60_000, fast_path: bool = True
+    ) -> None:
         self.pool = pool
         self.max_block_ms = max_block_ms
         self._buf = pool.segment.buf
@@ -110,6 +122,17 @@ class RecordAccumulator:
         self._directory = pool.directory
         self._locks = pool.locks
         self._stripes = pool.config.lock_stripes
+        self._fast = _fast_path(pool) if fast_path else None
+
+    @property
+    def uses_fast_path(self) -> bool:
+        return self._fast is not None
+
+    def close(self) -> None:
+        """Release the C fast path's view of the segment (before the pool detaches)."""
+        if self._fast is not None:
+            self._fast.close()
+            self._fast = None
 
     # ------------------------------------------------------------------ append (app side)
 
@@ -124,6 +147,8 @@ class RecordAccumulator:
         *,
         now_ms: int,
     ) -> AppendResult:
+        if self.pool.forked:
+            self.pool.check_owner()
         entries = self._directory.snapshot().topics.get(topic)
         if entries is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} is not in the pool's directory")
@@ -139,6 +164,14 @@ class RecordAccumulator:
                 f"a record of about {needed} bytes exceeds max_request_size/buffer_memory "
                 f"({self._limit})"
             )
+        fast = self._fast
+        if fast is not None:
+            hit = fast.append(deque_id, timestamp_ms, tail, now_ms)
+            if hit is not None:
+                batch_id, generation, offset_delta, full, queued = hit
+                return AppendResult(
+                    batch_id, generation, offset_delta, bool(full) or queued > 1, False
+                )
         locks = self._locks
         stripe = FIRST_STRIPE_LOCK + deque_id % self._stripes
         locks.acquire(stripe)
@@ -372,6 +405,18 @@ class RecordAccumulator:
             info.batch_id, info.generation, base_offset, log_append_time, log_start_offset,
             error_code,
         )  # fmt: skip
+
+
+def _fast_path(pool: SharedPool) -> FastAppend | None:
+    if FastAppend is None or os.environ.get("SHMKAFKA_PURE_PYTHON"):
+        return None
+    offsets = pool.layout.fast_path_offsets(pool.slot)
+    offsets.update(slot=pool.slot, pid=pool.pid, started=pool.started)
+    names = [
+        semaphore_name(pool.name, "l", FIRST_STRIPE_LOCK + i)
+        for i in range(pool.config.lock_stripes)
+    ]
+    return FastAppend(pool.segment.buf, names, offsets)
 
 
 def verify_batches(pool: SharedPool) -> list[str]:

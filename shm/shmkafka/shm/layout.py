@@ -244,6 +244,31 @@ class Layout:
     def stripe_lock(self, deque_id: int) -> int:
         return FIRST_STRIPE_LOCK + deque_id % self.config.lock_stripes
 
+    def fast_path_offsets(self, slot: int) -> dict[str, int]:
+        """What the C append fast path needs to know of this map (it hard-codes nothing)."""
+        return {
+            "deques_at": self.deques_at,
+            "deque_size": self.deque_size,
+            "deque_capacity": self.config.deque_capacity,
+            "deque_ring_at": DEQUE_HEADER.size,
+            "batches_at": self.batches_at,
+            "batch_stride": BATCH_SIZE_BYTES,
+            "slabs_at": self.slabs_at,
+            "batch_size": self.config.batch_size,
+            "b_state": B_STATE,
+            "b_generation": B_GENERATION,
+            "b_first_slab": B_FIRST_SLAB,
+            "b_slab_count": B_SLAB_COUNT,
+            "b_publish": B_PUBLISH,
+            "b_base_ts": B_BASE_TS,
+            "b_appenders": B_APPENDERS,
+            "owner_at0": self.locks_at,
+            "lock_stride": LOCK.size,
+            "first_stripe": FIRST_STRIPE_LOCK,
+            "intent_at0": self.intent_at(slot, 0),
+            "open_state": OPEN,
+        }
+
 
 assert BATCH.size <= BATCH_SIZE_BYTES
 assert SLOT_HEADER.size == SLOT_HEADER_SIZE

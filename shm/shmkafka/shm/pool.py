@@ -11,11 +11,13 @@ Rules:
 from __future__ import annotations
 
 import os
+import weakref
 
 from shmkafka.shm.batches import Batches, Deques
 from shmkafka.shm.bufferpool import BufferPool, SlabRun
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import Directory
+from shmkafka.shm.errors import ShmError
 from shmkafka.shm.layout import (
     FREE,
     H_DEQUES_USED,
@@ -35,6 +37,12 @@ from shmkafka.shm.segment import Segment
 from shmkafka.shm.slots import SlotTable
 
 
+def _mark_forked(handle: weakref.ref[SharedPool]) -> None:
+    pool = handle()
+    if pool is not None:
+        pool.forked = True
+
+
 class SharedPool:
     def __init__(self, segment: Segment, created: bool) -> None:
         self.segment = segment
@@ -52,6 +60,9 @@ class SharedPool:
         self.buffers = BufferPool(segment, self.locks, self.slots, self.slot)
         self.rings = CompletionRings(segment)
         self._closed = False
+        self.forked = False  # set in a forked child: this handle is the parent's
+        handle = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _mark_forked(handle))
 
     @classmethod
     def open(cls, name: str, config: PoolConfig | None = None) -> SharedPool:
@@ -63,6 +74,14 @@ class SharedPool:
         pool = cls(segment, created)
         pool.reclaim_dead()
         return pool
+
+    def check_owner(self) -> None:
+        """Raise if this handle came over a fork: the child must open the pool itself."""
+        if self.forked:
+            raise ShmError(
+                f"this handle of pool {self.name!r} belongs to pid {self.pid}; "
+                "after fork, open the pool again in the child"
+            )
 
     def detach(self) -> None:
         if self._closed:

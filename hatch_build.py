@@ -1,0 +1,50 @@
+"""Build hook: compile the accumulator's C fast path (producer/.../_fastappend.c) in place.
+
+It runs for wheels and editable installs alike. If no C compiler is available the build
+still succeeds and shmkafka uses its pure-Python path (same behaviour, slower appends).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sysconfig
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+SOURCE = "producer/shmkafka/producer/_fastappend.c"
+
+
+class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+        source = os.path.join(self.root, SOURCE)
+        target = source[: -len(".c")] + suffix
+        compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
+        include = sysconfig.get_paths()["include"]
+        command = [
+            *compiler,
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-Wall",
+            f"-I{include}",
+            source,
+            "-o",
+            target,
+        ]
+        try:
+            subprocess.run(command, check=True, capture_output=True, text=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", "") or str(exc)
+            self.app.display_warning(
+                f"shmkafka: C fast path not built, using pure Python: {detail}"
+            )
+            return
+        build_data["pure_python"] = False
+        build_data["infer_tag"] = True
+        build_data["artifacts"].append(os.path.relpath(target, self.root))

@@ -1,0 +1,257 @@
+/*
+ * The append fast path in C: lock the partition's stripe, append one framed record to the
+ * last OPEN batch of its deque, publish, unlock -- the same steps, in the same order, as
+ * RecordAccumulator._try_append under LockSet.acquire/release (accumulator.py, locks.py),
+ * which stay the reference and the fallback.
+ *
+ * Rules (as in locks.py and layout.py):
+ * - The intent byte is set before the semaphore is taken and cleared after it is posted.
+ *   If this process already shows intent for the stripe (another of its threads holds or
+ *   wants it), or the semaphore is taken, we return None and Python takes the slow path.
+ * - The record bytes are written before the publish fields (write_pos, record_count,
+ *   max_timestamp, last_append_ms), which are written last.
+ * - Every offset comes from layout.py through the constructor: nothing here hard-codes the
+ *   memory map. The GIL is held throughout, so no other thread of this process interleaves.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <fcntl.h>
+#include <semaphore.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the pool layout is little-endian; use the pure-Python path on this host"
+#endif
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer view;
+    int has_view;
+    sem_t **sems;
+    Py_ssize_t n_sems;
+    /* layout */
+    Py_ssize_t deques_at, deque_size, deque_capacity, deque_ring_at;
+    Py_ssize_t batches_at, batch_stride, slabs_at, batch_size;
+    Py_ssize_t b_state, b_generation, b_first_slab, b_slab_count, b_publish, b_base_ts, b_appenders;
+    Py_ssize_t owner_at0, lock_stride, first_stripe, intent_at0;
+    uint32_t open_state;
+    int32_t slot, pid;
+    int64_t started;
+} FastAppend;
+
+static inline uint32_t rd32(const char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t rd64(const char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline void wr32(char *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline void wr64(char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+/* Zigzag varint of a signed 64-bit value; returns bytes written (at most 10). */
+static inline int put_varlong(unsigned char *out, int64_t n) {
+    uint64_t u = ((uint64_t)n << 1) ^ (uint64_t)(n >> 63);
+    int i = 0;
+    while (u >= 0x80) {
+        out[i++] = (unsigned char)(u | 0x80);
+        u >>= 7;
+    }
+    out[i++] = (unsigned char)u;
+    return i;
+}
+
+static int get_ssize(PyObject *layout, const char *key, Py_ssize_t *out) {
+    PyObject *v = PyDict_GetItemString(layout, key);
+    if (v == NULL) {
+        PyErr_Format(PyExc_KeyError, "layout is missing %s", key);
+        return -1;
+    }
+    *out = PyLong_AsSsize_t(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static void FastAppend_release(FastAppend *self) {
+    if (self->sems) {
+        for (Py_ssize_t i = 0; i < self->n_sems; i++)
+            if (self->sems[i] && self->sems[i] != SEM_FAILED) sem_close(self->sems[i]);
+        PyMem_Free(self->sems);
+        self->sems = NULL;
+    }
+    if (self->has_view) {
+        PyBuffer_Release(&self->view);
+        self->has_view = 0;
+    }
+}
+
+static void FastAppend_dealloc(FastAppend *self) {
+    FastAppend_release(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds) {
+    PyObject *buffer, *names, *layout;
+    if (!PyArg_ParseTuple(args, "OO!O!", &buffer, &PyList_Type, &names, &PyDict_Type, &layout))
+        return -1;
+    if (PyObject_GetBuffer(buffer, &self->view, PyBUF_WRITABLE | PyBUF_SIMPLE) < 0) return -1;
+    self->has_view = 1;
+    struct { const char *key; Py_ssize_t *out; } fields[] = {
+        {"deques_at", &self->deques_at}, {"deque_size", &self->deque_size},
+        {"deque_capacity", &self->deque_capacity}, {"deque_ring_at", &self->deque_ring_at},
+        {"batches_at", &self->batches_at}, {"batch_stride", &self->batch_stride},
+        {"slabs_at", &self->slabs_at}, {"batch_size", &self->batch_size},
+        {"b_state", &self->b_state}, {"b_generation", &self->b_generation},
+        {"b_first_slab", &self->b_first_slab}, {"b_slab_count", &self->b_slab_count},
+        {"b_publish", &self->b_publish}, {"b_base_ts", &self->b_base_ts},
+        {"b_appenders", &self->b_appenders}, {"owner_at0", &self->owner_at0},
+        {"lock_stride", &self->lock_stride}, {"first_stripe", &self->first_stripe},
+        {"intent_at0", &self->intent_at0},
+    };
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        if (get_ssize(layout, fields[i].key, fields[i].out) < 0) return -1;
+    Py_ssize_t open_state, slot, pid, started;
+    if (get_ssize(layout, "open_state", &open_state) < 0 || get_ssize(layout, "slot", &slot) < 0 ||
+        get_ssize(layout, "pid", &pid) < 0 || get_ssize(layout, "started", &started) < 0)
+        return -1;
+    self->open_state = (uint32_t)open_state;
+    self->slot = (int32_t)slot;
+    self->pid = (int32_t)pid;
+    self->started = (int64_t)started;
+    self->n_sems = PyList_GET_SIZE(names);
+    self->sems = PyMem_Calloc((size_t)self->n_sems, sizeof(sem_t *));
+    if (!self->sems) return PyErr_NoMemory(), -1;
+    for (Py_ssize_t i = 0; i < self->n_sems; i++) {
+        const char *name = PyUnicode_AsUTF8(PyList_GET_ITEM(names, i));
+        if (!name) return -1;
+        self->sems[i] = sem_open(name, 0);
+        if (self->sems[i] == SEM_FAILED) {
+            PyErr_SetFromErrnoWithFilename(PyExc_OSError, name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* append(deque_id, timestamp_ms, tail, now_ms)
+ *   -> (batch_id, generation, offset_delta, batch_is_full, queued) or None (take the slow path) */
+static PyObject *FastAppend_append(FastAppend *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) return PyErr_Format(PyExc_TypeError, "append takes 4 arguments");
+    if (!self->has_view) return PyErr_Format(PyExc_ValueError, "closed");
+    Py_ssize_t deque_id = PyLong_AsSsize_t(args[0]);
+    int64_t timestamp = PyLong_AsLongLong(args[1]);
+    int64_t now_ms = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    char *tail_ptr;
+    Py_ssize_t tail_len;
+    if (PyBytes_AsStringAndSize(args[2], &tail_ptr, &tail_len) < 0) return NULL;
+
+    char *buf = (char *)self->view.buf;
+    Py_ssize_t stripe = deque_id % self->n_sems;
+    char *intent = buf + self->intent_at0 + self->first_stripe + stripe;
+    char *owner = buf + self->owner_at0 + (self->first_stripe + stripe) * self->lock_stride;
+    if (*intent) Py_RETURN_NONE; /* another thread of this process holds or wants it */
+    *intent = 1;
+    if (sem_trywait(self->sems[stripe]) != 0) {
+        *intent = 0;
+        Py_RETURN_NONE;
+    }
+    wr32(owner, (uint32_t)self->slot);
+    wr32(owner + 4, (uint32_t)self->pid);
+    wr64(owner + 8, (uint64_t)self->started);
+
+    PyObject *result = NULL;
+    char *deque = buf + self->deques_at + deque_id * self->deque_size;
+    uint64_t head = rd64(deque), tail_index = rd64(deque + 8);
+    if (head != tail_index) {
+        uint32_t batch_id = rd32(deque + self->deque_ring_at + 4 * ((tail_index - 1) % self->deque_capacity));
+        char *batch = buf + self->batches_at + (Py_ssize_t)batch_id * self->batch_stride;
+        if (rd32(batch + self->b_state) == self->open_state) {
+            uint32_t generation = rd32(batch + self->b_generation);
+            uint32_t first_slab = rd32(batch + self->b_first_slab);
+            uint32_t slab_count = rd32(batch + self->b_slab_count);
+            char *publish = batch + self->b_publish;
+            uint32_t write_pos = rd32(publish), count = rd32(publish + 4);
+            int64_t max_ts = (int64_t)rd64(publish + 8);
+            int64_t base_ts = (int64_t)rd64(batch + self->b_base_ts);
+            unsigned char head_bytes[32];
+            int n = 1; /* attributes */
+            unsigned char deltas[21];
+            int d = put_varlong(deltas, timestamp - base_ts);
+            d += put_varlong(deltas + d, (int64_t)count);
+            int64_t body = 1 + d + tail_len;
+            n = put_varlong(head_bytes, body);
+            head_bytes[n++] = 0;
+            memcpy(head_bytes + n, deltas, (size_t)d);
+            n += d;
+            int64_t end = (int64_t)write_pos + n + tail_len;
+            int64_t capacity = (int64_t)slab_count * self->batch_size;
+            if (end <= capacity) {
+                char *dst = buf + self->slabs_at + (Py_ssize_t)first_slab * self->batch_size + write_pos;
+                memcpy(dst, head_bytes, (size_t)n);
+                memcpy(dst + n, tail_ptr, (size_t)tail_len);
+                char *bits = batch + self->b_appenders + (self->slot >> 3);
+                unsigned char bit = (unsigned char)(1u << (self->slot & 7));
+                if (!(*bits & bit)) *bits |= bit;
+                /* publish last */
+                unsigned char pub[24];
+                uint32_t new_count = count + 1;
+                int64_t new_max = timestamp > max_ts ? timestamp : max_ts;
+                memcpy(pub, &end, 4); /* little-endian low 32 bits */
+                memcpy(pub + 4, &new_count, 4);
+                memcpy(pub + 8, &new_max, 8);
+                memcpy(pub + 16, &now_ms, 8);
+                memcpy(publish, pub, 24);
+                int full = (capacity - end) < (n + tail_len);
+                uint64_t queued = tail_index - head;
+                result = Py_BuildValue("(IIIiK)", batch_id, generation, count, full, (unsigned long long)queued);
+            }
+        }
+    }
+    wr32(owner, (uint32_t)-1);
+    wr32(owner + 4, 0);
+    wr64(owner + 8, 0);
+    sem_post(self->sems[stripe]);
+    *intent = 0;
+    if (result == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    return result;
+}
+
+static PyObject *FastAppend_close(FastAppend *self, PyObject *unused) {
+    FastAppend_release(self);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef FastAppend_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))FastAppend_append, METH_FASTCALL,
+     "append(deque_id, timestamp_ms, tail, now_ms) -> tuple or None"},
+    {"close", (PyCFunction)FastAppend_close, METH_NOARGS, "release the buffer and semaphores"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject FastAppendType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shmkafka.producer._fastappend.FastAppend",
+    .tp_basicsize = sizeof(FastAppend),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)FastAppend_init,
+    .tp_dealloc = (destructor)FastAppend_dealloc,
+    .tp_methods = FastAppend_methods,
+    .tp_doc = "The append fast path over a pool segment (see accumulator.py).",
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fastappend", "The accumulator's append fast path in C.", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastappend(void) {
+    if (PyType_Ready(&FastAppendType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&FastAppendType);
+    if (PyModule_AddObject(m, "FastAppend", (PyObject *)&FastAppendType) < 0) {
+        Py_DECREF(&FastAppendType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
