@@ -49,6 +49,21 @@ DEFAULT_TIMEOUT_S = 60.0
 SlotLister = Callable[[], list[tuple[int, int, int]]]
 
 
+SPIN_TRIES = 20
+
+
+def _spin(sem: posix_ipc.Semaphore) -> bool:
+    """Try the semaphore a few times, yielding the CPU in between: critical sections last
+    microseconds, and a blocking wait costs a context switch."""
+    for _ in range(SPIN_TRIES):
+        try:
+            sem.acquire(0)
+            return True
+        except posix_ipc.BusyError:
+            time.sleep(0)
+    return False
+
+
 class KernelLock:
     """A kernel record lock on one byte of the segment file, released by the kernel when the
     holding process dies. Record locks belong to a process, so a thread lock serialises the
@@ -120,9 +135,7 @@ class LockSet:
         buf[intent] = 1
         sem = self._sems[index]
         recovered = False
-        try:
-            sem.acquire(0)
-        except posix_ipc.BusyError:
+        if not _spin(sem):
             try:
                 recovered = self._wait(index, sem, timeout)
             except BaseException:
