@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from typing import Any
+
+from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.shm.pool import SharedPool
+from shmkafka.shm.rings import Completion
+from tests.shm.conftest import publish
+
+
+def test_post_and_poll_in_order_until_full(pool: SharedPool) -> None:
+    rings = pool.rings
+    capacity = pool.layout.ring_capacity
+    entries = [Completion(i, 7, 100 + i, -1, 0, 0) for i in range(capacity)]
+    assert all(rings.post(pool.slot, c) for c in entries)
+    assert rings.post(pool.slot, Completion(0, 8, 0, -1, 0, 6)) is False  # full: kept back
+    assert rings.pending(pool.slot) == capacity
+    assert rings.poll(pool.slot) == entries
+    assert rings.poll(pool.slot) == []
+    assert rings.post(pool.slot, Completion(1, 9, -1, 123, 5, 19))
+    assert rings.poll(pool.slot) == [Completion(1, 9, -1, 123, 5, 19)]
+
+
+def _append_then_wait(name: str, ready: Any, out: Any) -> None:
+    pool = SharedPool.open(name)
+    try:
+        acc = RecordAccumulator(pool)
+        result = acc.append("t", 0, 1, b"k", b"from child", now_ms=0)
+        ready.put((pool.slot, result.batch_id, result.generation))
+        deadline = time.monotonic() + 10
+        got: list[Completion] = []
+        while not got and time.monotonic() < deadline:
+            pool.rings.wait(pool.slot, 0.5)
+            got = pool.rings.poll(pool.slot)
+        out.put(got)
+    finally:
+        pool.detach()
+
+
+def test_sender_posts_to_every_appender_and_wakes_them(pool: SharedPool) -> None:
+    publish(pool, {"t": 1})
+    ctx = mp.get_context("fork")
+    ready, out = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(target=_append_then_wait, args=(pool.name, ready, out))
+    child.start()
+    child_slot, batch_id, generation = ready.get(timeout=10)
+    acc = RecordAccumulator(pool)
+    mine = acc.append("t", 0, 2, b"k", b"from parent", now_ms=0)
+    assert (mine.batch_id, mine.generation) == (batch_id, generation)  # one shared batch
+    (batch,) = acc.drain([s.deque_id for s in acc.partition_states()], 1 << 20)
+    assert batch.info.appenders == {child_slot, pool.slot}
+    done = acc.completion_for(batch, base_offset=500, log_append_time=-1, log_start_offset=0)
+    assert acc.post_completion(batch, done) == []
+    acc.complete(batch)
+    assert out.get(timeout=10) == [done]
+    child.join(10)
+    assert child.exitcode == 0
+    assert pool.rings.poll(pool.slot) == [done]
+    assert pool.check_invariants() == []
