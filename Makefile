@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test lint typecheck unit demo bench clean
+.PHONY: test lint typecheck unit demo bench bench-append clean
 
 $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,9 @@ demo:
 
 bench: $(STAMP)
 	$(BIN)/python perf/bench_codec.py
+
+bench-append: $(STAMP)
+	$(BIN)/python perf/bench_append.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
