@@ -1,0 +1,89 @@
+"""The Sender's configuration: Kafka's producer settings that concern delivery, validated
+and frozen. Names follow Kafka's (dots become underscores)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from shmkafka.protocol.compression import CompressionType, check_level
+from shmkafka.protocol.errors import EncodeError, KafkaError
+
+
+class SenderConfigError(KafkaError, ValueError):
+    """A Sender setting is invalid; the message names it."""
+
+
+ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    bootstrap_servers: tuple[str, ...] = ("127.0.0.1:9092",)
+    client_id: str = "shmkafka"
+    acks: int = -1
+    compression_type: str = "none"
+    compression_level: int | None = None
+    linger_ms: int = 5
+    retries: int = 2**31 - 1
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 30_000
+    delivery_timeout_ms: int = 120_000
+    max_in_flight_requests_per_connection: int = 5
+    enable_idempotence: bool = True
+    metadata_max_age_ms: int = 300_000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
+    max_request_size: int = 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.acks not in (-1, 0, 1):
+            raise SenderConfigError(f"acks must be 0, 1 or -1 (all), got {self.acks!r}")
+        try:
+            codec = CompressionType.from_name(self.compression_type)
+            check_level(codec, self.compression_level)
+        except EncodeError as exc:
+            raise SenderConfigError(f"compression_type/compression_level: {exc}") from None
+        for name in ("linger_ms", "retries", "retry_backoff_ms", "request_timeout_ms",
+                     "metadata_max_age_ms", "reconnect_backoff_ms"):  # fmt: skip
+            if getattr(self, name) < 0:
+                raise SenderConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.retry_backoff_max_ms < self.retry_backoff_ms:
+            raise SenderConfigError("retry_backoff_max_ms must be >= retry_backoff_ms")
+        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
+            raise SenderConfigError(
+                "delivery_timeout_ms must be >= linger_ms + request_timeout_ms "
+                f"({self.delivery_timeout_ms} < {self.linger_ms} + {self.request_timeout_ms})"
+            )
+        if self.max_in_flight_requests_per_connection < 1:
+            raise SenderConfigError("max_in_flight_requests_per_connection must be >= 1")
+        if self.enable_idempotence:
+            if self.acks != -1:
+                raise SenderConfigError("enable_idempotence requires acks=all (-1)")
+            if self.max_in_flight_requests_per_connection > 5:
+                raise SenderConfigError(
+                    "enable_idempotence requires max_in_flight_requests_per_connection <= 5"
+                )
+            if self.retries == 0:
+                raise SenderConfigError("enable_idempotence requires retries > 0")
+        if not self.bootstrap_servers:
+            raise SenderConfigError("bootstrap_servers is empty")
+        for server in self.bootstrap_servers:
+            host, _, port = server.rpartition(":")
+            if not host or not port.isdigit():
+                raise SenderConfigError(f"bootstrap server {server!r} is not HOST:PORT")
+
+    @property
+    def compression(self) -> CompressionType:
+        return CompressionType.from_name(self.compression_type)
+
+    def bootstrap_addresses(self) -> list[tuple[str, int]]:
+        out = []
+        for server in self.bootstrap_servers:
+            host, _, port = server.rpartition(":")
+            out.append((host.strip("[]"), int(port)))
+        return out
+
+    def replace(self, **changes: object) -> SenderConfig:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

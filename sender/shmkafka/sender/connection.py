@@ -1,0 +1,356 @@
+"""Broker connections: the only module of the Sender that touches sockets.
+
+Rules:
+- Non-blocking sockets under one ``selectors`` loop, one connection per node. The protocol
+  itself is the sans-IO ``ClientProtocol``: this module moves bytes, nothing else.
+- A connection is usable once ApiVersions has been answered; versions are negotiated per
+  API from then on (``version_for``).
+- At most ``max_in_flight`` requests wait for a response on a connection; a request not
+  answered within ``request_timeout_ms`` fails with ``RequestTimedOutError`` and closes the
+  connection (as the Java client does), failing everything else in flight on it.
+- A connection that fails is retried after a backoff that doubles from
+  ``reconnect_backoff_ms`` to ``reconnect_backoff_max_ms`` (with 20% jitter).
+- Time is passed in (``now_ms``) so the Sender's loop, not this module, owns the clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import errno
+import random
+import selectors
+import socket
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shmkafka.protocol.errors import KafkaError, ProtocolError, for_code
+from shmkafka.protocol.frames import ClientProtocol
+from shmkafka.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from shmkafka.protocol.schema import Message
+from shmkafka.protocol.versions import broker_versions, negotiate
+
+UNSUPPORTED_VERSION = 35
+RequestTimedOutError = for_code(7)
+NetworkError = for_code(13)
+
+
+class ConnectionState(enum.Enum):
+    DISCONNECTED = "disconnected"
+    CONNECTING = "connecting"
+    HANDSHAKE = "handshake"
+    READY = "ready"
+
+
+@dataclass(frozen=True)
+class ClientResponse:
+    """The outcome of one request: a response, or the error that ended it."""
+
+    node_id: int
+    payload: Any
+    response: Message | None
+    error: KafkaError | None
+    sent_ms: int
+
+
+@dataclass
+class _InFlight:
+    correlation_id: int
+    payload: Any
+    sent_ms: int
+    expect_response: bool
+
+
+@dataclass
+class NodeConnection:
+    node_id: int
+    host: str
+    port: int
+    client_id: str
+    max_in_flight: int
+    request_timeout_ms: int
+    reconnect_backoff_ms: int
+    reconnect_backoff_max_ms: int
+    state: ConnectionState = ConnectionState.DISCONNECTED
+    sock: socket.socket | None = None
+    protocol: ClientProtocol = field(init=False)
+    versions: dict[int, tuple[int, int]] = field(default_factory=dict)
+    in_flight: deque[_InFlight] = field(default_factory=deque)
+    outbox: bytearray = field(default_factory=bytearray)
+    failures: int = 0
+    next_attempt_ms: int = 0
+    api_versions_version: int = ApiVersionsRequest.MAX_VERSION
+    connect_started_ms: int = 0
+
+    def __post_init__(self) -> None:
+        self.protocol = ClientProtocol(self.client_id)
+
+    def is_ready(self) -> bool:
+        return self.state is ConnectionState.READY and len(self.in_flight) < self.max_in_flight
+
+    def version_for(self, request_cls: type[Message]) -> int:
+        return negotiate(request_cls.API_KEY, self.versions)
+
+
+class NetworkClient:
+    """Connections to every known node, driven by ``poll``."""
+
+    def __init__(
+        self,
+        client_id: str,
+        *,
+        max_in_flight: int,
+        request_timeout_ms: int,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+    ) -> None:
+        self.client_id = client_id
+        self.max_in_flight = max_in_flight
+        self.request_timeout_ms = request_timeout_ms
+        self.reconnect_backoff_ms = reconnect_backoff_ms
+        self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self.selector = selectors.DefaultSelector()
+        self.nodes: dict[int, NodeConnection] = {}
+        self._completed: list[ClientResponse] = []
+        self.bytes_sent = 0
+        self.requests_sent = 0
+
+    # ------------------------------------------------------------------ nodes
+
+    def set_nodes(self, nodes: Iterable[tuple[int, str, int]]) -> None:
+        """Known brokers (node id, host, port); a node whose address changed reconnects."""
+        wanted = {node_id: (host, port) for node_id, host, port in nodes}
+        for node_id in list(self.nodes):
+            conn = self.nodes[node_id]
+            if wanted.get(node_id) != (conn.host, conn.port):
+                self._close(conn, NetworkError("the broker left the cluster or moved"))
+                del self.nodes[node_id]
+        for node_id, (host, port) in wanted.items():
+            if node_id not in self.nodes:
+                self.nodes[node_id] = NodeConnection(
+                    node_id, host, port, self.client_id, self.max_in_flight,
+                    self.request_timeout_ms, self.reconnect_backoff_ms,
+                    self.reconnect_backoff_max_ms,
+                )  # fmt: skip
+
+    def ready(self, node_id: int, now_ms: int) -> bool:
+        """True if a request can be sent to the node now; starts connecting otherwise."""
+        conn = self.nodes.get(node_id)
+        if conn is None:
+            return False
+        if conn.state is ConnectionState.DISCONNECTED and now_ms >= conn.next_attempt_ms:
+            self._connect(conn, now_ms)
+        return conn.is_ready()
+
+    def is_connected(self, node_id: int) -> bool:
+        conn = self.nodes.get(node_id)
+        return conn is not None and conn.state is ConnectionState.READY
+
+    def in_flight_count(self, node_id: int | None = None) -> int:
+        conns = self.nodes.values() if node_id is None else [self.nodes[node_id]]
+        return sum(len(c.in_flight) for c in conns)
+
+    def version_for(self, node_id: int, request_cls: type[Message]) -> int:
+        return self.nodes[node_id].version_for(request_cls)
+
+    # ------------------------------------------------------------------ requests
+
+    def send(
+        self,
+        node_id: int,
+        request: Message,
+        payload: Any,
+        now_ms: int,
+        *,
+        expect_response: bool = True,
+        version: int | None = None,
+    ) -> int:
+        conn = self.nodes[node_id]
+        assert conn.is_ready(), f"node {node_id} is not ready"
+        use = conn.version_for(type(request)) if version is None else version
+        correlation_id, frame = conn.protocol.send_request(
+            request, use, expect_response=expect_response
+        )
+        conn.outbox += frame
+        self.bytes_sent += len(frame)
+        self.requests_sent += 1
+        if expect_response:
+            conn.in_flight.append(_InFlight(correlation_id, payload, now_ms, True))
+        else:
+            # acks=0: done once the bytes are handed to the socket (completed on flush).
+            self._completed.append(ClientResponse(node_id, payload, None, None, now_ms))
+        self._flush(conn, now_ms)
+        return correlation_id
+
+    def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]:
+        """Wait up to ``timeout_ms`` for I/O, then return every finished request."""
+        self._expire(now_ms)
+        if self._completed:
+            timeout_ms = 0
+        for key, events in self.selector.select(max(0, timeout_ms) / 1000):
+            conn: NodeConnection = key.data
+            if events & selectors.EVENT_WRITE:
+                self._on_writable(conn, now_ms)
+            if events & selectors.EVENT_READ and conn.sock is not None:
+                self._on_readable(conn, now_ms)
+        out, self._completed = self._completed, []
+        return out
+
+    def close(self) -> None:
+        for conn in self.nodes.values():
+            self._close(conn, NetworkError("the client closed"))
+        self._completed.clear()
+        self.selector.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _connect(self, conn: NodeConnection, now_ms: int) -> None:
+        try:
+            infos = socket.getaddrinfo(conn.host, conn.port, type=socket.SOCK_STREAM)
+            family, kind, proto, _, address = infos[0]
+            sock = socket.socket(family, kind, proto)
+        except OSError as exc:
+            self._failed(conn, now_ms, NetworkError(f"cannot resolve {conn.host}: {exc}"))
+            return
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        code = sock.connect_ex(address)
+        if code not in (0, errno.EINPROGRESS):
+            sock.close()
+            self._failed(conn, now_ms, NetworkError(f"connect to {conn.host}:{conn.port}: {code}"))
+            return
+        conn.sock = sock
+        conn.state = ConnectionState.CONNECTING
+        conn.protocol = ClientProtocol(conn.client_id)
+        conn.outbox.clear()
+        conn.connect_started_ms = now_ms
+        self.selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+
+    def _on_writable(self, conn: NodeConnection, now_ms: int) -> None:
+        if conn.state is ConnectionState.CONNECTING:
+            assert conn.sock is not None
+            error = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if error:
+                self._close(conn, NetworkError(f"connect to {conn.host}:{conn.port}: {error}"))
+                self._failed(conn, now_ms, None)
+                return
+            conn.state = ConnectionState.HANDSHAKE
+            self._send_api_versions(conn, now_ms)
+        self._flush(conn, now_ms)
+
+    def _send_api_versions(self, conn: NodeConnection, now_ms: int) -> None:
+        hello = ApiVersionsRequest(client_software_name="shmkafka", client_software_version="0.1")
+        correlation_id, frame = conn.protocol.send_request(hello, conn.api_versions_version)
+        conn.outbox += frame
+        conn.in_flight.append(_InFlight(correlation_id, _HANDSHAKE, now_ms, True))
+
+    def _flush(self, conn: NodeConnection, now_ms: int) -> None:
+        if conn.sock is None or conn.state is ConnectionState.CONNECTING:
+            return
+        try:
+            while conn.outbox:
+                sent = conn.sock.send(conn.outbox)
+                del conn.outbox[:sent]
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as exc:
+            self._close(conn, NetworkError(f"send to node {conn.node_id}: {exc}"))
+            self._failed(conn, now_ms, None)
+            return
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbox else 0)
+        self.selector.modify(conn.sock, events, conn)
+
+    def _on_readable(self, conn: NodeConnection, now_ms: int) -> None:
+        assert conn.sock is not None
+        try:
+            data = conn.sock.recv(1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(conn, NetworkError(f"receive from node {conn.node_id}: {exc}"))
+            self._failed(conn, now_ms, None)
+            return
+        if not data:
+            self._close(conn, NetworkError(f"node {conn.node_id} closed the connection"))
+            self._failed(conn, now_ms, None)
+            return
+        try:
+            responses = conn.protocol.receive_bytes(data)
+        except ProtocolError as exc:
+            self._close(conn, NetworkError(f"protocol error from node {conn.node_id}: {exc}"))
+            self._failed(conn, now_ms, None)
+            return
+        for correlation_id, response in responses:
+            request = conn.in_flight.popleft()
+            assert request.correlation_id == correlation_id
+            if request.payload is _HANDSHAKE:
+                assert isinstance(response, ApiVersionsResponse)
+                self._on_api_versions(conn, response, now_ms)
+            else:
+                self._completed.append(
+                    ClientResponse(conn.node_id, request.payload, response, None, request.sent_ms)
+                )
+
+    def _on_api_versions(
+        self, conn: NodeConnection, response: ApiVersionsResponse, now_ms: int
+    ) -> None:
+        if response.error_code == UNSUPPORTED_VERSION:
+            offered = broker_versions(response.api_keys)
+            conn.api_versions_version = negotiate(18, offered) if 18 in offered else 0
+            self._send_api_versions(conn, now_ms)
+            self._flush(conn, now_ms)
+            return
+        if response.error_code:
+            self._close(conn, for_code(response.error_code)("ApiVersions failed"))
+            self._failed(conn, now_ms, None)
+            return
+        conn.versions = broker_versions(response.api_keys)
+        conn.state = ConnectionState.READY
+        conn.failures = 0
+
+    def _expire(self, now_ms: int) -> None:
+        for conn in self.nodes.values():
+            if conn.in_flight and now_ms - conn.in_flight[0].sent_ms > conn.request_timeout_ms:
+                self._close(
+                    conn,
+                    RequestTimedOutError(
+                        f"no response from node {conn.node_id} within {conn.request_timeout_ms} ms"
+                    ),
+                )
+                self._failed(conn, now_ms, None)
+            elif (
+                conn.state is ConnectionState.CONNECTING
+                and now_ms - conn.connect_started_ms > conn.request_timeout_ms
+            ):
+                self._close(conn, NetworkError(f"connect to node {conn.node_id} timed out"))
+                self._failed(conn, now_ms, None)
+
+    def _close(self, conn: NodeConnection, error: KafkaError) -> None:
+        if conn.sock is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(conn.sock)
+            conn.sock.close()
+            conn.sock = None
+        for request in conn.in_flight:
+            if request.payload is not _HANDSHAKE:
+                self._completed.append(
+                    ClientResponse(conn.node_id, request.payload, None, error, request.sent_ms)
+                )
+        conn.in_flight.clear()
+        conn.outbox.clear()
+        conn.state = ConnectionState.DISCONNECTED
+
+    def _failed(self, conn: NodeConnection, now_ms: int, error: KafkaError | None) -> None:
+        conn.state = ConnectionState.DISCONNECTED
+        conn.failures += 1
+        backoff = min(
+            conn.reconnect_backoff_max_ms,
+            conn.reconnect_backoff_ms * (2 ** min(conn.failures - 1, 20)),
+        )
+        conn.next_attempt_ms = now_ms + int(backoff * random.uniform(0.8, 1.2))
+        del error
+
+
+_HANDSHAKE = object()
