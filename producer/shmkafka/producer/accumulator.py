@@ -333,17 +333,51 @@ class RecordAccumulator:
             total += size
         return out
 
+    def expire(self, now_ms: int, delivery_timeout_ms: int) -> list[DrainedBatch]:
+        """Pop queued batches created more than ``delivery_timeout_ms`` ago (oldest first)."""
+        names = self.pool.directory.snapshot().by_deque()
+        out: list[DrainedBatch] = []
+        for deque_id in range(self.pool.deques_used()):
+            if self._deques.length(deque_id) == 0 or deque_id not in names:
+                continue
+            with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
+                while (first := self._deques.first(deque_id)) is not None:
+                    info = self.pool.batches.read(first)
+                    if now_ms - info.created_ms < delivery_timeout_ms:
+                        break
+                    self.pool.batches.set_state(first, SEALED)
+                    self._deques.pop_first(deque_id)
+                    out.append(DrainedBatch(*names[deque_id], self.pool.batches.read(first)))
+        return out
+
+    def in_flight_batches(self) -> list[DrainedBatch]:
+        """Batches drained but not completed (SEALED or IN_FLIGHT and in no deque): what a
+        restarted Sender must send again."""
+        names = self.pool.directory.snapshot().by_deque()
+        queued = {b for d in range(self.pool.deques_used()) for b in self._deques.batch_ids(d)}
+        out = []
+        for batch_id in range(self.pool.config.num_slabs):
+            info = self.pool.batches.read(batch_id)
+            if info.state in (SEALED, IN_FLIGHT) and batch_id not in queued:
+                out.append(DrainedBatch(*names[info.deque_id], info))
+        return sorted(out, key=lambda b: (b.info.deque_id, b.info.base_sequence))
+
     def mark_in_flight(self, batch: DrainedBatch) -> None:
         self.pool.batches.set_state(batch.batch_id, IN_FLIGHT)
 
-    def reenqueue(self, batch: DrainedBatch) -> None:
+    def reenqueue(self, batch: DrainedBatch, now_ms: int = 0) -> None:
         """Put a drained batch back at the front of its deque, ordered by base sequence
-        among the re-enqueued batches already there."""
+        among the re-enqueued batches already there. ``now_ms`` is the attempt's time
+        (kept in last_append_ms: a sealed batch takes no appends) for the retry backoff."""
         batches, deques = self.pool.batches, self.pool.deques
         deque_id = batch.info.deque_id
+        info = batches.read(batch.batch_id)
         with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
             batches.set_state(batch.batch_id, SEALED)
-            batches.set_attempts(batch.batch_id, batch.info.attempts + 1)
+            batches.set_attempts(batch.batch_id, info.attempts + 1)
+            batches.publish(
+                batch.batch_id, info.write_pos, info.record_count, info.max_timestamp, now_ms
+            )
             ids = deques.batch_ids(deque_id)
             sealed = [b for b in ids if batches.state(b) == SEALED]
             before = [b for b in sealed if batches.read(b).base_sequence < batch.info.base_sequence]

@@ -24,8 +24,10 @@ from shmkafka.shm.layout import (
     DIR_COPY_HEADER,
     H_DEQUES_USED,
     H_DIRECTORY_VERSION,
+    H_TOPIC_REQUESTS,
     PARTITION_ENTRY,
     TOPIC_ENTRY,
+    TOPIC_REQUEST,
     U32,
     U64,
     Layout,
@@ -167,6 +169,41 @@ class Directory:
         U32.pack_into(buf, H_DEQUES_USED, deques_used)
         U64.pack_into(buf, H_DIRECTORY_VERSION, version)  # publish last
         return self.snapshot()
+
+    # ------------------------------------------------------------------ topic requests
+
+    def request_topic(self, topic: str) -> None:
+        """Ask the Sender to look a topic up. The caller holds the directory lock."""
+        encoded = topic.encode("utf-8")
+        if not encoded or len(encoded) > MAX_TOPIC_NAME:
+            raise ShmConfigError(f"invalid topic name {topic!r}")
+        if topic in self.requested_topics():
+            return
+        buf = self.segment.buf
+        count: int = U32.unpack_from(buf, H_TOPIC_REQUESTS)[0]
+        if count >= self.layout.config.max_topics:
+            raise CapacityError(f"more than max_topics={self.layout.config.max_topics} requested")
+        TOPIC_REQUEST.pack_into(
+            buf, self.layout.topic_requests_at + count * TOPIC_REQUEST.size, len(encoded), encoded
+        )
+        U32.pack_into(buf, H_TOPIC_REQUESTS, count + 1)
+
+    def requested_topics(self) -> list[str]:
+        buf = self.segment.buf
+        count = min(U32.unpack_from(buf, H_TOPIC_REQUESTS)[0], self.layout.config.max_topics)
+        out = []
+        for i in range(count):
+            length, raw = TOPIC_REQUEST.unpack_from(
+                buf, self.layout.topic_requests_at + i * TOPIC_REQUEST.size
+            )
+            out.append(raw[:length].decode("utf-8", "replace"))
+        return out
+
+    def take_topic_requests(self) -> list[str]:
+        """The Sender's side: read and clear the requests. The caller holds the lock."""
+        topics = self.requested_topics()
+        U32.pack_into(self.segment.buf, H_TOPIC_REQUESTS, 0)
+        return topics
 
     def _init_deque(self, deque_id: int, partition: int) -> None:
         DEQUE_HEADER.pack_into(

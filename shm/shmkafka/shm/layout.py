@@ -27,6 +27,9 @@ Region 1 - HEADER (512 bytes)
      96  i64      sender_heartbeat_ms    the Sender
     104  u64      waitq_head             allocating processes, under the pool lock
     112  u64      waitq_tail             allocating processes, under the pool lock
+    120  i64      producer_id            the Sender (idempotence; -1 none yet)
+    128  i32      producer_epoch         the Sender
+    132  u32      topic_requests         producers and the Sender, under the directory lock
 Region 2 - CONFIG: the config JSON (4096 bytes), creator, once.
 Region 3 - LOCKS: per lock 16 bytes, written by the holder right after acquiring:
       0  i32 owner_slot (-1 none)  4  i32 owner_pid  8  i64 owner_start
@@ -61,7 +64,10 @@ Region 7 - BATCHES: one descriptor per slab (a batch owns >= 1 slab), under the 
 Region 8 - FREEMAP: one byte per slab, 0 free / 1 used, under the pool lock.
 Region 9 - WAITQ: max_processes u32 slot ids, a FIFO ring indexed by the header's
     waitq_head/waitq_tail, under the pool lock.
-Region 10 - SLABS: num_slabs x batch_size bytes of record batches, written by the appender
+Region 10 - TOPIC REQUESTS: max_topics entries (u16 len, 250s name) of topics that app
+    processes are waiting for, appended by producers and consumed by the Sender, both under
+    the directory lock; the header's topic_requests counts them.
+Region 11 - SLABS: num_slabs x batch_size bytes of record batches, written by the appender
     holding the deque's stripe lock (records), and by the Sender (batch header at drain).
 """
 
@@ -87,6 +93,9 @@ H_SENDER_START = 88
 H_SENDER_HEARTBEAT = 96
 H_WAITQ_HEAD = 104
 H_WAITQ_TAIL = 112
+H_PRODUCER_ID = 120
+H_PRODUCER_EPOCH = 128
+H_TOPIC_REQUESTS = 132
 U32 = struct.Struct("<I")
 I32 = struct.Struct("<i")
 U64 = struct.Struct("<Q")
@@ -116,6 +125,7 @@ NO_SLAB = 0xFFFFFFFF
 RING_ENTRY = struct.Struct("<IIqqqh6x")
 
 DIR_COPY_HEADER = struct.Struct("<II")
+TOPIC_REQUEST = struct.Struct("<H250s")
 TOPIC_ENTRY = struct.Struct("<H250sII")
 PARTITION_ENTRY = struct.Struct("<IiiI")
 
@@ -174,6 +184,7 @@ class Layout:
     batches_at: int
     freemap_at: int
     waitq_at: int
+    topic_requests_at: int
     slabs_at: int
     size: int
 
@@ -196,7 +207,8 @@ class Layout:
         batches_at = deques_at + config.max_partitions * deque_size
         freemap_at = batches_at + num_slabs * BATCH_SIZE_BYTES
         waitq_at = _align(freemap_at + num_slabs)
-        slabs_at = _align(waitq_at + 4 * config.max_processes, PAGE)
+        topic_requests_at = _align(waitq_at + 4 * config.max_processes)
+        slabs_at = _align(topic_requests_at + config.max_topics * TOPIC_REQUEST.size, PAGE)
         size = _align(slabs_at + num_slabs * config.batch_size, PAGE)
         return cls(
             config,
@@ -212,6 +224,7 @@ class Layout:
             batches_at,
             freemap_at,
             waitq_at,
+            topic_requests_at,
             slabs_at,
             size,
         )

@@ -21,6 +21,13 @@ from shmkafka.shm.errors import ShmError
 from shmkafka.shm.layout import (
     FREE,
     H_DEQUES_USED,
+    H_PRODUCER_EPOCH,
+    H_PRODUCER_ID,
+    H_SENDER_HEARTBEAT,
+    H_SENDER_PID,
+    H_SENDER_START,
+    I32,
+    I64,
     LOCK,
     NO_SLAB,
     OPEN,
@@ -145,6 +152,34 @@ class SharedPool:
             return batch_id in self.deques.batch_ids(info.deque_id)
 
     # ------------------------------------------------------------------ inspection
+
+    def producer_identity(self) -> tuple[int, int]:
+        """The idempotent producer id and epoch the Sender stored (-1, -1 before any)."""
+        buf = self.segment.buf
+        return I64.unpack_from(buf, H_PRODUCER_ID)[0], I32.unpack_from(buf, H_PRODUCER_EPOCH)[0]
+
+    def set_producer_identity(self, producer_id: int, epoch: int) -> None:
+        I32.pack_into(self.segment.buf, H_PRODUCER_EPOCH, epoch)
+        I64.pack_into(self.segment.buf, H_PRODUCER_ID, producer_id)
+
+    def set_sender(self, pid: int, started: int, heartbeat_ms: int) -> None:
+        buf = self.segment.buf
+        I64.pack_into(buf, H_SENDER_START, started)
+        I32.pack_into(buf, H_SENDER_PID, pid)
+        I64.pack_into(buf, H_SENDER_HEARTBEAT, heartbeat_ms)
+
+    def sender(self) -> tuple[int, int, int]:
+        """(pid, start time, last heartbeat ms) of the Sender recorded in the header."""
+        buf = self.segment.buf
+        return (
+            I32.unpack_from(buf, H_SENDER_PID)[0],
+            I64.unpack_from(buf, H_SENDER_START)[0],
+            I64.unpack_from(buf, H_SENDER_HEARTBEAT)[0],
+        )
+
+    def flag(self, offset: int) -> int:
+        value: int = U32.unpack_from(self.segment.buf, offset)[0]
+        return value
 
     def deques_used(self) -> int:
         used: int = U32.unpack_from(self.segment.buf, H_DEQUES_USED)[0]

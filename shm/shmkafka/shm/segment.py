@@ -18,6 +18,7 @@ import contextlib
 import errno
 import mmap
 import os
+import struct
 import time
 
 import posix_ipc
@@ -31,6 +32,7 @@ from shmkafka.shm.errors import (
 )
 from shmkafka.shm.layout import (
     CONFIG_SIZE,
+    H_PRODUCER_ID,
     HEADER_FIXED,
     HEADER_SIZE,
     LAYOUT_VERSION,
@@ -93,6 +95,7 @@ class Segment:
             self.buf, 0, b"\0" * 8, LAYOUT_VERSION, len(blob), self.layout.size,
             config.fingerprint(), created,
         )  # fmt: skip
+        struct.pack_into("<qi", self.buf, H_PRODUCER_ID, -1, -1)  # no producer id yet
         self.buf[0:8] = MAGIC  # publish last: attachers wait for the magic
 
     @classmethod

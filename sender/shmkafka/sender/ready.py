@@ -1,0 +1,151 @@
+"""``ready()`` and ``drain()``: which nodes have sendable data, and which batches to send.
+
+As the Java client's RecordAccumulator (seed 001), over the shared accumulator's partition
+states. Pure functions of their inputs and ``now_ms``, so tests step a clock.
+
+Rules:
+- A partition is sendable when its first batch is full (or more than one batch is queued),
+  has waited ``linger.ms`` (``retry.backoff`` for a retry), the BufferPool has waiters, a
+  flush is in progress, or the pool is closing. It makes its leader ready unless it is
+  backing off or muted. A partition without a known leader names its topic for a metadata
+  refresh.
+- drain takes at most one batch per partition per request, walks a node's partitions from
+  that node's own drain index (so no partition starves), and stops before exceeding
+  ``max.request.size`` unless nothing has been taken yet (one oversized batch still goes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from shmkafka.producer.accumulator import DrainedBatch, PartitionState, RecordAccumulator
+
+
+@dataclass(frozen=True)
+class ReadyCheckResult:
+    ready_nodes: frozenset[int]
+    next_ready_check_delay_ms: int
+    unknown_leader_topics: frozenset[str]
+
+
+@dataclass(frozen=True)
+class ReadyContext:
+    """The pool-wide conditions that make every partition sendable."""
+
+    linger_ms: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+    exhausted: bool = False
+    flushing: bool = False
+    closing: bool = False
+
+
+def retry_backoff(attempts: int, base_ms: int, max_ms: int) -> int:
+    """Exponential backoff before retry number ``attempts`` (1 = first retry)."""
+    if attempts <= 0:
+        return 0
+    return int(min(max_ms, base_ms * 2 ** min(attempts - 1, 30)))
+
+
+def waited_ms(state: PartitionState, now_ms: int) -> int:
+    # A re-enqueued batch records its last attempt in last_append_ms (it takes no appends).
+    since = state.last_append_ms if state.attempts > 0 else state.created_ms
+    return now_ms - since
+
+
+def ready(
+    states: Iterable[PartitionState],
+    known_nodes: Iterable[int],
+    ctx: ReadyContext,
+    now_ms: int,
+    muted: Callable[[PartitionState], bool] = lambda s: s.muted,
+) -> ReadyCheckResult:
+    nodes = set(known_nodes)
+    ready_nodes: set[int] = set()
+    unknown: set[str] = set()
+    next_check = 2**31 - 1
+    for state in states:
+        if state.leader < 0 or state.leader not in nodes:
+            unknown.add(state.topic)
+            continue
+        if state.leader in ready_nodes:
+            continue
+        backoff = retry_backoff(state.attempts, ctx.retry_backoff_ms, ctx.retry_backoff_max_ms)
+        waited = waited_ms(state, now_ms)
+        backing_off = state.attempts > 0 and waited < backoff
+        time_to_wait = backoff if state.attempts > 0 else ctx.linger_ms
+        expired = waited >= time_to_wait
+        sendable = state.first_full or expired or ctx.exhausted or ctx.flushing or ctx.closing
+        if sendable and not backing_off and not muted(state):
+            ready_nodes.add(state.leader)
+        else:
+            next_check = min(next_check, max(0, time_to_wait - waited))
+    return ReadyCheckResult(frozenset(ready_nodes), next_check, frozenset(unknown))
+
+
+@dataclass
+class Drainer:
+    """Keeps a drain index per node between rounds."""
+
+    drain_index: dict[int, int] = field(default_factory=dict)
+
+    def drain(
+        self,
+        accumulator: RecordAccumulator,
+        states: Iterable[PartitionState],
+        nodes: Iterable[int],
+        max_request_size: int,
+        now_ms: int,
+        ctx: ReadyContext,
+        can_drain: Callable[[PartitionState], bool] = lambda s: not s.muted,
+    ) -> dict[int, list[DrainedBatch]]:
+        by_node: dict[int, list[PartitionState]] = {}
+        for state in states:
+            by_node.setdefault(state.leader, []).append(state)
+        out: dict[int, list[DrainedBatch]] = {}
+        for node in nodes:
+            batches = self._drain_node(
+                accumulator, by_node.get(node, []), node, max_request_size, now_ms, ctx, can_drain
+            )
+            if batches:
+                out[node] = batches
+        return out
+
+    def _drain_node(
+        self,
+        accumulator: RecordAccumulator,
+        partitions: list[PartitionState],
+        node: int,
+        max_request_size: int,
+        now_ms: int,
+        ctx: ReadyContext,
+        can_drain: Callable[[PartitionState], bool],
+    ) -> list[DrainedBatch]:
+        if not partitions:
+            return []
+        ordered = sorted(partitions, key=lambda s: s.deque_id)
+        start = self.drain_index.get(node, 0)
+        first = next((i for i, s in enumerate(ordered) if s.deque_id >= start), 0)
+        rotated = ordered[first:] + ordered[:first]
+        taken: list[DrainedBatch] = []
+        size = 0
+        for state in rotated:
+            self.drain_index[node] = state.deque_id  # resume here next time
+            if not can_drain(state):
+                continue
+            backoff = retry_backoff(state.attempts, ctx.retry_backoff_ms, ctx.retry_backoff_max_ms)
+            if state.attempts > 0 and waited_ms(state, now_ms) < backoff:
+                continue
+            if taken and size + state.first_size > max_request_size:
+                break
+            drained = accumulator.drain(
+                [state.deque_id], max_request_size - size if taken else 2**62
+            )
+            if not drained:
+                continue
+            batch = drained[0]
+            taken.append(batch)
+            size += batch.info.write_pos
+            self.drain_index[node] = state.deque_id + 1
+        return taken
