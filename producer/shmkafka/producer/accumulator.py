@@ -362,6 +362,10 @@ class RecordAccumulator:
                 out.append(DrainedBatch(*names[info.deque_id], info))
         return sorted(out, key=lambda b: (b.info.deque_id, b.info.base_sequence))
 
+    def refresh(self, batch: DrainedBatch) -> DrainedBatch:
+        """The batch with its descriptor as it is now in shared memory."""
+        return DrainedBatch(batch.topic, batch.partition, self.pool.batches.read(batch.batch_id))
+
     def mark_in_flight(self, batch: DrainedBatch) -> None:
         self.pool.batches.set_state(batch.batch_id, IN_FLIGHT)
 

@@ -1,0 +1,358 @@
+"""The Sender: turns the shared accumulator into produce requests, one per node, and the
+responses into completions in the appending processes' rings.
+
+``run_once(now_ms)`` reads as the recipe: metadata → producer id → ready → drain → expire →
+send → poll → complete.
+
+Rules:
+- The Sender is the only process that drains, sends, completes and frees batches.
+- Idempotence: sequences are assigned at drain, per partition, from the deque's
+  ``next_sequence`` in shared memory; a batch keeps its sequence across retries and across
+  a Sender restart (re-sent batches are de-duplicated by the broker).
+- A retried batch goes back to the front of its deque in sequence order and is sent again
+  only when no other batch of its partition is in flight, which keeps order.
+- Completion codes: Kafka's error codes, 0 for success; ``DELIVERY_TIMEOUT`` (local) when
+  ``delivery.timeout.ms`` passed first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from shmkafka.producer.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError, for_code
+from shmkafka.protocol.messages import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from shmkafka.protocol.messages.produce import PartitionProduceData, TopicProduceData
+from shmkafka.protocol.records import BatchMeta
+from shmkafka.sender.config import SenderConfig
+from shmkafka.sender.connection import ClientResponse, NetworkClient
+from shmkafka.sender.metadata import Metadata
+from shmkafka.sender.ready import Drainer, ReadyContext, ready
+from shmkafka.shm.layout import H_CLOSING, H_FLUSH_REQUESTS
+from shmkafka.shm.pool import SharedPool
+
+log = logging.getLogger("shmkafka.sender")
+
+DELIVERY_TIMEOUT = -100  # local completion code: delivery.timeout.ms expired
+DUPLICATE_SEQUENCE = 46
+OUT_OF_ORDER_SEQUENCE = 45
+MAX_POLL_MS = 100
+
+
+@dataclass
+class SenderStats:
+    produce_requests: int = 0
+    batches_sent: int = 0
+    records_sent: int = 0
+    retries: int = 0
+    errors: int = 0
+    expired: int = 0
+
+
+@dataclass
+class _Pending:
+    """A completion that found a ring full; posted again on the next round."""
+
+    batch: DrainedBatch
+    base_offset: int
+    error_code: int
+    log_append_time: int
+    log_start_offset: int
+    slots: list[int] = field(default_factory=list)
+
+
+class Sender:
+    def __init__(self, pool: SharedPool, config: SenderConfig) -> None:
+        self.pool = pool
+        self.config = config
+        self.accumulator = RecordAccumulator(pool, fast_path=False)
+        self.network = NetworkClient(
+            config.client_id,
+            max_in_flight=config.max_in_flight_requests_per_connection,
+            request_timeout_ms=config.request_timeout_ms,
+            reconnect_backoff_ms=config.reconnect_backoff_ms,
+            reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+        )
+        self.metadata = Metadata(pool, config.metadata_max_age_ms, config.retry_backoff_ms)
+        self.drainer = Drainer()
+        self.stats = SenderStats()
+        self.in_flight: dict[int, int] = defaultdict(int)  # deque id → batches in flight
+        self.in_flight_sequences: dict[int, set[int]] = defaultdict(set)
+        self._pending: list[_Pending] = []
+        self._init_pid_in_flight = False
+        self._bootstrap = [
+            (-1 - i, host, port) for i, (host, port) in enumerate(config.bootstrap_addresses())
+        ]
+        self.network.set_nodes(self._bootstrap)
+        self._max_in_flight_per_partition = (
+            5 if config.enable_idempotence else config.max_in_flight_requests_per_connection
+        )
+        self._resume_in_flight()
+
+    # ------------------------------------------------------------------ the recipe
+
+    def run_once(self, now_ms: int) -> int:
+        """One round; returns how long the caller may wait before the next (ms)."""
+        self._maybe_update_metadata(now_ms)
+        if not self._producer_id_ready(now_ms):
+            return self._poll(min(MAX_POLL_MS, self.config.retry_backoff_ms), now_ms)
+        self._post_pending()
+        states = self.accumulator.partition_states()
+        ctx = self._ready_context()
+        result = ready(states, self.metadata.brokers, ctx, now_ms, self._muted)
+        if result.unknown_leader_topics:
+            self.metadata.add_topics(set(result.unknown_leader_topics))
+            self.metadata.request_update()
+        nodes = [n for n in result.ready_nodes if self.network.ready(n, now_ms)]
+        drained = self.drainer.drain(
+            self.accumulator, states, nodes, self.config.max_request_size, now_ms, ctx,
+            self._can_drain,
+        )  # fmt: skip
+        self._expire(now_ms)
+        for node, batches in drained.items():
+            self._send_produce(node, batches, now_ms)
+        timeout = 0 if drained else min(result.next_ready_check_delay_ms, MAX_POLL_MS)
+        return self._poll(timeout, now_ms)
+
+    def close(self) -> None:
+        self.network.close()
+        self.accumulator.close()
+
+    # ------------------------------------------------------------------ metadata, pid
+
+    def _any_node(self, now_ms: int) -> int | None:
+        nodes = list(self.metadata.brokers) or [n for n, _, _ in self._bootstrap]
+        for node in sorted(
+            nodes, key=lambda n: self.network.in_flight_count(n) if n in self.network.nodes else 0
+        ):
+            if self.network.ready(node, now_ms):
+                return node
+        return None
+
+    def _maybe_update_metadata(self, now_ms: int) -> None:
+        self.metadata.poll_topic_requests()
+        if not self.metadata.due(now_ms):
+            return
+        node = self._any_node(now_ms)
+        if node is None:
+            return
+        self.network.send(node, self.metadata.request(now_ms), ("metadata",), now_ms)
+
+    def _producer_id_ready(self, now_ms: int) -> bool:
+        if not self.config.enable_idempotence or self.pool.producer_identity()[0] >= 0:
+            return True
+        if not self._init_pid_in_flight:
+            node = self._any_node(now_ms)
+            if node is not None:
+                request = InitProducerIdRequest(transaction_timeout_ms=60_000)
+                self.network.send(node, request, ("init_pid",), now_ms)
+                self._init_pid_in_flight = True
+        return False
+
+    # ------------------------------------------------------------------ ready / drain
+
+    def _ready_context(self) -> ReadyContext:
+        return ReadyContext(
+            linger_ms=self.config.linger_ms,
+            retry_backoff_ms=self.config.retry_backoff_ms,
+            retry_backoff_max_ms=self.config.retry_backoff_max_ms,
+            exhausted=self.pool.buffers.waiters() > 0,
+            flushing=self.pool.flag(H_FLUSH_REQUESTS) > 0,
+            closing=self.pool.flag(H_CLOSING) > 0,
+        )
+
+    def _muted(self, state: Any) -> bool:
+        return not self._can_drain(state)
+
+    def _can_drain(self, state: Any) -> bool:
+        in_flight = self.in_flight[state.deque_id]
+        if state.attempts > 0:
+            return in_flight == 0  # a retry goes alone, in sequence order
+        return in_flight < self._max_in_flight_per_partition
+
+    # ------------------------------------------------------------------ send
+
+    def _send_produce(self, node: int, batches: list[DrainedBatch], now_ms: int) -> None:
+        producer_id, epoch = self.pool.producer_identity()
+        by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
+        for batch in batches:
+            meta = BatchMeta(
+                compression=self.config.compression,
+                compression_level=self.config.compression_level,
+            )
+            if self.config.enable_idempotence:
+                sequence = batch.info.base_sequence
+                if sequence < 0:
+                    sequence = self.pool.deques.next_sequence(batch.info.deque_id)
+                meta = BatchMeta(
+                    compression=meta.compression,
+                    compression_level=meta.compression_level,
+                    producer_id=producer_id,
+                    producer_epoch=epoch,
+                    base_sequence=sequence,
+                )
+            data = self.accumulator.finalize(batch, meta)  # writes the sequence to shm first
+            if self.config.enable_idempotence and batch.info.base_sequence < 0:
+                self.pool.deques.set_next_sequence(
+                    batch.info.deque_id, meta.base_sequence + batch.info.record_count
+                )
+            self.accumulator.mark_in_flight(batch)
+            self.in_flight[batch.info.deque_id] += 1
+            self.in_flight_sequences[batch.info.deque_id].add(meta.base_sequence)
+            by_topic[batch.topic].append(PartitionProduceData(batch.partition, bytes(data)))
+            self.stats.batches_sent += 1
+            self.stats.records_sent += batch.info.record_count
+        request = ProduceRequest(
+            acks=self.config.acks,
+            timeout_ms=self.config.request_timeout_ms,
+            topic_data=tuple(TopicProduceData(t, tuple(p)) for t, p in by_topic.items()),
+        )
+        refreshed = [self.accumulator.refresh(b) for b in batches]
+        self.network.send(
+            node, request, ("produce", refreshed), now_ms, expect_response=self.config.acks != 0
+        )
+        self.stats.produce_requests += 1
+
+    # ------------------------------------------------------------------ responses
+
+    def _poll(self, timeout_ms: int, now_ms: int) -> int:
+        for response in self.network.poll(timeout_ms, now_ms):
+            kind = response.payload[0]
+            if kind == "metadata":
+                self._on_metadata(response, now_ms)
+            elif kind == "init_pid":
+                self._on_init_pid(response)
+            else:
+                self._on_produce(response, response.payload[1], now_ms)
+        return timeout_ms
+
+    def _on_metadata(self, response: ClientResponse, now_ms: int) -> None:
+        if not isinstance(response.response, MetadataResponse):
+            self.metadata.failed()
+            return
+        if self.metadata.on_response(response.response, now_ms):
+            nodes = [(n, h, p) for n, (h, p) in self.metadata.brokers.items()]
+            self.network.set_nodes(nodes + self._bootstrap)
+
+    def _on_init_pid(self, response: ClientResponse) -> None:
+        self._init_pid_in_flight = False
+        answer = response.response
+        if isinstance(answer, InitProducerIdResponse) and answer.error_code == 0:
+            self.pool.set_producer_identity(answer.producer_id, answer.producer_epoch)
+            log.info("producer id %d epoch %d", answer.producer_id, answer.producer_epoch)
+        else:
+            log.warning("InitProducerId failed: %s", response.error or answer)
+
+    def _on_produce(
+        self, response: ClientResponse, batches: list[DrainedBatch], now_ms: int
+    ) -> None:
+        results: dict[tuple[str, int], tuple[int, int, int, int]] = {}
+        answer = response.response
+        if isinstance(answer, ProduceResponse):
+            for topic in answer.responses:
+                for part in topic.partition_responses:
+                    results[(topic.name, part.index)] = (
+                        part.error_code, part.base_offset, part.log_append_time_ms,
+                        part.log_start_offset,
+                    )  # fmt: skip
+        for batch in batches:
+            self.in_flight[batch.info.deque_id] -= 1
+            self.in_flight_sequences[batch.info.deque_id].discard(batch.info.base_sequence)
+            if response.error is not None:
+                self._retry_or_fail(batch, response.error, 13, now_ms)
+                continue
+            if answer is None:  # acks=0: done once written
+                self._finish(batch, -1, 0, -1, -1)
+                continue
+            code, base_offset, append_time, log_start = results.get(
+                (batch.topic, batch.partition), (13, -1, -1, -1)
+            )
+            if code in (0, DUPLICATE_SEQUENCE):
+                self._finish(batch, base_offset, 0, append_time, log_start)
+            else:
+                self._retry_or_fail(batch, for_code(code)(), code, now_ms)
+
+    def _retry_or_fail(
+        self, batch: DrainedBatch, error: KafkaError, code: int, now_ms: int
+    ) -> None:
+        info = batch.info
+        retriable = isinstance(error, RetriableError) or (
+            code == OUT_OF_ORDER_SEQUENCE and self._earlier_retry_pending(batch)
+        )
+        in_time = now_ms - info.created_ms < self.config.delivery_timeout_ms
+        if retriable and in_time and info.attempts < self.config.retries:
+            if isinstance(error, InvalidMetadataError):
+                self.metadata.request_update()
+            self.accumulator.reenqueue(batch, now_ms)
+            self.stats.retries += 1
+            log.debug("retrying %s-%d: %s", batch.topic, batch.partition, error)
+            return
+        self.stats.errors += 1
+        log.warning("batch to %s-%d failed: %s", batch.topic, batch.partition, error)
+        self._finish(batch, -1, code if code else -1, -1, -1)
+
+    def _earlier_retry_pending(self, batch: DrainedBatch) -> bool:
+        # An earlier batch of the partition failed and is queued again: this one failed only
+        # because of the gap it left, and will succeed once that one is through.
+        sequence = batch.info.base_sequence
+        if any(0 <= s < sequence for s in self.in_flight_sequences[batch.info.deque_id]):
+            return True
+        for batch_id in self.pool.deques.batch_ids(batch.info.deque_id):
+            queued = self.pool.batches.read(batch_id)
+            if queued.attempts > 0 and 0 <= queued.base_sequence < sequence:
+                return True
+        return False
+
+    def _expire(self, now_ms: int) -> None:
+        for batch in self.accumulator.expire(now_ms, self.config.delivery_timeout_ms):
+            self.stats.expired += 1
+            self._finish(batch, -1, DELIVERY_TIMEOUT, -1, -1)
+
+    def _finish(
+        self, batch: DrainedBatch, base_offset: int, code: int, append: int, start: int
+    ) -> None:
+        done = self.accumulator.completion_for(batch, base_offset, code, append, start)
+        full = self.accumulator.post_completion(batch, done)
+        if full:
+            self._pending.append(_Pending(batch, base_offset, code, append, start, full))
+            return
+        self.accumulator.complete(batch)
+
+    def _post_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for item in pending:
+            done = self.accumulator.completion_for(
+                item.batch, item.base_offset, item.error_code, item.log_append_time,
+                item.log_start_offset,
+            )  # fmt: skip
+            still = [s for s in item.slots if not self.pool.rings.post(s, done)]
+            for slot in set(item.slots) - set(still):
+                self.pool.rings.wake(slot)
+            if still:
+                item.slots = still
+                self._pending.append(item)
+            else:
+                self.accumulator.complete(item.batch)
+
+    # ------------------------------------------------------------------ restart
+
+    def _resume_in_flight(self) -> None:
+        """A previous Sender died: send its drained batches again, in sequence order, and
+        never hand out a sequence already used."""
+        for batch in self.accumulator.in_flight_batches():
+            deque_id = batch.info.deque_id
+            if batch.info.base_sequence >= 0:
+                end = batch.info.base_sequence + batch.info.record_count
+                if end > self.pool.deques.next_sequence(deque_id):
+                    self.pool.deques.set_next_sequence(deque_id, end)
+            self.accumulator.reenqueue(batch, 0)
+            log.info("re-sending batch %d of %s-%d", batch.batch_id, batch.topic, batch.partition)
