@@ -14,6 +14,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"shmkafka {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("version", help="print the version")
+    from shmkafka.sender.__main__ import build_parser as sender_parser
+
+    sender_parser(sub.add_parser("sender", help="run a pool's Sender (a sidecar)"))
     clean = sub.add_parser(
         "cleanup", help="remove shared-memory pools whose processes are all dead"
     )
@@ -41,6 +44,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "cleanup":
         return _cleanup(args.pool)
+    if args.command == "sender":
+        from shmkafka.sender.__main__ import run
+
+        return run(args)
     parser.print_help(sys.stderr)
     return 2
 

@@ -22,7 +22,7 @@ import random
 import selectors
 import socket
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,6 +190,9 @@ class NetworkClient:
         if self._completed:
             timeout_ms = 0
         for key, events in self.selector.select(max(0, timeout_ms) / 1000):
+            if isinstance(key.data, _Wakeup):
+                key.data.on_ready()
+                continue
             conn: NodeConnection = key.data
             if events & selectors.EVENT_WRITE:
                 self._on_writable(conn, now_ms)
@@ -197,6 +200,10 @@ class NetworkClient:
                 self._on_readable(conn, now_ms)
         out, self._completed = self._completed, []
         return out
+
+    def add_wakeup(self, sock: socket.socket, on_ready: Callable[[], None]) -> None:
+        """A socket whose readability only ends ``poll`` early (another thread's doorbell)."""
+        self.selector.register(sock, selectors.EVENT_READ, _Wakeup(on_ready))
 
     def close(self) -> None:
         for conn in self.nodes.values():
@@ -354,3 +361,8 @@ class NetworkClient:
 
 
 _HANDSHAKE = object()
+
+
+@dataclass(frozen=True)
+class _Wakeup:
+    on_ready: Callable[[], None]

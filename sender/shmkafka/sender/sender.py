@@ -123,6 +123,12 @@ class Sender:
         timeout = 0 if drained else min(result.next_ready_check_delay_ms, MAX_POLL_MS)
         return self._poll(timeout, now_ms)
 
+    def busy(self) -> bool:
+        """Anything queued, in flight or waiting to be posted."""
+        return bool(
+            self._pending or any(self.in_flight.values()) or self.accumulator.partition_states()
+        )
+
     def close(self) -> None:
         self.network.close()
         self.accumulator.close()

@@ -74,13 +74,33 @@ class SharedPool:
     @classmethod
     def open(cls, name: str, config: PoolConfig | None = None) -> SharedPool:
         """Create or attach. Without ``config`` the pool must exist; with it, it must match."""
-        if config is None:
-            segment, created = Segment.attach(name), False
-        else:
-            segment, created = Segment.create_or_attach(name, config)
-        pool = cls(segment, created)
-        pool.reclaim_dead()
-        return pool
+        for _ in range(10):
+            if config is None:
+                segment, created = Segment.attach(name), False
+            else:
+                segment, created = Segment.create_or_attach(name, config)
+            pool = cls(segment, created)
+            if pool.segment.is_current():
+                pool.reclaim_dead()
+                return pool
+            pool.detach()  # the pool was removed while we attached: attach the new one
+        raise ShmError(f"pool {name!r} keeps being removed while attaching")
+
+    def unlink_if_unused(self) -> bool:
+        """Remove the pool if no other process is attached (the Sender, when it exits idle).
+        Checked and done under the slot-table lock, which attaching processes also take."""
+        with self.slots.lock():
+            others = [
+                s
+                for s, pid, started in self.slots.active()
+                if s != self.slot and is_alive(pid, started)
+            ]
+            if others:
+                return False
+            from shmkafka.shm.segment import unlink_segment
+
+            unlink_segment(self.name)
+            return True
 
     def check_owner(self) -> None:
         """Raise if this handle came over a fork: the child must open the pool itself."""

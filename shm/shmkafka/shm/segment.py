@@ -57,6 +57,7 @@ class Segment:
 
     def __init__(self, pool: str, shm: posix_ipc.SharedMemory, layout: Layout) -> None:
         self.pool = pool
+        self.pool_file = PREFIX + pool
         self.layout = layout
         self._shm = shm
         self.fd: int = shm.fd
@@ -136,6 +137,13 @@ class Segment:
                 continue  # removed between our two calls: try creating again
 
     # ------------------------------------------------------------------ accessors
+
+    def is_current(self) -> bool:
+        """True while the pool's name still refers to this segment (not unlinked/replaced)."""
+        try:
+            return os.stat(f"/dev/shm/{self.pool_file}").st_ino == os.fstat(self.fd).st_ino
+        except FileNotFoundError:
+            return False
 
     def stored_config(self) -> PoolConfig:
         return self.layout.config

@@ -38,6 +38,9 @@ class SlotTable:
         self.segment = segment
         self.layout: Layout = segment.layout
 
+    def lock(self) -> KernelLock:
+        return self._lock()
+
     def _lock(self) -> KernelLock:
         return KernelLock.for_segment(self.segment, SLOT_TABLE_BYTE)
 

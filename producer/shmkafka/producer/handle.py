@@ -1,0 +1,315 @@
+"""A minimal producer over the shared pool: attach, send, futures — what the Sender's end-to-end
+tests need. The drop-in ``KafkaProducer``/``Producer`` APIs build on it (next issue).
+
+Rules:
+- ``send`` appends into the pool and returns a future; the completion thread resolves it
+  from this process's completion ring. A completion may arrive before ``send`` registered
+  its future (the Sender is fast): the last completion of each batch id is kept in
+  ``_done``, and a registration that finds its (batch id, generation) there resolves at once.
+- The producer makes sure a live Sender serves the pool: if the one recorded in the header
+  is dead, it starts one (``python -m shmkafka.sender --pool NAME``) in its own session,
+  under a kernel lock so concurrent producers start at most one between them.
+- Keyed records go to ``(murmur2(key) & 0x7fffffff) % partitions`` as in the Java client;
+  keyless ones stick to a partition until a new batch is created there (KIP-480 style).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shmkafka.producer.accumulator import AppendResult, RecordAccumulator
+from shmkafka.protocol.errors import KafkaError, RetriableError, error_for
+from shmkafka.protocol.hashing import murmur2_partition
+from shmkafka.protocol.records import HeaderInput
+from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.layout import DIRECTORY_LOCK
+from shmkafka.shm.pool import SharedPool
+from shmkafka.shm.rings import Completion
+
+DELIVERY_TIMEOUT = -100  # the Sender's local completion code (see sender.py)
+SPAWN_BYTE = 3
+SENDER_START_WAIT_S = 10.0
+
+
+class KafkaTimeoutError(RetriableError):
+    """Metadata or delivery did not complete in time."""
+
+
+@dataclass(frozen=True)
+class RecordMetadata:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    log_start_offset: int
+    serialized_key_size: int
+    serialized_value_size: int
+
+
+class Future:
+    """A send's result: ``get(timeout)`` returns RecordMetadata or raises the error."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self.value: RecordMetadata | None = None
+        self.exception: BaseException | None = None
+        self._callbacks: list[Callable[[Future], None]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def is_done(self) -> bool:
+        return self._done.is_set()
+
+    def succeeded(self) -> bool:
+        return self.is_done and self.exception is None
+
+    def failed(self) -> bool:
+        return self.is_done and self.exception is not None
+
+    def _resolve(self, value: RecordMetadata | None, exception: BaseException | None) -> None:
+        with self._lock:
+            self.value, self.exception = value, exception
+            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
+
+    def add_done_callback(self, callback: Callable[[Future], None]) -> None:
+        with self._lock:
+            if not self._done.is_set():
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        if not self._done.wait(timeout):
+            raise KafkaTimeoutError(f"no result within {timeout} s")
+        if self.exception is not None:
+            raise self.exception
+        assert self.value is not None
+        return self.value
+
+
+@dataclass(frozen=True)
+class _Sent:
+    future: Future
+    topic: str
+    partition: int
+    offset_delta: int
+    timestamp: int
+    key_size: int
+    value_size: int
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class ProducerHandle:
+    def __init__(
+        self,
+        pool: str,
+        sender_config: dict[str, Any],
+        *,
+        pool_config: PoolConfig | None = None,
+        max_block_ms: int = 60_000,
+        start_sender: bool = True,
+        sender_log: str | None = None,
+        fast_path: bool = True,
+    ) -> None:
+        self.pool = SharedPool.open(pool, pool_config or PoolConfig())
+        self.accumulator = RecordAccumulator(
+            self.pool, max_block_ms=max_block_ms, fast_path=fast_path
+        )
+        self.max_block_ms = max_block_ms
+        self.sender_config = sender_config
+        self.sender_log = sender_log
+        from shmkafka.sender.service import sender_semaphore  # the Sender's doorbell
+
+        self._sender_sem = sender_semaphore(pool)
+        self._lock = threading.Lock()
+        self._waiting: dict[tuple[int, int], list[_Sent]] = {}
+        self._done: dict[int, Completion] = {}  # batch id → its latest completion
+        self._sticky: dict[str, int] = {}
+        self._closed = False
+        self._outstanding = 0
+        self._idle = threading.Condition(self._lock)
+        if start_sender:
+            self.ensure_sender()
+        self._thread = threading.Thread(
+            target=self._complete_loop, name="shmkafka-completions", daemon=True
+        )
+        self._thread.start()
+
+    # ------------------------------------------------------------------ the Sender
+
+    def ensure_sender(self) -> None:
+        """Start the pool's Sender unless a live one is recorded."""
+        from shmkafka.sender.service import sender_alive
+
+        if sender_alive(self.pool):
+            return
+        fcntl.lockf(self.pool.segment.fd, fcntl.LOCK_EX, 1, SPAWN_BYTE, os.SEEK_SET)
+        try:
+            if sender_alive(self.pool):
+                return
+            command = [
+                sys.executable, "-m", "shmkafka.sender", "--pool", self.pool.name,
+                "--config-json", json.dumps(self.sender_config),
+            ]  # fmt: skip
+            if self.sender_log:
+                command += ["--log-file", self.sender_log]
+            subprocess.Popen(
+                command,
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+            )
+            deadline = time.monotonic() + SENDER_START_WAIT_S
+            while not sender_alive(self.pool):
+                if time.monotonic() > deadline:
+                    raise KafkaTimeoutError("the Sender did not start within 10 s")
+                time.sleep(0.01)
+        finally:
+            fcntl.lockf(self.pool.segment.fd, fcntl.LOCK_UN, 1, SPAWN_BYTE, os.SEEK_SET)
+
+    # ------------------------------------------------------------------ send
+
+    def partitions_for(self, topic: str) -> int:
+        entries = self.pool.directory.partitions(topic)
+        if entries is not None:
+            return len(entries)
+        with self.pool.locks.held(DIRECTORY_LOCK):
+            self.pool.directory.request_topic(topic)
+        self._sender_sem.release()
+        deadline = time.monotonic() + self.max_block_ms / 1000
+        while (entries := self.pool.directory.partitions(topic)) is None:
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(
+                    f"topic {topic!r} not present in metadata after {self.max_block_ms} ms"
+                )
+            time.sleep(0.005)
+        return len(entries)
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: Sequence[HeaderInput] = (),
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Future:
+        if self._closed:
+            raise KafkaError("the producer is closed")
+        count = self.partitions_for(topic)
+        if partition is None:
+            if key is not None:
+                partition = murmur2_partition(key, count)
+            else:
+                partition = self._sticky.setdefault(topic, random.randrange(count))
+        timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        result = self.accumulator.append(
+            topic, partition, timestamp, key, value, headers, now_ms=now_ms()
+        )
+        if key is None and result.new_batch_created:
+            self._sticky[topic] = random.randrange(count)
+        future = Future()
+        sent = _Sent(
+            future, topic, partition, result.offset_delta, timestamp,
+            len(key) if key is not None else -1, len(value) if value is not None else -1,
+        )  # fmt: skip
+        self._register(result, sent)
+        if result.batch_is_full or result.new_batch_created:
+            self._wake_sender()
+        return future
+
+    def _wake_sender(self) -> None:
+        if self._sender_sem.value < 1:
+            self._sender_sem.release()
+
+    def _register(self, result: AppendResult, sent: _Sent) -> None:
+        key = (result.batch_id, result.generation)
+        with self._lock:
+            self._outstanding += 1
+            done = self._done.get(result.batch_id)
+            if done is None or done.generation != result.generation:
+                self._waiting.setdefault(key, []).append(sent)
+                return
+        self._resolve(done, [sent])
+
+    # ------------------------------------------------------------------ completion
+
+    def _complete_loop(self) -> None:
+        rings, slot = self.pool.rings, self.pool.slot
+        while not self._closed or self._outstanding:
+            rings.wait(slot, 0.05)
+            for completion in rings.poll(slot):
+                with self._lock:
+                    self._done[completion.batch_id] = completion
+                    sent = self._waiting.pop((completion.batch_id, completion.generation), [])
+                self._resolve(completion, sent)
+
+    def _resolve(self, completion: Completion, sent: list[_Sent]) -> None:
+        error = self._error(completion)
+        for item in sent:
+            if error is None:
+                base = completion.base_offset
+                offset = base + item.offset_delta if base >= 0 else -1
+                append_time = completion.log_append_time
+                timestamp = append_time if append_time >= 0 else item.timestamp
+                meta = RecordMetadata(
+                    item.topic, item.partition, offset, timestamp, completion.log_start_offset,
+                    item.key_size, item.value_size,
+                )  # fmt: skip
+                item.future._resolve(meta, None)
+            else:
+                item.future._resolve(None, error)
+        with self._lock:
+            self._outstanding -= len(sent)
+            if self._outstanding == 0:
+                self._idle.notify_all()
+
+    @staticmethod
+    def _error(completion: Completion) -> KafkaError | None:
+        if completion.error_code == 0:
+            return None
+        if completion.error_code == DELIVERY_TIMEOUT:
+            return KafkaTimeoutError(
+                "delivery.timeout.ms expired before the record was acknowledged"
+            )
+        return error_for(completion.error_code)
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._wake_sender()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._idle:
+            while self._outstanding:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise KafkaTimeoutError(f"{self._outstanding} records not done in {timeout} s")
+                self._wake_sender()
+                self._idle.wait(min(0.05, remaining) if remaining is not None else 0.05)
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            self._closed = True
+            self._thread.join(1)
+            self.accumulator.close()
+            self.pool.detach()

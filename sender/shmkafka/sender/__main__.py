@@ -1,0 +1,52 @@
+"""``python -m shmkafka.sender --pool NAME ...``: run a pool's Sender (also ``shmkafka sender``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+from shmkafka.sender.config import SenderConfig
+from shmkafka.sender.service import IDLE_EXIT_MS, run_sender
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="python -m shmkafka.sender")
+    parser.add_argument("--pool", required=True, help="pool name")
+    parser.add_argument("--bootstrap", help="HOST:PORT[,HOST:PORT...]")
+    parser.add_argument("--config-json", help="SenderConfig fields as a JSON object")
+    parser.add_argument("--log-file", help="log to this file (default: stderr)")
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--idle-exit-ms", type=int, default=IDLE_EXIT_MS)
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> SenderConfig:
+    fields = json.loads(args.config_json) if args.config_json else {}
+    if args.bootstrap:
+        fields["bootstrap_servers"] = args.bootstrap.split(",")
+    if "bootstrap_servers" in fields:
+        fields["bootstrap_servers"] = tuple(fields["bootstrap_servers"])
+    return SenderConfig(**fields)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    handler: logging.Handler = (
+        logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler()
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(message)s"))
+    root = logging.getLogger("shmkafka")
+    root.addHandler(handler)
+    root.setLevel(args.log_level.upper())
+    return run_sender(args.pool, config_from_args(args), args.idle_exit_ms)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""The Sender process: election, heartbeat, the loop, and its exit.
+
+Rules:
+- Exactly one Sender per pool: it holds a kernel record lock on the segment file for its
+  whole life (released by the kernel if it dies). A Sender that cannot take it exits at
+  once, so any number of producers may start one at the same moment.
+- It writes its pid, start time and a heartbeat (monotonic ms) into the pool header every
+  round; producers start a new Sender when that pid is dead.
+- App processes wake it by posting the pool's Sender semaphore when a batch became full or
+  a new one was created; a waker thread turns the semaphore into a readable socket for the
+  selector loop.
+- It exits once no producer has been attached for ``idle_exit_ms`` and every batch is done.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from types import FrameType
+
+import posix_ipc
+
+from shmkafka.sender.config import SenderConfig
+from shmkafka.sender.sender import Sender
+from shmkafka.shm.pool import SharedPool
+from shmkafka.shm.procs import is_alive
+from shmkafka.shm.segment import semaphore_name
+
+log = logging.getLogger("shmkafka.sender")
+
+SENDER_BYTE = 2  # byte of the segment file locked by the running Sender
+SPAWN_BYTE = 3  # byte locked by a producer while it checks for and starts a Sender
+IDLE_EXIT_MS = 5000
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def sender_semaphore(pool: str) -> posix_ipc.Semaphore:
+    return posix_ipc.Semaphore(semaphore_name(pool, "s", 0), posix_ipc.O_CREAT, 0o600, 0)
+
+
+def wake_sender(sem: posix_ipc.Semaphore) -> None:
+    if sem.value < 1:  # one pending wake is enough
+        sem.release()
+
+
+def take_sender_lock(pool: SharedPool) -> bool:
+    try:
+        fcntl.lockf(pool.segment.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, SENDER_BYTE, os.SEEK_SET)
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+
+
+def sender_alive(pool: SharedPool) -> bool:
+    pid, started, _ = pool.sender()
+    return pid > 0 and is_alive(pid, started)
+
+
+class _Waker:
+    """Turns posts of the Sender semaphore into a readable socket for the selector."""
+
+    def __init__(self, sem: posix_ipc.Semaphore) -> None:
+        self.sem = sem
+        self.read, self.write = socket.socketpair()
+        self.read.setblocking(False)
+        self.stop = False
+        self.thread = threading.Thread(target=self._run, name="shmkafka-sender-waker", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop:
+            try:
+                self.sem.acquire(0.2)
+            except posix_ipc.BusyError:
+                continue
+            try:
+                self.write.send(b"\0")
+            except OSError:
+                return
+
+    def drain(self) -> None:
+        try:
+            while self.read.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def close(self) -> None:
+        self.stop = True
+        self.thread.join(1)
+        self.read.close()
+        self.write.close()
+
+
+def run_sender(pool_name: str, config: SenderConfig, idle_exit_ms: int = IDLE_EXIT_MS) -> int:
+    """Run the Sender of ``pool_name`` until it is idle; returns the exit status."""
+    pool = SharedPool.open(pool_name)
+    try:
+        if not take_sender_lock(pool):
+            log.info("another Sender already runs for pool %s", pool_name)
+            return 0
+        return _serve(pool, config, idle_exit_ms)
+    finally:
+        pool.detach()
+
+
+def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int) -> int:
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        del frame
+        log.info("signal %d: finishing", signum)
+        stopping.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, on_signal)
+    pool.set_sender(pool.pid, pool.started, now_ms())
+    log.info("Sender of pool %s started (pid %d)", pool.name, pool.pid)
+    sender = Sender(pool, config)
+    waker = _Waker(sender_semaphore(pool.name))
+    sender.network.add_wakeup(waker.read, waker.drain)
+    idle_since: int | None = None
+    try:
+        while True:
+            now = now_ms()
+            pool.set_sender(pool.pid, pool.started, now)
+            sender.run_once(now)
+            busy = sender.busy()
+            if stopping.is_set() and not busy:
+                pool.unlink_if_unused()
+                log.info("stopped by signal after sending everything")
+                return 0
+            if _has_producers(pool) or busy:
+                idle_since = None
+                continue
+            idle_since = idle_since or now
+            if now - idle_since >= idle_exit_ms and pool.unlink_if_unused():
+                log.info("no producer attached and nothing left to send: pool removed, exiting")
+                return 0
+    finally:
+        waker.close()
+        sender.close()
+        pool.set_sender(0, 0, now_ms())
+
+
+def _has_producers(pool: SharedPool) -> bool:
+    return any(
+        slot != pool.slot and is_alive(pid, started) for slot, pid, started in pool.slots.active()
+    )
