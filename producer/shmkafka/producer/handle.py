@@ -125,6 +125,7 @@ class ProducerHandle:
         max_block_ms: int = 60_000,
         start_sender: bool = True,
         sender_log: str | None = None,
+        sender_idle_exit_ms: int | None = None,
         fast_path: bool = True,
     ) -> None:
         self.pool = SharedPool.open(pool, pool_config or PoolConfig())
@@ -134,6 +135,7 @@ class ProducerHandle:
         self.max_block_ms = max_block_ms
         self.sender_config = sender_config
         self.sender_log = sender_log
+        self.sender_idle_exit_ms = sender_idle_exit_ms
         from shmkafka.sender.service import sender_semaphore  # the Sender's doorbell
 
         self._sender_sem = sender_semaphore(pool)
@@ -169,6 +171,8 @@ class ProducerHandle:
             ]  # fmt: skip
             if self.sender_log:
                 command += ["--log-file", self.sender_log]
+            if self.sender_idle_exit_ms is not None:
+                command += ["--idle-exit-ms", str(self.sender_idle_exit_ms)]
             subprocess.Popen(
                 command,
                 start_new_session=True,

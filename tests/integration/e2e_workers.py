@@ -1,0 +1,41 @@
+"""App-process bodies for the Sender's end-to-end tests (importable by spawn)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shmkafka.producer.handle import ProducerHandle
+
+
+def record(proc: int, seq: int) -> tuple[bytes | None, bytes, list[tuple[str, bytes | None]]]:
+    key = None if seq % 10 == 0 else b"key-%d-%d" % (proc, seq % 50)
+    value = b"%d:%d:" % (proc, seq) + bytes(60)
+    return key, value, [("proc", b"%d" % proc)]
+
+
+def produce(pool: str, config: dict[str, Any], topic: str, proc: int, count: int, out: Any) -> None:
+    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    try:
+        futures = []
+        for seq in range(count):
+            key, value, headers = record(proc, seq)
+            futures.append(handle.send(topic, value, key, headers))
+        handle.flush(120)
+        results = []
+        errors = []
+        for seq, future in enumerate(futures):
+            if future.succeeded():
+                assert future.value is not None
+                results.append((seq, future.value.partition, future.value.offset))
+            else:
+                errors.append(f"{seq}: {future.exception!r}")
+        out.put(
+            {
+                "proc": proc,
+                "results": results,
+                "errors": errors[:5],
+                "sender": handle.pool.sender()[0],
+            }
+        )
+    finally:
+        handle.close(30)

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.layout import DIRECTORY_LOCK
+from shmkafka.shm.pool import SharedPool
+
+
+def _prefix() -> str:
+    return "s" + os.environ.get("PYTEST_XDIST_WORKER", "gw")[-3:] + "x"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_segment_left_behind() -> Iterator[None]:
+    """Every pool a test makes is removed by it: nothing of ours may stay in /dev/shm."""
+    yield
+    prefix = "shmkafka." + _prefix()
+    left = [n for n in os.listdir("/dev/shm") if n.startswith((prefix, "sem." + prefix))]
+    assert left == [], f"left in /dev/shm: {left}"
+
+
+@pytest.fixture
+def pool_name() -> str:
+    return _prefix() + uuid.uuid4().hex[:12]
+
+
+SMALL = PoolConfig(
+    batch_size=1024,
+    buffer_memory=64 * 1024,
+    max_request_size=64 * 1024,
+    max_topics=8,
+    max_partitions=128,
+    max_processes=16,
+    deque_capacity=64,
+    lock_stripes=8,
+)
+
+
+@pytest.fixture
+def pool(pool_name: str) -> Iterator[SharedPool]:
+    p = SharedPool.open(pool_name, SMALL)
+    try:
+        yield p
+    finally:
+        p.destroy()
+
+
+def publish(pool: SharedPool, topics: dict[str, int]) -> None:
+    with pool.locks.held(DIRECTORY_LOCK):
+        pool.directory.publish({t: [PartitionLeader(1, 0)] * n for t, n in topics.items()})

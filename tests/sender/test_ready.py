@@ -1,0 +1,100 @@
+"""ready() and drain() with an injected clock."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from shmkafka.producer.accumulator import PartitionState, RecordAccumulator
+from shmkafka.sender.ready import Drainer, ReadyContext, ready, retry_backoff
+from shmkafka.shm.pool import SharedPool
+from tests.shm.conftest import publish
+
+CTX = ReadyContext(linger_ms=10, retry_backoff_ms=100, retry_backoff_max_ms=1000)
+
+
+def state(**changes: object) -> PartitionState:
+    base = PartitionState(
+        deque_id=0, topic="t", partition=0, leader=1, queued=1, first_batch_id=0,
+        first_size=100, first_full=False, created_ms=1000, last_append_ms=1000, attempts=0,
+        muted=False,
+    )  # fmt: skip
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_linger() -> None:
+    s = state()
+    assert ready([s], {1}, CTX, 1009).ready_nodes == frozenset()
+    assert ready([s], {1}, CTX, 1009).next_ready_check_delay_ms == 1
+    assert ready([s], {1}, CTX, 1010).ready_nodes == {1}
+
+
+def test_full_batch_is_ready_at_once() -> None:
+    assert ready([state(first_full=True)], {1}, CTX, 1000).ready_nodes == {1}
+
+
+@pytest.mark.parametrize("flag", ["exhausted", "flushing", "closing"])
+def test_pool_wide_conditions_make_everything_sendable(flag: str) -> None:
+    ctx = dataclasses.replace(CTX, **{flag: True})
+    assert ready([state()], {1}, ctx, 1000).ready_nodes == {1}
+
+
+def test_retry_backs_off_exponentially() -> None:
+    assert [retry_backoff(a, 100, 1000) for a in (1, 2, 3, 4, 5)] == [100, 200, 400, 800, 1000]
+    retried = state(attempts=2, last_append_ms=5000, first_full=True)
+    early = ready([retried], {1}, CTX, 5199)
+    assert early.ready_nodes == frozenset() and early.next_ready_check_delay_ms == 1
+    assert ready([retried], {1}, CTX, 5200).ready_nodes == {1}
+
+
+def test_muted_partition_is_not_ready() -> None:
+    assert ready([state(first_full=True, muted=True)], {1}, CTX, 2000).ready_nodes == frozenset()
+
+
+def test_unknown_leader_asks_for_metadata() -> None:
+    result = ready([state(leader=-1, topic="a"), state(leader=9, topic="b")], {1}, CTX, 5000)
+    assert result.ready_nodes == frozenset()
+    assert result.unknown_leader_topics == {"a", "b"}
+
+
+def test_drain_rotates_so_no_partition_starves(pool: SharedPool) -> None:
+    """One node, eight partitions, a request that fits two batches: every partition gets
+    its turn within four rounds."""
+    publish(pool, {"t": 8})
+    acc = RecordAccumulator(pool, max_block_ms=100)
+    drainer = Drainer()
+    seen: list[int] = []
+    refill = list(range(8))
+    for round_ in range(4):
+        for p in refill:  # every partition holds one batch of one record
+            acc.append("t", p, 1, b"k", bytes(300), now_ms=0)
+        states = [dataclasses.replace(s, leader=1) for s in acc.partition_states()]
+        drained = drainer.drain(acc, states, [1], 2 * 380, round_, CTX)
+        assert len(drained[1]) == 2  # at most one batch per partition, max_request_size kept
+        assert len({b.partition for b in drained[1]}) == 2
+        seen += [b.partition for b in drained[1]]
+        refill = [b.partition for b in drained[1]]
+        for batch in drained[1]:
+            acc.complete(batch)
+    assert sorted(seen) == list(range(8))
+
+
+def test_one_oversized_batch_still_goes(pool: SharedPool) -> None:
+    publish(pool, {"t": 2})
+    acc = RecordAccumulator(pool, max_block_ms=100)
+    acc.append("t", 0, 1, b"k", bytes(900), now_ms=0)
+    acc.append("t", 1, 1, b"k", bytes(900), now_ms=0)
+    states = [dataclasses.replace(s, leader=1) for s in acc.partition_states()]
+    drained = Drainer().drain(acc, states, [1], 100, 0, CTX)
+    assert len(drained[1]) == 1
+
+
+def test_drain_skips_partitions_that_cannot_be_drained(pool: SharedPool) -> None:
+    publish(pool, {"t": 2})
+    acc = RecordAccumulator(pool, max_block_ms=100)
+    acc.append("t", 0, 1, b"k", b"v", now_ms=0)
+    acc.append("t", 1, 1, b"k", b"v", now_ms=0)
+    states = [dataclasses.replace(s, leader=1) for s in acc.partition_states()]
+    drained = Drainer().drain(acc, states, [1], 1 << 20, 0, CTX, lambda s: s.partition == 1)
+    assert [b.partition for b in drained[1]] == [1]
