@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import weakref
 
-from shmkafka.shm.batches import Batches, Deques
+from shmkafka.shm.batches import Batches, BatchInfo, Deques
 from shmkafka.shm.bufferpool import BufferPool, SlabRun
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import Directory
@@ -154,22 +154,40 @@ class SharedPool:
                     buf[self.layout.intent_at(slot, lock)] = 0
         with self.locks.held(POOL_LOCK, timeout):
             first, count = PENDING.unpack_from(buf, self.layout.slot_at(slot) + S_PENDING)
-            if first != NO_SLAB and count and not self._owned_by_queued_batch(first, timeout):
-                self.batches.clear(first)
-                self.buffers._mark(SlabRun(first, count), 0)
+            if first != NO_SLAB and count:
+                self._release_pending(slot, first, count, timeout)
             PENDING.pack_into(buf, self.layout.slot_at(slot) + S_PENDING, NO_SLAB, 0)
             self.buffers.remove_waiter(slot)
             self.buffers._wake_head()
         self.slots.free(slot)
 
-    def _owned_by_queued_batch(self, batch_id: int, timeout: float) -> bool:
-        info = self.batches.read(batch_id)
-        if info.state == FREE:
-            return False
-        if info.state != OPEN:
-            return True  # drained: the Sender owns it
+    def _release_pending(self, slot: int, first: int, count: int, timeout: float) -> None:
+        """Free what a dead process had allocated and no batch or live allocation owns.
+        Its record may be stale (the run was already handed to a batch, even completed and
+        reused), so each slab is checked against every owner. Under the pool lock."""
+        info = self.batches.read(first)
+        if info.state == OPEN and info.first_slab == first and not self._queued(info, timeout):
+            self.batches.clear(first)  # opened but never queued: nobody can reach it
+        owned: set[int] = set()
+        for batch_id in range(self.config.num_slabs):
+            other = self.batches.read(batch_id)
+            if other.state != FREE:
+                owned.update(range(other.first_slab, other.first_slab + other.slab_count))
+        for other_slot, _, _ in self.slots.active():
+            if other_slot == slot:
+                continue
+            o_first, o_count = PENDING.unpack_from(
+                self.segment.buf, self.layout.slot_at(other_slot) + S_PENDING
+            )
+            if o_first != NO_SLAB:
+                owned.update(range(o_first, o_first + o_count))
+        for slab in range(first, min(first + count, self.config.num_slabs)):
+            if slab not in owned:
+                self.buffers._mark(SlabRun(slab, 1), 0)
+
+    def _queued(self, info: BatchInfo, timeout: float) -> bool:
         with self.locks.held(self.layout.stripe_lock(info.deque_id), timeout):
-            return batch_id in self.deques.batch_ids(info.deque_id)
+            return info.batch_id in self.deques.batch_ids(info.deque_id)
 
     # ------------------------------------------------------------------ inspection
 
