@@ -39,3 +39,31 @@ def produce(pool: str, config: dict[str, Any], topic: str, proc: int, count: int
         )
     finally:
         handle.close(30)
+
+
+def produce_slowly(
+    pool: str, config: dict[str, Any], topic: str, proc: int, count: int, seconds: float, out: Any
+) -> None:
+    """Like ``produce``, spread over about ``seconds`` so that Sender kills land mid-run."""
+    import time
+
+    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    try:
+        futures = []
+        chunk = max(1, count // 50)
+        for seq in range(count):
+            key, value, headers = record(proc, seq)
+            futures.append(handle.send(topic, value, key, headers))
+            if seq % chunk == chunk - 1:
+                time.sleep(seconds / 50)
+        handle.flush(180)
+        results, errors = [], []
+        for seq, future in enumerate(futures):
+            if future.succeeded():
+                assert future.value is not None
+                results.append((seq, future.value.partition, future.value.offset))
+            else:
+                errors.append(f"{seq}: {future.exception!r}")
+        out.put({"proc": proc, "results": results, "errors": errors[:5]})
+    finally:
+        handle.close(30)

@@ -8,7 +8,6 @@ import os
 import queue
 import signal
 import time
-import uuid
 from typing import Any
 
 import pytest
@@ -40,12 +39,14 @@ def _collect(out: Any, procs: list[Any], timeout: float) -> list[dict[str, Any]]
 
 
 @pytest.mark.parametrize("codec", list(CompressionType), ids=lambda c: c.name.lower())
-def test_every_record_exactly_once_in_order(peer: Peer, codec: CompressionType) -> None:
+def test_every_record_exactly_once_in_order(
+    peer: Peer, codec: CompressionType, pool_name: str
+) -> None:
     topic = unique_topic(f"e2e-{codec.name.lower()}")
     with cluster(peer) as c:
         partitions = c.ensure_topic(topic, 12)
     assert partitions == (12 if peer.can_create_topics else peer.auto_partitions)
-    pool = "e2e" + uuid.uuid4().hex[:10]
+    pool = pool_name
     config = {
         "bootstrap_servers": [f"{h}:{p}" for h, p in peer.brokers],
         "compression_type": codec.name.lower(),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import random
 import subprocess
@@ -39,6 +40,8 @@ from shmkafka.shm.rings import Completion
 DELIVERY_TIMEOUT = -100  # the Sender's local completion code (see sender.py)
 SPAWN_BYTE = 3
 SENDER_START_WAIT_S = 10.0
+SENDER_CHECK_S = 0.2
+log = logging.getLogger("shmkafka.producer")
 
 
 class KafkaTimeoutError(RetriableError):
@@ -139,6 +142,7 @@ class ProducerHandle:
         from shmkafka.sender.service import sender_semaphore  # the Sender's doorbell
 
         self._sender_sem = sender_semaphore(pool)
+        self._spawn_lock = threading.Lock()
         self._lock = threading.Lock()
         self._waiting: dict[tuple[int, int], list[_Sent]] = {}
         self._done: dict[int, Completion] = {}  # batch id → its latest completion
@@ -146,6 +150,7 @@ class ProducerHandle:
         self._closed = False
         self._outstanding = 0
         self._idle = threading.Condition(self._lock)
+        self.start_sender = start_sender
         if start_sender:
             self.ensure_sender()
         self._thread = threading.Thread(
@@ -157,6 +162,10 @@ class ProducerHandle:
 
     def ensure_sender(self) -> None:
         """Start the pool's Sender unless a live one is recorded."""
+        with self._spawn_lock:  # record locks do not exclude threads of one process
+            self._ensure_sender()
+
+    def _ensure_sender(self) -> None:
         from shmkafka.sender.service import sender_alive
 
         if sender_alive(self.pool):
@@ -244,6 +253,13 @@ class ProducerHandle:
         if self._sender_sem.value < 1:
             self._sender_sem.release()
 
+    def _check_sender(self) -> None:
+        """A dead Sender is replaced; the new one re-sends what the old one had in flight."""
+        try:
+            self.ensure_sender()
+        except KafkaError as exc:  # retried on the next check
+            log.warning("could not start a Sender: %s", exc)
+
     def _register(self, result: AppendResult, sent: _Sent) -> None:
         key = (result.batch_id, result.generation)
         with self._lock:
@@ -258,7 +274,11 @@ class ProducerHandle:
 
     def _complete_loop(self) -> None:
         rings, slot = self.pool.rings, self.pool.slot
+        next_check = 0.0
         while not self._closed or self._outstanding:
+            if self.start_sender and time.monotonic() >= next_check:
+                next_check = time.monotonic() + SENDER_CHECK_S
+                self._check_sender()
             rings.wait(slot, 0.05)
             for completion in rings.poll(slot):
                 with self._lock:
