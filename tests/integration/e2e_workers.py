@@ -67,3 +67,18 @@ def produce_slowly(
         out.put({"proc": proc, "results": results, "errors": errors[:5]})
     finally:
         handle.close(30)
+
+
+def send_then_die(pool: str, config: dict[str, Any], topic: str, count: int, out: Any) -> None:
+    """Send records 0..count-1, report, and die by SIGKILL right after the last send()."""
+    import os
+    import signal
+
+    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    for seq in range(count):
+        key, value, headers = record(9, seq)
+        handle.send(topic, value, key, headers)
+    out.put(handle.pool.sender()[0])
+    out.close()
+    out.join_thread()  # the report is written before we die
+    os.kill(os.getpid(), signal.SIGKILL)
