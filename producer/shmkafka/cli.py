@@ -17,11 +17,28 @@ def _build_parser() -> argparse.ArgumentParser:
     from shmkafka.sender.__main__ import build_parser as sender_parser
 
     sender_parser(sub.add_parser("sender", help="run a pool's Sender (a sidecar)"))
+    stat = sub.add_parser("stat", help="show a pool's state, read from shared memory")
+    stat.add_argument("--pool", help="only this pool (default: every shmkafka pool)")
+    stat.add_argument("--json", action="store_true", help="print JSON")
     clean = sub.add_parser(
         "cleanup", help="remove shared-memory pools whose processes are all dead"
     )
     clean.add_argument("--pool", help="only this pool (default: every shmkafka pool)")
     return parser
+
+
+def _stat(pool: str | None, as_json: bool) -> int:
+    import json
+
+    from shmkafka.shm.segment import list_pools
+    from shmkafka.shm.stat import format_stat, pool_stat
+
+    stats = [pool_stat(name) for name in ([pool] if pool else list_pools())]
+    if as_json:
+        print(json.dumps(stats if pool is None else stats[0], indent=2))
+    else:
+        print("\n".join(format_stat(s) for s in stats) or "no shmkafka pools found")
+    return 0
 
 
 def _cleanup(pool: str | None) -> int:
@@ -44,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "cleanup":
         return _cleanup(args.pool)
+    if args.command == "stat":
+        return _stat(args.pool, args.json)
     if args.command == "sender":
         from shmkafka.sender.__main__ import run
 

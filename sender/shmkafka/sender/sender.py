@@ -37,7 +37,7 @@ from shmkafka.sender.config import SenderConfig
 from shmkafka.sender.connection import ClientResponse, NetworkClient
 from shmkafka.sender.metadata import Metadata
 from shmkafka.sender.ready import Drainer, ReadyContext, ready
-from shmkafka.shm.layout import H_CLOSING, H_FLUSH_REQUESTS
+from shmkafka.shm.layout import H_CLOSING, H_FLUSH_REQUESTS, H_SENDER_STATS, SENDER_STATS
 from shmkafka.shm.pool import SharedPool
 
 log = logging.getLogger("shmkafka.sender")
@@ -121,7 +121,16 @@ class Sender:
         for node, batches in drained.items():
             self._send_produce(node, batches, now_ms)
         timeout = 0 if drained else min(result.next_ready_check_delay_ms, MAX_POLL_MS)
-        return self._poll(timeout, now_ms)
+        waited = self._poll(timeout, now_ms)
+        self._publish_stats()
+        return waited
+
+    def _publish_stats(self) -> None:
+        s = self.stats
+        SENDER_STATS.pack_into(
+            self.pool.segment.buf, H_SENDER_STATS, s.produce_requests, s.batches_sent,
+            s.records_sent, s.retries, s.errors, s.expired,
+        )  # fmt: skip
 
     def busy(self) -> bool:
         """Anything queued, in flight or waiting to be posted."""

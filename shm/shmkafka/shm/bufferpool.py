@@ -219,6 +219,11 @@ class BufferPool:
         buf = self.segment.buf
         return int(U64.unpack_from(buf, H_WAITQ_TAIL)[0] - U64.unpack_from(buf, H_WAITQ_HEAD)[0])
 
+    @staticmethod
+    def used_slabs(segment: Segment) -> int:
+        start = segment.layout.freemap_at
+        return bytes(segment.buf[start : start + segment.layout.config.num_slabs]).count(1)
+
     def used_map(self) -> bytes:
         start = self.layout.freemap_at
         return bytes(self.segment.buf[start : start + self.num_slabs])

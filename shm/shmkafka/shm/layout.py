@@ -30,6 +30,8 @@ Region 1 - HEADER (512 bytes)
     120  i64      producer_id            the Sender (idempotence; -1 none yet)
     128  i32      producer_epoch         the Sender
     132  u32      topic_requests         producers and the Sender, under the directory lock
+    136  6 x u64  sender_stats           the Sender: produce requests, batches sent, records
+                                         sent, retries, errors, expired (for `shmkafka stat`)
 Region 2 - CONFIG: the config JSON (4096 bytes), creator, once.
 Region 3 - LOCKS: per lock 16 bytes, written by the holder right after acquiring:
       0  i32 owner_slot (-1 none)  4  i32 owner_pid  8  i64 owner_start
@@ -96,6 +98,16 @@ H_WAITQ_TAIL = 112
 H_PRODUCER_ID = 120
 H_PRODUCER_EPOCH = 128
 H_TOPIC_REQUESTS = 132
+H_SENDER_STATS = 136
+SENDER_STATS = struct.Struct("<6Q")
+SENDER_STAT_NAMES = (
+    "produce_requests",
+    "batches_sent",
+    "records_sent",
+    "retries",
+    "errors",
+    "expired",
+)
 U32 = struct.Struct("<I")
 I32 = struct.Struct("<i")
 U64 = struct.Struct("<Q")

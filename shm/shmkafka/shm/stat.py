@@ -1,0 +1,124 @@
+"""``shmkafka stat``: a pool's state read from shared memory, without locking anything.
+
+Nothing here writes to the pool or takes a lock, so it never disturbs the producers or the
+Sender; figures read while they work may be a moment apart from each other.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psutil
+
+from shmkafka.shm.batches import Batches, Deques
+from shmkafka.shm.bufferpool import BufferPool
+from shmkafka.shm.directory import Directory
+from shmkafka.shm.layout import (
+    FREE,
+    H_SENDER_PID,
+    H_SENDER_START,
+    H_SENDER_STATS,
+    I32,
+    I64,
+    IN_FLIGHT,
+    SENDER_STAT_NAMES,
+    SENDER_STATS,
+    STATE_NAMES,
+)
+from shmkafka.shm.procs import is_alive
+from shmkafka.shm.segment import Segment
+from shmkafka.shm.slots import SlotTable
+
+
+def pool_stat(name: str) -> dict[str, Any]:
+    segment = Segment.attach(name)
+    try:
+        return _stat(segment)
+    finally:
+        segment.close()
+
+
+def _stat(segment: Segment) -> dict[str, Any]:
+    buf = segment.buf
+    config = segment.layout.config
+    pid = I32.unpack_from(buf, H_SENDER_PID)[0]
+    alive = pid > 0 and is_alive(pid, I64.unpack_from(buf, H_SENDER_START)[0])
+    uptime = None
+    if alive:
+        try:
+            uptime = round(time.time() - psutil.Process(pid).create_time(), 1)
+        except psutil.Error:
+            uptime = None
+    processes = [
+        {"slot": slot, "pid": p, "alive": is_alive(p, started)}
+        for slot, p, started in SlotTable(segment).active()
+    ]
+    used = BufferPool.used_slabs(segment)
+    batches = Batches(segment)
+    states: dict[str, int] = {}
+    in_flight = 0
+    for batch_id in range(config.num_slabs):
+        state = batches.state(batch_id)
+        if state != FREE:
+            states[STATE_NAMES.get(state, str(state))] = (
+                states.get(STATE_NAMES.get(state, "?"), 0) + 1
+            )
+            in_flight += state == IN_FLIGHT
+    deques = Deques(segment)
+    partitions = []
+    for topic, entries in Directory(segment).snapshot().topics.items():
+        for partition, entry in enumerate(entries):
+            ids = deques.batch_ids(entry.deque_id)
+            queued_bytes = sum(batches.read(b).write_pos for b in ids)
+            partitions.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "leader": entry.leader,
+                    "queued_batches": len(ids),
+                    "queued_bytes": queued_bytes,
+                }
+            )
+    counters = dict(
+        zip(SENDER_STAT_NAMES, SENDER_STATS.unpack_from(buf, H_SENDER_STATS), strict=True)
+    )
+    return {
+        "pool": segment.pool,
+        "sender": {"pid": pid, "alive": alive, "uptime_s": uptime, **counters},
+        "processes": processes,
+        "buffer": {
+            "slabs": config.num_slabs,
+            "used_slabs": used,
+            "used_bytes": used * config.batch_size,
+            "buffer_memory": config.buffer_memory,
+        },
+        "batches": states,
+        "in_flight_batches": in_flight,
+        "partitions": partitions,
+    }
+
+
+def format_stat(stat: dict[str, Any]) -> str:
+    sender = stat["sender"]
+    lines = [
+        f"pool {stat['pool']}",
+        f"  sender: pid {sender['pid']} {'alive' if sender['alive'] else 'not running'}"
+        + (f", up {sender['uptime_s']} s" if sender["uptime_s"] is not None else ""),
+        "  sent: " + ", ".join(f"{k.replace('_', ' ')} {sender[k]}" for k in SENDER_STAT_NAMES),
+        "  processes: "
+        + (
+            ", ".join(f"{p['pid']}{'' if p['alive'] else ' (dead)'}" for p in stat["processes"])
+            or "none"
+        ),
+        f"  buffer: {stat['buffer']['used_slabs']}/{stat['buffer']['slabs']} slabs "
+        f"({stat['buffer']['used_bytes']} of {stat['buffer']['buffer_memory']} bytes)",
+        f"  batches: {stat['batches'] or 'none'}, in flight {stat['in_flight_batches']}",
+    ]
+    for p in stat["partitions"]:
+        if p["queued_batches"]:
+            lines.append(
+                f"  {p['topic']}-{p['partition']}: {p['queued_batches']} batches, "
+                f"{p['queued_bytes']} bytes queued (leader {p['leader']})"
+            )
+    return "\n".join(lines)
