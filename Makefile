@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test lint typecheck unit demo bench bench-append clean
+.PHONY: test lint typecheck unit demo bench bench-append bench-e2e clean
 
 $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ bench: $(STAMP)
 
 bench-append: $(STAMP)
 	$(BIN)/python perf/bench_append.py
+
+bench-e2e: $(STAMP)
+	$(BIN)/python perf/bench_e2e.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -277,7 +277,8 @@ class RecordAccumulator:
     # ------------------------------------------------------------------ drain (Sender side)
 
     def partition_states(self) -> list[PartitionState]:
-        """Every partition with queued batches, with what ``ready()`` needs to decide."""
+        """Every partition with queued batches, with what ``ready()`` needs to decide.
+        Read without locks: a snapshot that ``drain`` re-checks under the stripe lock."""
         out: list[PartitionState] = []
         snapshot = self.pool.directory.snapshot()
         deques = self.pool.deques
@@ -285,13 +286,12 @@ class RecordAccumulator:
             for partition, entry in enumerate(entries):
                 if deques.length(entry.deque_id) == 0:
                     continue
-                with self.pool.locks.held(self._layout.stripe_lock(entry.deque_id)):
-                    first = deques.first(entry.deque_id)
-                    if first is None:
-                        continue
-                    info = self.pool.batches.read(first)
-                    queued = deques.length(entry.deque_id)
-                    muted = deques.muted(entry.deque_id)
+                first = deques.first(entry.deque_id)
+                if first is None:
+                    continue
+                info = self.pool.batches.read(first)
+                queued = deques.length(entry.deque_id)
+                muted = deques.muted(entry.deque_id)
                 capacity = self.pool.batches.capacity(info.slab_count)
                 out.append(
                     PartitionState(

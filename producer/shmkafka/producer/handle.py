@@ -25,8 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from shmkafka.producer.accumulator import AppendResult, RecordAccumulator
 from shmkafka.protocol.errors import KafkaError, RetriableError, error_for
@@ -48,8 +47,7 @@ class KafkaTimeoutError(RetriableError):
     """Metadata or delivery did not complete in time."""
 
 
-@dataclass(frozen=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):
     topic: str
     partition: int
     offset: int
@@ -60,18 +58,34 @@ class RecordMetadata:
 
 
 class Future:
-    """A send's result: ``get(timeout)`` returns RecordMetadata or raises the error."""
+    """A send's result: ``get(timeout)`` returns RecordMetadata or raises the error.
 
-    def __init__(self) -> None:
-        self._done = threading.Event()
-        self.value: RecordMetadata | None = None
+    Futures are made on every send, so they are light: no lock or event of their own; the
+    waits go through their producer's one condition variable."""
+
+    __slots__ = ("_callbacks", "_completion", "_cond", "_sent", "_value", "exception", "is_done")
+
+    def __init__(self, cond: threading.Condition) -> None:
+        self._cond = cond
+        self.is_done = False
+        self._value: RecordMetadata | None = None
+        self._sent: _Sent | None = None
+        self._completion: Completion | None = None
         self.exception: BaseException | None = None
-        self._callbacks: list[Callable[[Future], None]] = []
-        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[Future], None]] | None = None
 
     @property
-    def is_done(self) -> bool:
-        return self._done.is_set()
+    def value(self) -> RecordMetadata | None:
+        """Built on first use: most futures are never looked at."""
+        if self._value is None and self._completion is not None and self._sent is not None:
+            c, item = self._completion, self._sent
+            offset = c.base_offset + item.offset_delta if c.base_offset >= 0 else -1
+            timestamp = c.log_append_time if c.log_append_time >= 0 else item.timestamp
+            self._value = RecordMetadata(
+                item.topic, item.partition, offset, timestamp, c.log_start_offset,
+                item.key_size, item.value_size,
+            )  # fmt: skip
+        return self._value
 
     def succeeded(self) -> bool:
         return self.is_done and self.exception is None
@@ -79,32 +93,40 @@ class Future:
     def failed(self) -> bool:
         return self.is_done and self.exception is not None
 
-    def _resolve(self, value: RecordMetadata | None, exception: BaseException | None) -> None:
-        with self._lock:
-            self.value, self.exception = value, exception
-            self._done.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback(self)
+    def _complete(self, completion: Completion, sent: _Sent, error: BaseException | None) -> None:
+        """Called by the completion thread with the condition held."""
+        self._completion, self._sent, self.exception = completion, sent, error
+        self.is_done = True
+
+    def _run_callbacks(self) -> None:
+        callbacks, self._callbacks = self._callbacks, None
+        for callback in callbacks or ():
+            try:
+                callback(self)
+            except Exception:
+                log.exception("a future's callback raised")
 
     def add_done_callback(self, callback: Callable[[Future], None]) -> None:
-        with self._lock:
-            if not self._done.is_set():
+        with self._cond:
+            if not self.is_done:
+                if self._callbacks is None:
+                    self._callbacks = []
                 self._callbacks.append(callback)
                 return
         callback(self)
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
-        if not self._done.wait(timeout):
-            raise KafkaTimeoutError(f"no result within {timeout} s")
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.is_done, timeout):
+                raise KafkaTimeoutError(f"no result within {timeout} s")
         if self.exception is not None:
             raise self.exception
-        assert self.value is not None
-        return self.value
+        value = self.value
+        assert value is not None
+        return value
 
 
-@dataclass(frozen=True)
-class _Sent:
+class _Sent(NamedTuple):
     future: Future
     topic: str
     partition: int
@@ -144,12 +166,13 @@ class ProducerHandle:
         self._sender_sem = sender_semaphore(pool)
         self._spawn_lock = threading.Lock()
         self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._waiting: dict[tuple[int, int], list[_Sent]] = {}
         self._done: dict[int, Completion] = {}  # batch id → its latest completion
         self._sticky: dict[str, int] = {}
         self._closed = False
         self._outstanding = 0
-        self._idle = threading.Condition(self._lock)
+        self._idle = self._cond
         self.start_sender = start_sender
         if start_sender:
             self.ensure_sender()
@@ -239,7 +262,7 @@ class ProducerHandle:
         )
         if key is None and result.new_batch_created:
             self._sticky[topic] = random.randrange(count)
-        future = Future()
+        future = Future(self._cond)
         sent = _Sent(
             future, topic, partition, result.offset_delta, timestamp,
             len(key) if key is not None else -1, len(value) if value is not None else -1,
@@ -275,7 +298,7 @@ class ProducerHandle:
     def _complete_loop(self) -> None:
         rings, slot = self.pool.rings, self.pool.slot
         next_check = 0.0
-        while not self._closed or self._outstanding:
+        while not self._closed:
             if self.start_sender and time.monotonic() >= next_check:
                 next_check = time.monotonic() + SENDER_CHECK_S
                 self._check_sender()
@@ -288,23 +311,14 @@ class ProducerHandle:
 
     def _resolve(self, completion: Completion, sent: list[_Sent]) -> None:
         error = self._error(completion)
-        for item in sent:
-            if error is None:
-                base = completion.base_offset
-                offset = base + item.offset_delta if base >= 0 else -1
-                append_time = completion.log_append_time
-                timestamp = append_time if append_time >= 0 else item.timestamp
-                meta = RecordMetadata(
-                    item.topic, item.partition, offset, timestamp, completion.log_start_offset,
-                    item.key_size, item.value_size,
-                )  # fmt: skip
-                item.future._resolve(meta, None)
-            else:
-                item.future._resolve(None, error)
-        with self._lock:
+        with self._cond:
+            for item in sent:
+                item.future._complete(completion, item, error)
             self._outstanding -= len(sent)
-            if self._outstanding == 0:
-                self._idle.notify_all()
+            self._cond.notify_all()
+        for item in sent:
+            if item.future._callbacks:
+                item.future._run_callbacks()
 
     @staticmethod
     def _error(completion: Completion) -> KafkaError | None:
@@ -334,6 +348,6 @@ class ProducerHandle:
             self.flush(timeout)
         finally:
             self._closed = True
-            self._thread.join(1)
+            self._thread.join()  # it stops within one ring wait; only then unmap
             self.accumulator.close()
             self.pool.detach()

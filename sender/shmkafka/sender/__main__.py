@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -45,6 +46,17 @@ def run(args: argparse.Namespace) -> int:
     root = logging.getLogger("shmkafka")
     root.addHandler(handler)
     root.setLevel(args.log_level.upper())
+    profile = os.environ.get("SHMKAFKA_SENDER_PROFILE")
+    if profile:  # a developer's aid: cProfile statistics of the whole Sender run
+        import cProfile
+
+        profiler = cProfile.Profile()
+        try:
+            return profiler.runcall(
+                run_sender, args.pool, config_from_args(args), args.idle_exit_ms
+            )
+        finally:
+            profiler.dump_stats(profile)
     return run_sender(args.pool, config_from_args(args), args.idle_exit_ms)
 
 

@@ -117,7 +117,8 @@ class Sender:
             self.accumulator, states, nodes, self.config.max_request_size, now_ms, ctx,
             self._can_drain,
         )  # fmt: skip
-        self._expire(now_ms)
+        if states and now_ms - min(s.created_ms for s in states) >= self.config.delivery_timeout_ms:
+            self._expire(now_ms)
         for node, batches in drained.items():
             self._send_produce(node, batches, now_ms)
         timeout = 0 if drained else min(result.next_ready_check_delay_ms, MAX_POLL_MS)

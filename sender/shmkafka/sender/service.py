@@ -37,6 +37,7 @@ log = logging.getLogger("shmkafka.sender")
 SENDER_BYTE = 2  # byte of the segment file locked by the running Sender
 SPAWN_BYTE = 3  # byte locked by a producer while it checks for and starts a Sender
 IDLE_EXIT_MS = 5000
+HOUSEKEEPING_MS = 100
 
 
 def now_ms() -> int:
@@ -131,11 +132,15 @@ def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int) -> int:
     waker = _Waker(sender_semaphore(pool.name))
     sender.network.add_wakeup(waker.read, waker.drain)
     idle_since: int | None = None
+    next_housekeeping = 0
     try:
         while True:
             now = now_ms()
-            pool.set_sender(pool.pid, pool.started, now)
             sender.run_once(now)
+            if now < next_housekeeping and not stopping.is_set():
+                continue
+            next_housekeeping = now + HOUSEKEEPING_MS  # heartbeat and exit checks
+            pool.set_sender(pool.pid, pool.started, now)
             busy = sender.busy()
             if stopping.is_set() and not busy:
                 pool.unlink_if_unused()
