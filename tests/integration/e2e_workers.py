@@ -82,3 +82,13 @@ def send_then_die(pool: str, config: dict[str, Any], topic: str, count: int, out
     out.close()
     out.join_thread()  # the report is written before we die
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def attach_once(pool: str, config: dict[str, Any], barrier: Any, out: Any) -> None:
+    """Attach at the same moment as the others, then report which Sender serves the pool."""
+    barrier.wait()
+    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    try:
+        out.put(handle.pool.sender()[0])
+    finally:
+        handle.close(10)

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import random
-import subprocess
 import sys
 import threading
 import time
@@ -136,6 +135,16 @@ class _Sent(NamedTuple):
     value_size: int
 
 
+def _spawn_detached(command: list[str]) -> int:
+    """Start a process in its own session with stdio on /dev/null; returns its pid."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        actions = [(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)]
+        return os.posix_spawn(command[0], command, os.environ, file_actions=actions, setsid=True)
+    finally:
+        os.close(devnull)
+
+
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -165,6 +174,7 @@ class ProducerHandle:
 
         self._sender_sem = sender_semaphore(pool)
         self._spawn_lock = threading.Lock()
+        self._spawned: list[int] = []
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waiting: dict[tuple[int, int], list[_Sent]] = {}
@@ -205,14 +215,7 @@ class ProducerHandle:
                 command += ["--log-file", self.sender_log]
             if self.sender_idle_exit_ms is not None:
                 command += ["--idle-exit-ms", str(self.sender_idle_exit_ms)]
-            subprocess.Popen(
-                command,
-                start_new_session=True,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                close_fds=True,
-            )
+            self._spawned.append(_spawn_detached(command))
             deadline = time.monotonic() + SENDER_START_WAIT_S
             while not sender_alive(self.pool):
                 if time.monotonic() > deadline:
@@ -278,6 +281,12 @@ class ProducerHandle:
 
     def _check_sender(self) -> None:
         """A dead Sender is replaced; the new one re-sends what the old one had in flight."""
+        for pid in list(self._spawned):  # reap Senders we started that have exited
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    self._spawned.remove(pid)
+            except ChildProcessError:
+                self._spawned.remove(pid)
         try:
             self.ensure_sender()
         except KafkaError as exc:  # retried on the next check

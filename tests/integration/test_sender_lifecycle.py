@@ -1,0 +1,59 @@
+"""Sender lifecycle: one Sender however many processes attach at once; acks=0."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+import pytest
+
+from shmkafka.producer.handle import ProducerHandle
+from tests.integration import e2e_workers
+from tests.integration.kafka_io import cluster, consume_all, unique_topic
+from tests.integration.test_sender_e2e import _wait_for_sender_exit
+from tests.peers import Peer
+
+pytestmark = pytest.mark.integration
+
+
+def test_sixteen_processes_attaching_at_once_get_exactly_one_sender(
+    tansu: Peer, pool_name: str
+) -> None:
+    config = {"bootstrap_servers": [f"{h}:{p}" for h, p in tansu.brokers]}
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(16)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=e2e_workers.attach_once, args=(pool_name, config, barrier, out))
+        for _ in range(16)
+    ]
+    for p in procs:
+        p.start()
+    senders = {out.get(timeout=60) for _ in procs}
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    assert len(senders) == 1 and min(senders) > 0
+    _wait_for_sender_exit(senders.pop(), pool_name)
+
+
+def test_acks_zero_completes_on_send_with_no_offset(tansu: Peer, pool_name: str) -> None:
+    topic = unique_topic("acks0")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 2)
+    config = {
+        "bootstrap_servers": [f"{h}:{p}" for h, p in tansu.brokers],
+        "acks": 0,
+        "enable_idempotence": False,
+    }
+    handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=300)
+    sender = handle.pool.sender()[0]
+    futures = [handle.send(topic, b"v%d" % i, b"k%d" % i) for i in range(500)]
+    handle.flush(30)
+    assert all(f.succeeded() for f in futures)
+    assert {f.get(1).offset for f in futures} == {-1}
+    handle.close(10)
+    _wait_for_sender_exit(sender, pool_name)
+    deadline = time.monotonic() + 10
+    messages = consume_all(tansu, topic, [0, 1], 500, timeout=max(1.0, deadline - time.monotonic()))
+    assert sorted(m.value() for m in messages) == sorted(b"v%d" % i for i in range(500))
