@@ -92,3 +92,42 @@ def attach_once(pool: str, config: dict[str, Any], barrier: Any, out: Any) -> No
         out.put(handle.pool.sender()[0])
     finally:
         handle.close(10)
+
+
+def produce_through_restart(
+    pool: str, config: dict[str, Any], topic: str, count: int, seconds: float, out: Any
+) -> None:
+    """Send ``count`` records over ``seconds``; report how every future ended."""
+    import time
+
+    from shmkafka.producer.handle import KafkaTimeoutError
+
+    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    try:
+        futures = []
+        for seq in range(count):
+            key, value, headers = record(5, seq)
+            futures.append(handle.send(topic, value, key, headers))
+            time.sleep(seconds / count)
+        started = time.monotonic()
+        handle.flush(config["delivery_timeout_ms"] / 1000 + 30)
+        waited = time.monotonic() - started
+        ok = [seq for seq, f in enumerate(futures) if f.succeeded()]
+        timeouts = sum(1 for f in futures if isinstance(f.exception, KafkaTimeoutError))
+        other = [
+            repr(f.exception)
+            for f in futures
+            if f.failed() and not isinstance(f.exception, KafkaTimeoutError)
+        ]
+        pending = sum(1 for f in futures if not f.is_done)
+        out.put(
+            {
+                "ok": ok,
+                "timeouts": timeouts,
+                "other": other[:5],
+                "pending": pending,
+                "flush_s": waited,
+            }
+        )
+    finally:
+        handle.close(30)

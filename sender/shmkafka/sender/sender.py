@@ -43,8 +43,11 @@ from shmkafka.shm.pool import SharedPool
 log = logging.getLogger("shmkafka.sender")
 
 DELIVERY_TIMEOUT = -100  # local completion code: delivery.timeout.ms expired
+PRODUCER_STATE_LOST = (45, 47, 59)  # out-of-order sequence, invalid epoch, unknown producer id
 DUPLICATE_SEQUENCE = 46
 OUT_OF_ORDER_SEQUENCE = 45
+UNKNOWN_PRODUCER_ID = 59
+INVALID_PRODUCER_EPOCH = 47
 MAX_POLL_MS = 100
 
 
@@ -89,6 +92,7 @@ class Sender:
         self.in_flight_sequences: dict[int, set[int]] = defaultdict(set)
         self._pending: list[_Pending] = []
         self._init_pid_in_flight = False
+        self._reset_producer = False
         self._bootstrap = [
             (-1 - i, host, port) for i, (host, port) in enumerate(config.bootstrap_addresses())
         ]
@@ -103,7 +107,7 @@ class Sender:
     def run_once(self, now_ms: int) -> int:
         """One round; returns how long the caller may wait before the next (ms)."""
         self._maybe_update_metadata(now_ms)
-        if not self._producer_id_ready(now_ms):
+        if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
             return self._poll(min(MAX_POLL_MS, self.config.retry_backoff_ms), now_ms)
         self._post_pending()
         states = self.accumulator.partition_states()
@@ -301,9 +305,15 @@ class Sender:
         self, batch: DrainedBatch, error: KafkaError, code: int, now_ms: int
     ) -> None:
         info = batch.info
-        retriable = isinstance(error, RetriableError) or (
-            code == OUT_OF_ORDER_SEQUENCE and self._earlier_retry_pending(batch)
-        )
+        retriable = isinstance(error, RetriableError)
+        if code == OUT_OF_ORDER_SEQUENCE and self._earlier_retry_pending(batch):
+            retriable = True  # the gap an earlier failed batch left; it goes first
+        elif self.config.enable_idempotence and code in PRODUCER_STATE_LOST:
+            # The broker lost or refused our producer state (a restart without its log, a
+            # fenced epoch): as the Java client (KIP-360), get a new producer id and epoch,
+            # restart the sequences, and send the batch again.
+            self._reset_producer = True
+            retriable = True
         in_time = now_ms - info.created_ms < self.config.delivery_timeout_ms
         if retriable and in_time and info.attempts < self.config.retries:
             if isinstance(error, InvalidMetadataError):
@@ -314,7 +324,24 @@ class Sender:
             return
         self.stats.errors += 1
         log.warning("batch to %s-%d failed: %s", batch.topic, batch.partition, error)
-        self._finish(batch, -1, code if code else -1, -1, -1)
+        final = DELIVERY_TIMEOUT if retriable and not in_time else (code if code else -1)
+        self._finish(batch, -1, final, -1, -1)
+
+    def _maybe_reset_producer(self) -> bool:
+        """True while a producer reset is pending: nothing is drained until every in-flight
+        batch has answered, then the id is dropped and all sequences restart at 0."""
+        if not self._reset_producer:
+            return False
+        if any(self.in_flight.values()):
+            return True
+        log.warning("producer state lost on the broker: new producer id, sequences from 0")
+        self.pool.set_producer_identity(-1, -1)
+        for deque_id in range(self.pool.deques_used()):
+            self.pool.deques.set_next_sequence(deque_id, 0)
+            for batch_id in self.pool.deques.batch_ids(deque_id):
+                self.pool.batches.set_producer_state(batch_id, -1, -1, -1)
+        self._reset_producer = False
+        return False
 
     def _earlier_retry_pending(self, batch: DrainedBatch) -> bool:
         # An earlier batch of the partition failed and is queued again: this one failed only
