@@ -57,3 +57,32 @@ def test_acks_zero_completes_on_send_with_no_offset(tansu: Peer, pool_name: str)
     deadline = time.monotonic() + 10
     messages = consume_all(tansu, topic, [0, 1], 500, timeout=max(1.0, deadline - time.monotonic()))
     assert sorted(m.value() for m in messages) == sorted(b"v%d" % i for i in range(500))
+
+
+def test_a_stalled_sender_is_replaced(tansu: Peer, pool_name: str) -> None:
+    import os
+    import signal
+
+    from shmkafka.shm.procs import start_time
+
+    topic = unique_topic("stalled")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    config = {"bootstrap_servers": [f"{h}:{p}" for h, p in tansu.brokers]}
+    handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=300, sender_stall_ms=1500)
+    first = handle.pool.sender()[0]
+    handle.send(topic, b"before").get(10)
+    os.kill(first, signal.SIGSTOP)  # alive, but no heartbeat any more
+    try:
+        started = time.monotonic()
+        future = handle.send(topic, b"after")
+        assert future.get(15).offset == 1
+        assert time.monotonic() - started < 10
+        second = handle.pool.sender()[0]
+        assert second not in (0, first)
+        assert start_time(first) is None  # the stalled one was killed
+    finally:
+        if start_time(first) is not None:
+            os.kill(first, signal.SIGKILL)
+    handle.close(10)
+    _wait_for_sender_exit(second, pool_name)

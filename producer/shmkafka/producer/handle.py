@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -39,6 +40,7 @@ DELIVERY_TIMEOUT = -100  # the Sender's local completion code (see sender.py)
 SPAWN_BYTE = 3
 SENDER_START_WAIT_S = 10.0
 SENDER_CHECK_S = 0.2
+SENDER_STALL_MS = 10_000
 log = logging.getLogger("shmkafka.producer")
 
 
@@ -160,6 +162,7 @@ class ProducerHandle:
         start_sender: bool = True,
         sender_log: str | None = None,
         sender_idle_exit_ms: int | None = None,
+        sender_stall_ms: int = SENDER_STALL_MS,
         fast_path: bool = True,
     ) -> None:
         self.pool = SharedPool.open(pool, pool_config or PoolConfig())
@@ -170,6 +173,7 @@ class ProducerHandle:
         self.sender_config = sender_config
         self.sender_log = sender_log
         self.sender_idle_exit_ms = sender_idle_exit_ms
+        self.sender_stall_ms = sender_stall_ms
         from shmkafka.sender.service import sender_semaphore  # the Sender's doorbell
 
         self._sender_sem = sender_semaphore(pool)
@@ -202,7 +206,9 @@ class ProducerHandle:
         from shmkafka.sender.service import sender_alive
 
         if sender_alive(self.pool):
-            return
+            if not self._sender_stalled():
+                return
+            self._stop_stalled_sender()
         fcntl.lockf(self.pool.segment.fd, fcntl.LOCK_EX, 1, SPAWN_BYTE, os.SEEK_SET)
         try:
             if sender_alive(self.pool):
@@ -278,6 +284,29 @@ class ProducerHandle:
     def _wake_sender(self) -> None:
         if self._sender_sem.value < 1:
             self._sender_sem.release()
+
+    def _sender_stalled(self) -> bool:
+        heartbeat = self.pool.sender()[2]
+        return now_ms() - heartbeat > self.sender_stall_ms
+
+    def _stop_stalled_sender(self) -> None:
+        """A Sender alive but without a heartbeat for ``sender_stall_ms`` (stopped, hung) is
+        killed so a new one can take over; the new one re-sends what it had in flight."""
+        pid, _, heartbeat = self.pool.sender()
+        log.warning(
+            "the Sender (pid %d) gave no heartbeat for %d ms: replacing it",
+            pid,
+            now_ms() - heartbeat,
+        )
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        from shmkafka.sender.service import sender_alive
+
+        deadline = time.monotonic() + 5
+        while sender_alive(self.pool) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def _check_sender(self) -> None:
         """A dead Sender is replaced; the new one re-sends what the old one had in flight."""
