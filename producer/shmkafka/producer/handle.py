@@ -32,7 +32,7 @@ from shmkafka.protocol.errors import KafkaError, RetriableError, error_for
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.layout import DIRECTORY_LOCK
+from shmkafka.shm.layout import ALL_DELTAS, DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import Completion
 
@@ -80,7 +80,7 @@ class Future:
         """Built on first use: most futures are never looked at."""
         if self._value is None and self._completion is not None and self._sent is not None:
             c, item = self._completion, self._sent
-            offset = c.base_offset + item.offset_delta if c.base_offset >= 0 else -1
+            offset = c.offset_of(item.offset_delta)
             timestamp = c.log_append_time if c.log_append_time >= 0 else item.timestamp
             self._value = RecordMetadata(
                 item.topic, item.partition, offset, timestamp, c.log_start_offset,
@@ -182,7 +182,8 @@ class ProducerHandle:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waiting: dict[tuple[int, int], list[_Sent]] = {}
-        self._done: dict[int, Completion] = {}  # batch id → its latest completion
+        # batch id → the completions of its latest generation (several if it was split)
+        self._done: dict[int, list[Completion]] = {}
         self._sticky: dict[str, int] = {}
         self._closed = False
         self._outstanding = 0
@@ -325,8 +326,15 @@ class ProducerHandle:
         key = (result.batch_id, result.generation)
         with self._lock:
             self._outstanding += 1
-            done = self._done.get(result.batch_id)
-            if done is None or done.generation != result.generation:
+            done = next(
+                (
+                    c
+                    for c in self._done.get(result.batch_id, ())
+                    if c.generation == result.generation and c.covers(result.offset_delta)
+                ),
+                None,
+            )
+            if done is None:
                 self._waiting.setdefault(key, []).append(sent)
                 return
         self._resolve(done, [sent])
@@ -342,10 +350,24 @@ class ProducerHandle:
                 self._check_sender()
             rings.wait(slot, 0.05)
             for completion in rings.poll(slot):
-                with self._lock:
-                    self._done[completion.batch_id] = completion
-                    sent = self._waiting.pop((completion.batch_id, completion.generation), [])
-                self._resolve(completion, sent)
+                self._resolve(completion, self._take_covered(completion))
+
+    def _take_covered(self, completion: Completion) -> list[_Sent]:
+        key = (completion.batch_id, completion.generation)
+        with self._lock:
+            done = self._done.get(completion.batch_id)
+            if done and done[0].generation == completion.generation:
+                done.append(completion)
+            else:
+                self._done[completion.batch_id] = [completion]
+            waiting = self._waiting.pop(key, [])
+            if completion.first_delta == 0 and completion.last_delta == ALL_DELTAS:
+                return waiting
+            covered = [s for s in waiting if completion.covers(s.offset_delta)]
+            rest = [s for s in waiting if not completion.covers(s.offset_delta)]
+            if rest:
+                self._waiting[key] = rest
+            return covered
 
     def _resolve(self, completion: Completion, sent: list[_Sent]) -> None:
         error = self._error(completion)

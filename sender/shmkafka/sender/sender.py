@@ -37,6 +37,7 @@ from shmkafka.sender.config import SenderConfig
 from shmkafka.sender.connection import ClientResponse, NetworkClient
 from shmkafka.sender.metadata import Metadata
 from shmkafka.sender.ready import Drainer, ReadyContext, ready
+from shmkafka.shm.errors import BufferExhaustedError
 from shmkafka.shm.layout import H_CLOSING, H_FLUSH_REQUESTS, H_SENDER_STATS, SENDER_STATS
 from shmkafka.shm.pool import SharedPool
 
@@ -47,6 +48,7 @@ PRODUCER_STATE_LOST = (45, 47, 59)  # out-of-order sequence, invalid epoch, unkn
 DUPLICATE_SEQUENCE = 46
 OUT_OF_ORDER_SEQUENCE = 45
 UNKNOWN_PRODUCER_ID = 59
+MESSAGE_TOO_LARGE = 10
 INVALID_PRODUCER_EPOCH = 47
 MAX_POLL_MS = 100
 
@@ -298,6 +300,12 @@ class Sender:
             )
             if code in (0, DUPLICATE_SEQUENCE):
                 self._finish(batch, base_offset, 0, append_time, log_start)
+            elif (
+                code == MESSAGE_TOO_LARGE
+                and batch.info.record_count > 1
+                and self._split(batch, now_ms)
+            ):
+                continue
             else:
                 self._retry_or_fail(batch, for_code(code)(), code, now_ms)
 
@@ -342,6 +350,24 @@ class Sender:
                 self.pool.batches.set_producer_state(batch_id, -1, -1, -1)
         self._reset_producer = False
         return False
+
+    def _split(self, batch: DrainedBatch, now_ms: int) -> bool:
+        """MESSAGE_TOO_LARGE with several records: split the batch in two and send the halves
+        (as the Java client, KIP-126). Their sequences are new, so an idempotent producer
+        restarts its sequences first."""
+        try:
+            halves = self.accumulator.split(batch, now_ms)
+        except BufferExhaustedError:
+            return False
+        if self.config.enable_idempotence:
+            self._reset_producer = True
+        self.stats.retries += 1
+        log.info(
+            "split a batch of %d records to %s-%d: %s",
+            batch.info.record_count, batch.topic, batch.partition,
+            [h.info.record_count for h in halves],
+        )  # fmt: skip
+        return True
 
     def _earlier_retry_pending(self, batch: DrainedBatch) -> bool:
         # An earlier batch of the partition failed and is queued again: this one failed only

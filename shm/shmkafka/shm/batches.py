@@ -22,6 +22,7 @@ from shmkafka.shm.layout import (
     B_ATTEMPTS,
     B_BASE_SEQUENCE,
     B_GENERATION,
+    B_PARENT,
     B_PRODUCER_EPOCH,
     B_PRODUCER_ID,
     B_PUBLISH,
@@ -36,7 +37,9 @@ from shmkafka.shm.layout import (
     DEQUE_HEADER,
     FREE,
     I32,
+    NO_PARENT,
     OPEN,
+    PARENT,
     PUBLISH,
     U32,
     U64,
@@ -67,6 +70,9 @@ class BatchInfo:
     producer_epoch: int
     base_sequence: int
     appenders: frozenset[int]
+    parent_batch: int = NO_PARENT
+    parent_generation: int = 0
+    parent_delta: int = 0
 
 
 def _bits(raw: bytes) -> frozenset[int]:
@@ -84,9 +90,13 @@ class Batches:
         fields = BATCH.unpack_from(self.segment.buf, self.layout.batch_at(batch_id))
         (state, gen, deque, first, count, attempts, pos, records, max_ts, last, base_ts,
          created, pid, epoch, seq, appenders) = fields  # fmt: skip
+        parent, parent_gen, parent_delta = PARENT.unpack_from(
+            self.segment.buf, self.layout.batch_at(batch_id) + B_PARENT
+        )
         return BatchInfo(
             batch_id, state, gen, deque, first, count, attempts, pos, records, max_ts, last,
-            base_ts, created, pid, epoch, seq, _bits(appenders),
+            base_ts, created, pid, epoch, seq, _bits(appenders), parent, parent_gen,
+            parent_delta,
         )  # fmt: skip
 
     def open(
@@ -106,7 +116,18 @@ class Batches:
             buf, at, OPEN, generation, deque_id, batch_id, slab_count, 0, write_pos, 0,
             base_ts, now_ms, base_ts, now_ms, -1, -1, -1, bytes(32),
         )  # fmt: skip
+        PARENT.pack_into(buf, at + B_PARENT, NO_PARENT, 0, 0)
         return generation
+
+    def set_parent(self, batch_id: int, parent: int, generation: int, delta: int) -> None:
+        PARENT.pack_into(
+            self.segment.buf, self.layout.batch_at(batch_id) + B_PARENT, parent, generation, delta
+        )
+
+    def set_appenders(self, batch_id: int, appenders: frozenset[int]) -> None:
+        raw = sum(1 << slot for slot in appenders).to_bytes(32, "little")
+        at = self.layout.batch_at(batch_id) + B_APPENDERS
+        self.segment.buf[at : at + 32] = raw
 
     def set_state(self, batch_id: int, state: int) -> None:
         U32.pack_into(self.segment.buf, self.layout.batch_at(batch_id) + B_STATE, state)

@@ -133,8 +133,12 @@ S_WAITING_ALLOC = 56
 PENDING = struct.Struct("<II")
 NO_SLAB = 0xFFFFFFFF
 
-# batch_id, generation, base_offset, log_append_time, log_start_offset, error_code
-RING_ENTRY = struct.Struct("<IIqqqh6x")
+# batch_id, generation, base_offset, log_append_time, log_start_offset, error_code,
+# first_delta, last_delta: the result covers the batch's records whose offset delta is in
+# [first_delta, last_delta], the record at first_delta having offset base_offset (a split
+# batch completes its parent in parts).
+RING_ENTRY = struct.Struct("<IIqqqhxxII4x")
+ALL_DELTAS = 0xFFFFFFFF
 
 DIR_COPY_HEADER = struct.Struct("<II")
 TOPIC_REQUEST = struct.Struct("<H250s")
@@ -165,7 +169,13 @@ B_PRODUCER_ID = 64
 B_PRODUCER_EPOCH = 72
 B_BASE_SEQUENCE = 76
 B_APPENDERS = 80  # 256-bit set of process slots that appended
-BATCH_SIZE_BYTES = 112
+# A batch split out of a larger one (MESSAGE_TOO_LARGE) completes its parent's records:
+# parent batch id (NO_PARENT if none), parent generation, the parent's offset delta of its
+# first record. Written by the Sender.
+B_PARENT = 112
+PARENT = struct.Struct("<III")
+NO_PARENT = 0xFFFFFFFF
+BATCH_SIZE_BYTES = 128
 
 # The leading fields an appender needs, up to base_ts: one unpack on the hot path.
 APPEND_VIEW = struct.Struct("<IIIIIIIIqqq")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import posix_ipc
 
-from shmkafka.shm.layout import RING_ENTRY, S_RING_HEAD, S_RING_TAIL, U64, Layout
+from shmkafka.shm.layout import ALL_DELTAS, RING_ENTRY, S_RING_HEAD, S_RING_TAIL, U64, Layout
 from shmkafka.shm.segment import Segment, semaphore_name
 
 
@@ -27,6 +27,17 @@ class Completion:
     log_append_time: int
     log_start_offset: int
     error_code: int
+    first_delta: int = 0
+    last_delta: int = ALL_DELTAS
+
+    def covers(self, offset_delta: int) -> bool:
+        return self.first_delta <= offset_delta <= self.last_delta
+
+    def offset_of(self, offset_delta: int) -> int:
+        """The offset of the record at ``offset_delta`` (-1 when the broker gave none)."""
+        if self.base_offset < 0:
+            return -1
+        return self.base_offset + offset_delta - self.first_delta
 
 
 class CompletionRings:
@@ -70,6 +81,8 @@ class CompletionRings:
             completion.log_append_time,
             completion.log_start_offset,
             completion.error_code,
+            completion.first_delta,
+            completion.last_delta,
         )
         U64.pack_into(self.segment.buf, at + S_RING_TAIL, tail + 1)
         return True

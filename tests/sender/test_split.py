@@ -1,0 +1,127 @@
+"""MESSAGE_TOO_LARGE with several records: the Sender splits the batch, and each half
+completes its own part of the original futures (responses simulated, no broker)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from shmkafka.producer.accumulator import DrainedBatch
+from shmkafka.producer.handle import ProducerHandle
+from shmkafka.protocol.errors import for_code
+from shmkafka.protocol.messages import ProduceResponse
+from shmkafka.protocol.messages.produce import PartitionProduceResponse, TopicProduceResponse
+from shmkafka.protocol.records import BatchMeta
+from shmkafka.sender.config import SenderConfig
+from shmkafka.sender.connection import ClientResponse
+from shmkafka.sender.sender import Sender
+from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.layout import DIRECTORY_LOCK, SEALED
+from shmkafka.shm.pool import SharedPool
+
+CONFIG = PoolConfig(
+    batch_size=4096, buffer_memory=1 << 20, max_partitions=16, max_processes=8, lock_stripes=4
+)
+
+
+def _answer(sender: Sender, batch: DrainedBatch, error_code: int, base_offset: int) -> None:
+    response = ProduceResponse(
+        responses=(
+            TopicProduceResponse("t", (PartitionProduceResponse(0, error_code, base_offset),)),
+        )
+    )
+    sender._on_produce(ClientResponse(1, ("produce", [batch]), response, None, 0), [batch], 0)
+
+
+def _send(sender: Sender, deque_id: int, sequence: int) -> DrainedBatch:
+    (batch,) = sender.accumulator.drain([deque_id], 1 << 20)
+    sender.accumulator.finalize(
+        batch, BatchMeta(producer_id=7, producer_epoch=0, base_sequence=sequence)
+    )
+    sender.accumulator.mark_in_flight(batch)
+    sender.in_flight[deque_id] += 1
+    return sender.accumulator.refresh(batch)
+
+
+def test_split_halves_complete_the_original_futures(pool_name: str) -> None:
+    handle = ProducerHandle(
+        pool_name, {"bootstrap_servers": ["127.0.0.1:1"]}, pool_config=CONFIG, start_sender=False
+    )
+    sender_pool = SharedPool.open(pool_name)
+    sender = Sender(sender_pool, SenderConfig(bootstrap_servers=("127.0.0.1:1",)))
+    try:
+        with handle.pool.locks.held(DIRECTORY_LOCK):
+            handle.pool.directory.publish({"t": [PartitionLeader(1, 0)]})
+        sender_pool.set_producer_identity(7, 0)
+        futures = [handle.send("t", b"value-%d" % i, b"k", partition=0) for i in range(10)]
+        entries = handle.pool.directory.partitions("t")
+        assert entries is not None
+        deque_id = entries[0].deque_id
+        original = _send(sender, deque_id, 0)
+        _answer(sender, original, 10, -1)  # MESSAGE_TOO_LARGE
+
+        halves = [sender_pool.batches.read(b) for b in sender_pool.deques.batch_ids(deque_id)]
+        assert [h.record_count for h in halves] == [5, 5]
+        assert [h.state for h in halves] == [SEALED, SEALED]
+        assert {(h.parent_batch, h.parent_generation) for h in halves} == {
+            (original.batch_id, original.info.generation)
+        }
+        assert [h.parent_delta for h in halves] == [0, 5]
+        assert [h.base_sequence for h in halves] == [-1, -1]  # new sequences at drain
+        assert not any(f.is_done for f in futures)
+        assert sender._reset_producer  # idempotent: sequences restart with a new producer id
+        assert sender._maybe_reset_producer() is False
+        assert sender_pool.producer_identity() == (-1, -1)
+
+        sender_pool.set_producer_identity(8, 0)
+        first = _send(sender, deque_id, 0)
+        _answer(sender, first, 0, 100)
+        second = _send(sender, deque_id, 5)
+        _answer(sender, second, 0, 200)
+        assert [f.get(5).offset for f in futures] == [
+            100,
+            101,
+            102,
+            103,
+            104,
+            200,
+            201,
+            202,
+            203,
+            204,
+        ]
+        deadline = time.monotonic() + 5
+        while sender_pool.buffers.free_slabs() != CONFIG.num_slabs and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sender_pool.buffers.free_slabs() == CONFIG.num_slabs
+        assert sender_pool.check_invariants() == []
+    finally:
+        sender.close()
+        sender_pool.detach()
+        handle.close(5)
+        SharedPool.open(pool_name).destroy()
+
+
+def test_a_single_record_too_large_fails_with_the_broker_error(pool_name: str) -> None:
+    handle = ProducerHandle(
+        pool_name, {"bootstrap_servers": ["127.0.0.1:1"]}, pool_config=CONFIG, start_sender=False
+    )
+    sender_pool = SharedPool.open(pool_name)
+    sender = Sender(sender_pool, SenderConfig(bootstrap_servers=("127.0.0.1:1",)))
+    try:
+        with handle.pool.locks.held(DIRECTORY_LOCK):
+            handle.pool.directory.publish({"t": [PartitionLeader(1, 0)]})
+        sender_pool.set_producer_identity(7, 0)
+        future = handle.send("t", b"x" * 100, partition=0)
+        entries = handle.pool.directory.partitions("t")
+        assert entries is not None
+        _answer(sender, _send(sender, entries[0].deque_id, 0), 10, -1)
+        with pytest.raises(for_code(10), match="MESSAGE_TOO_LARGE"):
+            future.get(5)
+    finally:
+        sender.close()
+        sender_pool.detach()
+        handle.close(5)
+        SharedPool.open(pool_name).destroy()
