@@ -120,6 +120,7 @@ class RecordAccumulator:
         self._layout = pool.layout
         self._batch_size = pool.config.batch_size
         self._limit = min(pool.config.max_request_size, pool.config.buffer_memory)
+        self._deferred: set[int] | None = None
         self._marked: dict[int, int] = {}  # batch id → generation whose appender bit we set
         self._deques = pool.deques
         self._directory = pool.directory
@@ -416,16 +417,29 @@ class RecordAccumulator:
         )
 
     def post_completion(self, batch: DrainedBatch, completion: Completion) -> list[int]:
-        """Post one result to every process that appended to the batch, then wake them.
-        Returns the slots whose ring was full (the Sender retries them later)."""
+        """Post one result to every process that appended to the batch, then wake them
+        (at once, or when ``defer_wakes(False)`` ends a run of posts). Returns the slots
+        whose ring was full (the Sender retries them later)."""
         full = []
         rings = self.pool.rings
         for slot in sorted(batch.info.appenders):
             if rings.post(slot, completion):
-                rings.wake(slot)
+                if self._deferred is None:
+                    rings.wake(slot)
+                else:
+                    self._deferred.add(slot)
             else:
                 full.append(slot)
         return full
+
+    def defer_wakes(self, defer: bool) -> None:
+        """While deferred, processes are woken once each when deferral ends."""
+        if defer:
+            self._deferred = self._deferred or set()
+            return
+        pending, self._deferred = self._deferred, None
+        for slot in sorted(pending or ()):
+            self.pool.rings.wake(slot)
 
     def complete(self, batch: DrainedBatch) -> None:
         """The batch is done: free its descriptor and return its slabs."""

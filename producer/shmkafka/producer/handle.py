@@ -326,14 +326,10 @@ class ProducerHandle:
         key = (result.batch_id, result.generation)
         with self._lock:
             self._outstanding += 1
-            done = next(
-                (
-                    c
-                    for c in self._done.get(result.batch_id, ())
-                    if c.generation == result.generation and c.covers(result.offset_delta)
-                ),
-                None,
-            )
+            done = None
+            completions = self._done.get(result.batch_id)
+            if completions and completions[0].generation == result.generation:
+                done = next((c for c in completions if c.covers(result.offset_delta)), None)
             if done is None:
                 self._waiting.setdefault(key, []).append(sent)
                 return

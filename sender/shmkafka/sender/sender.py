@@ -247,6 +247,13 @@ class Sender:
     # ------------------------------------------------------------------ responses
 
     def _poll(self, timeout_ms: int, now_ms: int) -> int:
+        self.accumulator.defer_wakes(True)
+        try:
+            return self._handle_responses(timeout_ms, now_ms)
+        finally:
+            self.accumulator.defer_wakes(False)  # one wake per process, after all results
+
+    def _handle_responses(self, timeout_ms: int, now_ms: int) -> int:
         for response in self.network.poll(timeout_ms, now_ms):
             kind = response.payload[0]
             if kind == "metadata":

@@ -14,7 +14,7 @@ Rules:
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from shmkafka.shm.errors import CapacityError
 from shmkafka.shm.layout import (
@@ -51,8 +51,9 @@ HEAD_TAIL = struct.Struct("<QQ")
 assert D_HEAD == 0 and D_TAIL == 8 and DEQUE_HEADER.size == 32
 
 
-@dataclass(frozen=True)
-class BatchInfo:
+class BatchInfo(NamedTuple):
+    """A batch descriptor as read (a NamedTuple: the Sender reads these all the time)."""
+
     batch_id: int
     state: int
     generation: int
@@ -69,16 +70,21 @@ class BatchInfo:
     producer_id: int
     producer_epoch: int
     base_sequence: int
-    appenders: frozenset[int]
+    appenders_raw: bytes
     parent_batch: int = NO_PARENT
     parent_generation: int = 0
     parent_delta: int = 0
 
-
-def _bits(raw: bytes) -> frozenset[int]:
-    return frozenset(
-        i * 8 + b for i, byte in enumerate(raw) if byte for b in range(8) if byte >> b & 1
-    )
+    @property
+    def appenders(self) -> frozenset[int]:
+        """The process slots that appended to the batch."""
+        bits = int.from_bytes(self.appenders_raw, "little")
+        out = []
+        while bits:
+            low = bits & -bits
+            out.append(low.bit_length() - 1)
+            bits ^= low
+        return frozenset(out)
 
 
 class Batches:
@@ -95,7 +101,7 @@ class Batches:
         )
         return BatchInfo(
             batch_id, state, gen, deque, first, count, attempts, pos, records, max_ts, last,
-            base_ts, created, pid, epoch, seq, _bits(appenders), parent, parent_gen,
+            base_ts, created, pid, epoch, seq, appenders, parent, parent_gen,
             parent_delta,
         )  # fmt: skip
 
