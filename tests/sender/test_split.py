@@ -125,3 +125,24 @@ def test_a_single_record_too_large_fails_with_the_broker_error(pool_name: str) -
         sender_pool.detach()
         handle.close(5)
         SharedPool.open(pool_name).destroy()
+
+
+def test_unknown_topic_times_out_after_max_block_ms(pool_name: str) -> None:
+    from shmkafka.producer.handle import KafkaTimeoutError
+
+    handle = ProducerHandle(
+        pool_name,
+        {"bootstrap_servers": ["127.0.0.1:1"]},
+        pool_config=CONFIG,
+        start_sender=False,  # nobody answers the topic request
+        max_block_ms=300,
+    )
+    try:
+        started = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="'nowhere' not present in metadata"):
+            handle.send("nowhere", b"v")
+        assert 0.29 <= time.monotonic() - started < 2
+        assert handle.pool.directory.requested_topics() == ["nowhere"]  # asked the Sender
+    finally:
+        handle.close(1)
+        SharedPool.open(pool_name).destroy()
