@@ -135,19 +135,18 @@ static int FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-/* append(deque_id, timestamp_ms, tail, now_ms)
- *   -> (batch_id, generation, offset_delta, batch_is_full, queued) or None (take the slow path) */
-static PyObject *FastAppend_append(FastAppend *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) return PyErr_Format(PyExc_TypeError, "append takes 4 arguments");
-    if (!self->has_view) return PyErr_Format(PyExc_ValueError, "closed");
-    Py_ssize_t deque_id = PyLong_AsSsize_t(args[0]);
-    int64_t timestamp = PyLong_AsLongLong(args[1]);
-    int64_t now_ms = PyLong_AsLongLong(args[3]);
-    if (PyErr_Occurred()) return NULL;
-    char *tail_ptr;
-    Py_ssize_t tail_len;
-    if (PyBytes_AsStringAndSize(args[2], &tail_ptr, &tail_len) < 0) return NULL;
+typedef struct {
+    const char *ptr;
+    Py_ssize_t len;
+} Piece;
 
+/* The fast path proper: lock the stripe, append one record whose part after the offset
+ * delta is the concatenation of ``pieces``, publish, unlock. Returns the result tuple, or
+ * None when Python must take the slow path. */
+static PyObject *fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp,
+                             int64_t now_ms, const Piece *pieces, int n_pieces) {
+    Py_ssize_t tail_len = 0;
+    for (int i = 0; i < n_pieces; i++) tail_len += pieces[i].len;
     char *buf = (char *)self->view.buf;
     Py_ssize_t stripe = deque_id % self->n_sems;
     char *intent = buf + self->intent_at0 + self->first_stripe + stripe;
@@ -191,7 +190,7 @@ static PyObject *FastAppend_append(FastAppend *self, PyObject *const *args, Py_s
             unsigned char deltas[21];
             int d = put_varlong(deltas, timestamp - base_ts);
             d += put_varlong(deltas + d, (int64_t)count);
-            int64_t body = 1 + d + tail_len;
+            int64_t body = 1 + d + tail_len;  /* tail_len: the pieces' total */
             n = put_varlong(head_bytes, body);
             head_bytes[n++] = 0;
             memcpy(head_bytes + n, deltas, (size_t)d);
@@ -201,7 +200,11 @@ static PyObject *FastAppend_append(FastAppend *self, PyObject *const *args, Py_s
             if (end <= capacity) {
                 char *dst = buf + self->slabs_at + (Py_ssize_t)first_slab * self->batch_size + write_pos;
                 memcpy(dst, head_bytes, (size_t)n);
-                memcpy(dst + n, tail_ptr, (size_t)tail_len);
+                char *at = dst + n;
+                for (int i = 0; i < n_pieces; i++) {
+                    memcpy(at, pieces[i].ptr, (size_t)pieces[i].len);
+                    at += pieces[i].len;
+                }
                 char *bits = batch + self->b_appenders + (self->slot >> 3);
                 unsigned char bit = (unsigned char)(1u << (self->slot & 7));
                 if (!(*bits & bit)) *bits |= bit;
@@ -232,6 +235,55 @@ static PyObject *FastAppend_append(FastAppend *self, PyObject *const *args, Py_s
     return result;
 }
 
+
+/* append(deque_id, timestamp_ms, tail, now_ms): tail = key, value and headers, encoded.
+ *   -> (batch_id, generation, offset_delta, batch_is_full, queued) or None (slow path) */
+static PyObject *FastAppend_append(FastAppend *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) return PyErr_Format(PyExc_TypeError, "append takes 4 arguments");
+    if (!self->has_view) return PyErr_Format(PyExc_ValueError, "closed");
+    Py_ssize_t deque_id = PyLong_AsSsize_t(args[0]);
+    int64_t timestamp = PyLong_AsLongLong(args[1]);
+    int64_t now_ms = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    Piece piece;
+    if (PyBytes_AsStringAndSize(args[2], (char **)&piece.ptr, &piece.len) < 0) return NULL;
+    return fast_append(self, deque_id, timestamp, now_ms, &piece, 1);
+}
+
+/* append_kv(deque_id, timestamp_ms, key, value, now_ms): a record without headers, its
+ * key and value (bytes or None) encoded here. Same result as append. */
+static PyObject *FastAppend_append_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "append_kv takes 5 arguments");
+    if (!self->has_view) return PyErr_Format(PyExc_ValueError, "closed");
+    Py_ssize_t deque_id = PyLong_AsSsize_t(args[0]);
+    int64_t timestamp = PyLong_AsLongLong(args[1]);
+    int64_t now_ms = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    unsigned char key_len[10], value_len[10];
+    static const char no_headers = 0;
+    Piece pieces[5];
+    int n = 0;
+    PyObject *fields[2] = {args[2], args[3]};
+    unsigned char *lens[2] = {key_len, value_len};
+    for (int i = 0; i < 2; i++) {
+        if (fields[i] == Py_None) {
+            pieces[n].ptr = (const char *)lens[i];
+            pieces[n++].len = put_varlong(lens[i], -1);
+            continue;
+        }
+        char *data;
+        Py_ssize_t size;
+        if (PyBytes_AsStringAndSize(fields[i], &data, &size) < 0) return NULL;
+        pieces[n].ptr = (const char *)lens[i];
+        pieces[n++].len = put_varlong(lens[i], size);
+        pieces[n].ptr = data;
+        pieces[n++].len = size;
+    }
+    pieces[n].ptr = &no_headers;
+    pieces[n++].len = 1;
+    return fast_append(self, deque_id, timestamp, now_ms, pieces, n);
+}
+
 static PyObject *FastAppend_close(FastAppend *self, PyObject *unused) {
     FastAppend_release(self);
     Py_RETURN_NONE;
@@ -240,6 +292,8 @@ static PyObject *FastAppend_close(FastAppend *self, PyObject *unused) {
 static PyMethodDef FastAppend_methods[] = {
     {"append", (PyCFunction)(void (*)(void))FastAppend_append, METH_FASTCALL,
      "append(deque_id, timestamp_ms, tail, now_ms) -> tuple or None"},
+    {"append_kv", (PyCFunction)(void (*)(void))FastAppend_append_kv, METH_FASTCALL,
+     "append_kv(deque_id, timestamp_ms, key, value, now_ms) -> tuple or None"},
     {"close", (PyCFunction)FastAppend_close, METH_NOARGS, "release the buffer and semaphores"},
     {NULL, NULL, 0, NULL},
 };

@@ -151,8 +151,6 @@ class RecordAccumulator:
         *,
         now_ms: int,
     ) -> AppendResult:
-        if self.pool.forked:
-            self.pool.check_owner()
         entries = self._directory.snapshot().topics.get(topic)
         if entries is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} is not in the pool's directory")
@@ -160,7 +158,40 @@ class RecordAccumulator:
             raise UnknownTopicOrPartitionError(
                 f"partition {partition} of {topic!r} does not exist ({len(entries)} partitions)"
             )
-        deque_id = entries[partition].deque_id
+        return self.append_to(
+            entries[partition].deque_id, timestamp_ms, key, value, headers, now_ms=now_ms
+        )
+
+    def append_to(
+        self,
+        deque_id: int,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[HeaderInput] = (),
+        *,
+        now_ms: int,
+    ) -> AppendResult:
+        """``append`` for a caller that already resolved the partition's deque."""
+        if self.pool.forked:
+            self.pool.check_owner()
+        fast = self._fast
+        if fast is not None and not headers:
+            # append_kv takes bytes or None (a bytearray or memoryview goes the general way)
+            plain = (key is None or type(key) is bytes) and (value is None or type(value) is bytes)
+            if plain:
+                size = len(key or b"") + len(value or b"") + 2 * 5 + 1
+                if HEADER_SIZE + size + RECORD_OVERHEAD > self._limit:
+                    raise RecordTooLargeError(
+                        f"a record of about {HEADER_SIZE + size + RECORD_OVERHEAD} bytes "
+                        f"exceeds max_request_size/buffer_memory ({self._limit})"
+                    )
+                hit = fast.append_kv(deque_id, timestamp_ms, key, value, now_ms)
+                if hit is not None:
+                    batch_id, generation, offset_delta, full, queued = hit
+                    return AppendResult(
+                        batch_id, generation, offset_delta, bool(full) or queued > 1, False
+                    )
         tail = encode_record_tail(key, value, headers)
         needed = HEADER_SIZE + len(tail) + RECORD_OVERHEAD
         if needed > self._limit:
@@ -168,7 +199,6 @@ class RecordAccumulator:
                 f"a record of about {needed} bytes exceeds max_request_size/buffer_memory "
                 f"({self._limit})"
             )
-        fast = self._fast
         if fast is not None:
             hit = fast.append(deque_id, timestamp_ms, tail, now_ms)
             if hit is not None:

@@ -260,15 +260,21 @@ class ProducerHandle:
     ) -> Future:
         if self._closed:
             raise KafkaError("the producer is closed")
-        count = self.partitions_for(topic)
+        entries = self.pool.directory.snapshot().topics.get(topic)
+        if entries is None:
+            self.partitions_for(topic)
+            entries = self.pool.directory.snapshot().topics[topic]
+        count = len(entries)
         if partition is None:
             if key is not None:
                 partition = murmur2_partition(key, count)
             else:
                 partition = self._sticky.setdefault(topic, random.randrange(count))
         timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-        result = self.accumulator.append(
-            topic, partition, timestamp, key, value, headers, now_ms=now_ms()
+        if not 0 <= partition < count:
+            raise KafkaError(f"partition {partition} of {topic!r} does not exist ({count})")
+        result = self.accumulator.append_to(
+            entries[partition].deque_id, timestamp, key, value, headers, now_ms=now_ms()
         )
         if key is None and result.new_batch_created:
             self._sticky[topic] = random.randrange(count)
