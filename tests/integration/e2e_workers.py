@@ -13,38 +13,29 @@ def record(proc: int, seq: int) -> tuple[bytes | None, bytes, list[tuple[str, by
     return key, value, [("proc", b"%d" % proc)]
 
 
-def produce(pool: str, config: dict[str, Any], topic: str, proc: int, count: int, out: Any) -> None:
-    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
-    try:
-        futures = []
-        for seq in range(count):
-            key, value, headers = record(proc, seq)
-            futures.append(handle.send(topic, value, key, headers))
-        handle.flush(120)
-        results = []
-        errors = []
-        for seq, future in enumerate(futures):
-            if future.succeeded():
-                assert future.value is not None
-                results.append((seq, future.value.partition, future.value.offset))
-            else:
-                errors.append(f"{seq}: {future.exception!r}")
-        out.put(
-            {
-                "proc": proc,
-                "results": results,
-                "errors": errors[:5],
-                "sender": handle.pool.sender()[0],
-            }
-        )
-    finally:
-        handle.close(30)
+def _outcome(futures: list[Any]) -> tuple[list[tuple[int, int, int]], list[str]]:
+    """(seq, partition, offset) of every succeeded future, and the first failures."""
+    results, errors = [], []
+    for seq, future in enumerate(futures):
+        if future.succeeded():
+            assert future.value is not None
+            results.append((seq, future.value.partition, future.value.offset))
+        else:
+            errors.append(f"{seq}: {future.exception!r}")
+    return results, errors[:5]
 
 
-def produce_slowly(
-    pool: str, config: dict[str, Any], topic: str, proc: int, count: int, seconds: float, out: Any
+def produce(
+    pool: str,
+    config: dict[str, Any],
+    topic: str,
+    proc: int,
+    count: int,
+    out: Any,
+    seconds: float = 0.0,
 ) -> None:
-    """Like ``produce``, spread over about ``seconds`` so that Sender kills land mid-run."""
+    """Send ``count`` records (spread over about ``seconds``, so that Sender kills land
+    mid-run) and report how every future ended."""
     import time
 
     handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
@@ -54,17 +45,12 @@ def produce_slowly(
         for seq in range(count):
             key, value, headers = record(proc, seq)
             futures.append(handle.send(topic, value, key, headers))
-            if seq % chunk == chunk - 1:
+            if seconds and seq % chunk == chunk - 1:
                 time.sleep(seconds / 50)
         handle.flush(180)
-        results, errors = [], []
-        for seq, future in enumerate(futures):
-            if future.succeeded():
-                assert future.value is not None
-                results.append((seq, future.value.partition, future.value.offset))
-            else:
-                errors.append(f"{seq}: {future.exception!r}")
-        out.put({"proc": proc, "results": results, "errors": errors[:5]})
+        results, errors = _outcome(futures)
+        sender = handle.pool.sender()[0]
+        out.put({"proc": proc, "results": results, "errors": errors, "sender": sender})
     finally:
         handle.close(30)
 

@@ -48,9 +48,7 @@ def test_sender_killed_ten_times_loses_and_duplicates_nothing(tansu: Peer, pool_
     ctx = mp.get_context("spawn")
     out: Any = ctx.Queue()
     procs = [
-        ctx.Process(
-            target=e2e_workers.produce_slowly, args=(pool, config, topic, i, count, 8.0, out)
-        )
+        ctx.Process(target=e2e_workers.produce, args=(pool, config, topic, i, count, out, 8.0))
         for i in range(procs_n)
     ]
     killed: list[int] = []

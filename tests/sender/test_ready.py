@@ -9,7 +9,7 @@ import pytest
 from shmkafka.producer.accumulator import PartitionState, RecordAccumulator
 from shmkafka.sender.ready import Drainer, ReadyContext, ready, retry_backoff
 from shmkafka.shm.pool import SharedPool
-from tests.shm.conftest import publish
+from tests.conftest import publish
 
 CTX = ReadyContext(linger_ms=10, retry_backoff_ms=100, retry_backoff_max_ms=1000)
 

@@ -4,6 +4,7 @@ completes its own part of the original futures (responses simulated, no broker).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -35,6 +36,29 @@ def _answer(sender: Sender, batch: DrainedBatch, error_code: int, base_offset: i
     sender._on_produce(ClientResponse(1, ("produce", [batch]), response, None, 0), [batch], 0)
 
 
+@pytest.fixture
+def rig(pool_name: str) -> Iterator[tuple[ProducerHandle, SharedPool, Sender, int]]:
+    """An app handle and an in-process Sender on one pool with topic "t" (one partition) and
+    producer id 7; no broker: responses are handed to the Sender by the test."""
+    handle = ProducerHandle(
+        pool_name, {"bootstrap_servers": ["127.0.0.1:1"]}, pool_config=CONFIG, start_sender=False
+    )
+    sender_pool = SharedPool.open(pool_name)
+    sender = Sender(sender_pool, SenderConfig(bootstrap_servers=("127.0.0.1:1",)))
+    try:
+        with handle.pool.locks.held(DIRECTORY_LOCK):
+            handle.pool.directory.publish({"t": [PartitionLeader(1, 0)]})
+        sender_pool.set_producer_identity(7, 0)
+        entries = handle.pool.directory.partitions("t")
+        assert entries is not None
+        yield handle, sender_pool, sender, entries[0].deque_id
+    finally:
+        sender.close()
+        sender_pool.detach()
+        handle.close(5)
+        SharedPool.open(pool_name).destroy()
+
+
 def _send(sender: Sender, deque_id: int, sequence: int) -> DrainedBatch:
     (batch,) = sender.accumulator.drain([deque_id], 1 << 20)
     sender.accumulator.finalize(
@@ -45,86 +69,46 @@ def _send(sender: Sender, deque_id: int, sequence: int) -> DrainedBatch:
     return sender.accumulator.refresh(batch)
 
 
-def test_split_halves_complete_the_original_futures(pool_name: str) -> None:
-    handle = ProducerHandle(
-        pool_name, {"bootstrap_servers": ["127.0.0.1:1"]}, pool_config=CONFIG, start_sender=False
-    )
-    sender_pool = SharedPool.open(pool_name)
-    sender = Sender(sender_pool, SenderConfig(bootstrap_servers=("127.0.0.1:1",)))
-    try:
-        with handle.pool.locks.held(DIRECTORY_LOCK):
-            handle.pool.directory.publish({"t": [PartitionLeader(1, 0)]})
-        sender_pool.set_producer_identity(7, 0)
-        futures = [handle.send("t", b"value-%d" % i, b"k", partition=0) for i in range(10)]
-        entries = handle.pool.directory.partitions("t")
-        assert entries is not None
-        deque_id = entries[0].deque_id
-        original = _send(sender, deque_id, 0)
-        _answer(sender, original, 10, -1)  # MESSAGE_TOO_LARGE
+def test_split_halves_complete_the_original_futures(
+    rig: tuple[ProducerHandle, SharedPool, Sender, int],
+) -> None:
+    handle, sender_pool, sender, deque_id = rig
+    futures = [handle.send("t", b"value-%d" % i, b"k", partition=0) for i in range(10)]
+    original = _send(sender, deque_id, 0)
+    _answer(sender, original, 10, -1)  # MESSAGE_TOO_LARGE
 
-        halves = [sender_pool.batches.read(b) for b in sender_pool.deques.batch_ids(deque_id)]
-        assert [h.record_count for h in halves] == [5, 5]
-        assert [h.state for h in halves] == [SEALED, SEALED]
-        assert {(h.parent_batch, h.parent_generation) for h in halves} == {
-            (original.batch_id, original.info.generation)
-        }
-        assert [h.parent_delta for h in halves] == [0, 5]
-        assert [h.base_sequence for h in halves] == [-1, -1]  # new sequences at drain
-        assert not any(f.is_done for f in futures)
-        assert sender._reset_producer  # idempotent: sequences restart with a new producer id
-        assert sender._maybe_reset_producer() is False
-        assert sender_pool.producer_identity() == (-1, -1)
+    halves = [sender_pool.batches.read(b) for b in sender_pool.deques.batch_ids(deque_id)]
+    assert [h.record_count for h in halves] == [5, 5]
+    assert [h.state for h in halves] == [SEALED, SEALED]
+    assert {(h.parent_batch, h.parent_generation) for h in halves} == {
+        (original.batch_id, original.info.generation)
+    }
+    assert [h.parent_delta for h in halves] == [0, 5]
+    assert [h.base_sequence for h in halves] == [-1, -1]  # new sequences at drain
+    assert not any(f.is_done for f in futures)
+    assert sender._reset_producer  # idempotent: sequences restart with a new producer id
+    assert sender._maybe_reset_producer() is False
+    assert sender_pool.producer_identity() == (-1, -1)
 
-        sender_pool.set_producer_identity(8, 0)
-        first = _send(sender, deque_id, 0)
-        _answer(sender, first, 0, 100)
-        second = _send(sender, deque_id, 5)
-        _answer(sender, second, 0, 200)
-        assert [f.get(5).offset for f in futures] == [
-            100,
-            101,
-            102,
-            103,
-            104,
-            200,
-            201,
-            202,
-            203,
-            204,
-        ]
-        deadline = time.monotonic() + 5
-        while sender_pool.buffers.free_slabs() != CONFIG.num_slabs and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert sender_pool.buffers.free_slabs() == CONFIG.num_slabs
-        assert sender_pool.check_invariants() == []
-    finally:
-        sender.close()
-        sender_pool.detach()
-        handle.close(5)
-        SharedPool.open(pool_name).destroy()
+    sender_pool.set_producer_identity(8, 0)
+    _answer(sender, _send(sender, deque_id, 0), 0, 100)
+    _answer(sender, _send(sender, deque_id, 5), 0, 200)
+    assert [f.get(5).offset for f in futures] == [100, 101, 102, 103, 104, 200, 201, 202, 203, 204]
+    deadline = time.monotonic() + 5
+    while sender_pool.buffers.free_slabs() != CONFIG.num_slabs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sender_pool.buffers.free_slabs() == CONFIG.num_slabs
+    assert sender_pool.check_invariants() == []
 
 
-def test_a_single_record_too_large_fails_with_the_broker_error(pool_name: str) -> None:
-    handle = ProducerHandle(
-        pool_name, {"bootstrap_servers": ["127.0.0.1:1"]}, pool_config=CONFIG, start_sender=False
-    )
-    sender_pool = SharedPool.open(pool_name)
-    sender = Sender(sender_pool, SenderConfig(bootstrap_servers=("127.0.0.1:1",)))
-    try:
-        with handle.pool.locks.held(DIRECTORY_LOCK):
-            handle.pool.directory.publish({"t": [PartitionLeader(1, 0)]})
-        sender_pool.set_producer_identity(7, 0)
-        future = handle.send("t", b"x" * 100, partition=0)
-        entries = handle.pool.directory.partitions("t")
-        assert entries is not None
-        _answer(sender, _send(sender, entries[0].deque_id, 0), 10, -1)
-        with pytest.raises(for_code(10), match="MESSAGE_TOO_LARGE"):
-            future.get(5)
-    finally:
-        sender.close()
-        sender_pool.detach()
-        handle.close(5)
-        SharedPool.open(pool_name).destroy()
+def test_a_single_record_too_large_fails_with_the_broker_error(
+    rig: tuple[ProducerHandle, SharedPool, Sender, int],
+) -> None:
+    handle, _, sender, deque_id = rig
+    future = handle.send("t", b"x" * 100, partition=0)
+    _answer(sender, _send(sender, deque_id, 0), 10, -1)
+    with pytest.raises(for_code(10), match="MESSAGE_TOO_LARGE"):
+        future.get(5)
 
 
 def test_unknown_topic_times_out_after_max_block_ms(pool_name: str) -> None:

@@ -14,8 +14,8 @@ from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import RecordTooLargeError, ShmError
 from shmkafka.shm.layout import FREE, OPEN, SEALED
 from shmkafka.shm.pool import SharedPool
+from tests.conftest import publish
 from tests.shm import workers
-from tests.shm.conftest import publish
 
 
 @pytest.fixture(params=[True, False], ids=["c-fast-path", "pure-python"])

@@ -9,7 +9,7 @@ import sys
 from shmkafka.shm.cleanup import cleanup
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.segment import list_semaphores
-from tests.shm.conftest import SMALL
+from tests.conftest import SMALL
 
 
 def _attach_and_die(name: str) -> None:

@@ -20,7 +20,7 @@ import shmkafka.producer.accumulator as accumulator_module
 from shmkafka.producer.accumulator import RecordAccumulator, verify_batches
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.pool import SharedPool
-from tests.shm.conftest import publish
+from tests.conftest import publish
 
 PARTITIONS = 3
 CONFIG = PoolConfig(

@@ -8,7 +8,7 @@ from shmkafka.shm.directory import PartitionLeader
 from shmkafka.shm.errors import CapacityError, ShmConfigError
 from shmkafka.shm.layout import DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
-from tests.shm.conftest import publish
+from tests.conftest import publish
 
 
 def test_publish_and_read_in_another_process_handle(pool: SharedPool) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 from shmkafka.producer.accumulator import RecordAccumulator
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import Completion
-from tests.shm.conftest import publish
+from tests.conftest import publish
 
 
 def test_post_and_poll_in_order_until_full(pool: SharedPool) -> None:

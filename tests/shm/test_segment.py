@@ -17,7 +17,7 @@ from shmkafka.shm.errors import (
 )
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.segment import Segment, list_semaphores
-from tests.shm.conftest import SMALL
+from tests.conftest import SMALL
 
 
 def test_create_then_attach_share_memory(pool_name: str) -> None:

@@ -7,7 +7,7 @@ import sys
 from shmkafka.producer.accumulator import RecordAccumulator
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.stat import pool_stat
-from tests.shm.conftest import publish
+from tests.conftest import publish
 
 
 def test_stat_reads_the_pool_without_touching_it(pool: SharedPool) -> None:

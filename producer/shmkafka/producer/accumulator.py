@@ -217,6 +217,14 @@ class RecordAccumulator:
             return result
         return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, needed, now_ms)
 
+    def _check_size(self, size: int) -> None:
+        """Reject, before anything is written, a record no batch could ever hold."""
+        if size + RECORD_OVERHEAD > self._limit:
+            raise RecordTooLargeError(
+                f"a record of about {size + RECORD_OVERHEAD} bytes exceeds "
+                f"max_request_size/buffer_memory ({self._limit})"
+            )
+
     def _append_new_batch(
         self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, needed: int, now_ms: int
     ) -> AppendResult:
@@ -555,6 +563,11 @@ class RecordAccumulator:
         batches.set_state(run.first, SEALED)
         buffers.commit(run)
         return DrainedBatch(batch.topic, batch.partition, batches.read(run.first))
+
+
+def _fast_result(hit: tuple[int, int, int, int, int]) -> AppendResult:
+    batch_id, generation, offset_delta, full, queued = hit
+    return AppendResult(batch_id, generation, offset_delta, bool(full) or queued > 1, False)
 
 
 def _fast_path(pool: SharedPool) -> FastAppend | None:

@@ -18,7 +18,8 @@ def _prefix() -> str:
 
 @pytest.fixture(scope="session", autouse=True)
 def no_segment_left_behind() -> Iterator[None]:
-    """Every pool a test makes is removed by it: nothing of ours may stay in /dev/shm."""
+    """Every pool a test makes is removed (by the test, or by the Sender it started when that
+    goes idle): nothing of ours may stay in /dev/shm."""
     yield
     prefix = "shmkafka." + _prefix()
     left = [n for n in os.listdir("/dev/shm") if n.startswith((prefix, "sem." + prefix))]
