@@ -128,7 +128,7 @@ class LockSet:
     def acquire(self, index: int, timeout: float = DEFAULT_TIMEOUT_S) -> bool:
         """Take lock ``index``; True if it was recovered from a dead holder."""
         local = self._local[index]
-        if not local.acquire(timeout=timeout):
+        if not local.acquire(False) and not local.acquire(timeout=timeout):
             raise LockTimeoutError(f"lock {index} busy in this process for {timeout} s")
         buf = self.segment.buf
         intent = self._intent_at[index]
