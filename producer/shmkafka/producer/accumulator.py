@@ -27,9 +27,7 @@ from shmkafka.protocol.records import (
     HEADER_SIZE,
     BatchMeta,
     HeaderInput,
-    Record,
     decode_batch,
-    encode_record,
     encode_record_tail,
     finalize_batch,
     frame_record,
@@ -506,63 +504,6 @@ class RecordAccumulator:
             log_start_offset, error_code, info.parent_delta,
             info.parent_delta + info.record_count - 1,
         )  # fmt: skip
-
-    def split(self, batch: DrainedBatch, now_ms: int) -> list[DrainedBatch]:
-        """Split a drained batch in two halves by record count, queued first in its deque in
-        its place; the original's memory is freed. Each half completes its part of the
-        original records (see ``completion_for``). Raises BufferExhaustedError if the
-        halves find no memory at once."""
-        info = self.pool.batches.read(batch.batch_id)
-        records = decode_batch(bytes(self.finalize(batch))).records
-        parent = (
-            (info.parent_batch, info.parent_generation, info.parent_delta)
-            if info.parent_batch != NO_PARENT
-            else (info.batch_id, info.generation, 0)
-        )
-        middle = len(records) // 2
-        halves: list[DrainedBatch] = []
-        try:
-            for part, first in ((records[:middle], 0), (records[middle:], middle)):
-                halves.append(self._copy_records(batch, info, part, parent, first, now_ms))
-        except BaseException:
-            for half in halves:
-                self.complete(half)
-            raise
-        with self.pool.locks.held(self._layout.stripe_lock(info.deque_id)):
-            for half in reversed(halves):
-                self._deques.push_first(info.deque_id, half.batch_id)
-        self.complete(batch)
-        return halves
-
-    def _copy_records(
-        self,
-        batch: DrainedBatch,
-        info: BatchInfo,
-        records: Sequence[Record],
-        parent: tuple[int, int, int],
-        first: int,
-        now_ms: int,
-    ) -> DrainedBatch:
-        encoded = [
-            encode_record(i, r.timestamp - records[0].timestamp, r.key, r.value, r.headers)
-            for i, r in enumerate(records)
-        ]
-        size = HEADER_SIZE + sum(len(e) for e in encoded)
-        buffers = self.pool.buffers
-        run = buffers.allocate(size, 0)
-        batches = self.pool.batches
-        base_ts = records[0].timestamp
-        batches.open(run.first, info.deque_id, run.count, HEADER_SIZE, base_ts, info.created_ms)
-        start = self._layout.slab_at(run.first) + HEADER_SIZE
-        self._buf[start : start + size - HEADER_SIZE] = b"".join(encoded)
-        max_ts = max(r.timestamp for r in records)
-        batches.publish(run.first, size, len(records), max_ts, now_ms)
-        batches.set_appenders(run.first, info.appenders)
-        batches.set_parent(run.first, parent[0], parent[1], parent[2] + first)
-        batches.set_attempts(run.first, info.attempts + 1)
-        batches.set_state(run.first, SEALED)
-        buffers.commit(run)
-        return DrainedBatch(batch.topic, batch.partition, batches.read(run.first))
 
 
 def _fast_result(hit: tuple[int, int, int, int, int]) -> AppendResult:

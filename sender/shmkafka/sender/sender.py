@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shmkafka.producer.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.producer.split import split_batch
 from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError, for_code
 from shmkafka.protocol.messages import (
     InitProducerIdRequest,
@@ -363,7 +364,7 @@ class Sender:
         (as the Java client, KIP-126). Their sequences are new, so an idempotent producer
         restarts its sequences first."""
         try:
-            halves = self.accumulator.split(batch, now_ms)
+            halves = split_batch(self.accumulator, batch, now_ms)
         except BufferExhaustedError:
             return False
         if self.config.enable_idempotence:
