@@ -19,6 +19,7 @@
 #include <semaphore.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the pool layout is little-endian; use the pure-Python path on this host"
@@ -41,7 +42,7 @@ typedef struct {
     Py_ssize_t deques_at, deque_size, deque_capacity, deque_ring_at;
     Py_ssize_t batches_at, batch_stride, slabs_at, batch_size;
     Py_ssize_t b_state, b_generation, b_first_slab, b_slab_count, b_publish, b_base_ts, b_appenders;
-    Py_ssize_t owner_at0, lock_stride, first_stripe, intent_at0;
+    Py_ssize_t owner_at0, lock_stride, first_stripe, intent_at0, directory_version_at;
     uint32_t open_state;
     int32_t slot, pid;
     int64_t started;
@@ -108,7 +109,7 @@ static int FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds) {
         {"b_publish", &self->b_publish}, {"b_base_ts", &self->b_base_ts},
         {"b_appenders", &self->b_appenders}, {"owner_at0", &self->owner_at0},
         {"lock_stride", &self->lock_stride}, {"first_stripe", &self->first_stripe},
-        {"intent_at0", &self->intent_at0},
+        {"intent_at0", &self->intent_at0}, {"directory_version_at", &self->directory_version_at},
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (get_ssize(layout, fields[i].key, fields[i].out) < 0) return -1;
@@ -140,18 +141,24 @@ typedef struct {
     Py_ssize_t len;
 } Piece;
 
+typedef struct {
+    uint32_t batch_id, generation, offset_delta;
+    int full;
+    uint64_t queued;
+} Hit;
+
 /* The fast path proper: lock the stripe, append one record whose part after the offset
- * delta is the concatenation of ``pieces``, publish, unlock. Returns the result tuple, or
- * None when Python must take the slow path. */
-static PyObject *fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp,
-                             int64_t now_ms, const Piece *pieces, int n_pieces) {
+ * delta is the concatenation of ``pieces``, publish, unlock. Returns 1 with ``hit`` filled,
+ * or 0 when Python must take the slow path. */
+static int fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp,
+                       int64_t now_ms, const Piece *pieces, int n_pieces, Hit *hit) {
     Py_ssize_t tail_len = 0;
     for (int i = 0; i < n_pieces; i++) tail_len += pieces[i].len;
     char *buf = (char *)self->view.buf;
     Py_ssize_t stripe = deque_id % self->n_sems;
     char *intent = buf + self->intent_at0 + self->first_stripe + stripe;
     char *owner = buf + self->owner_at0 + (self->first_stripe + stripe) * self->lock_stride;
-    if (*intent) Py_RETURN_NONE; /* another thread of this process holds or wants it */
+    if (*intent) return 0; /* another thread of this process holds or wants it */
     *intent = 1;
     /* The critical section lasts about a microsecond: spin briefly before giving up to the
      * slow path, whose blocking wait costs a context switch. */
@@ -165,13 +172,13 @@ static PyObject *fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t time
     }
     if (!taken) {
         *intent = 0;
-        Py_RETURN_NONE;
+        return 0;
     }
     wr32(owner, (uint32_t)self->slot);
     wr32(owner + 4, (uint32_t)self->pid);
     wr64(owner + 8, (uint64_t)self->started);
 
-    PyObject *result = NULL;
+    int appended = 0;
     char *deque = buf + self->deques_at + deque_id * self->deque_size;
     uint64_t head = rd64(deque), tail_index = rd64(deque + 8);
     if (head != tail_index) {
@@ -218,8 +225,12 @@ static PyObject *fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t time
                 memcpy(pub + 16, &now_ms, 8);
                 memcpy(publish, pub, 24);
                 int full = (capacity - end) < (n + tail_len);
-                uint64_t queued = tail_index - head;
-                result = Py_BuildValue("(IIIiK)", batch_id, generation, count, full, (unsigned long long)queued);
+                hit->batch_id = batch_id;
+                hit->generation = generation;
+                hit->offset_delta = count;
+                hit->full = full;
+                hit->queued = tail_index - head;
+                appended = 1;
             }
         }
     }
@@ -228,11 +239,13 @@ static PyObject *fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t time
     wr64(owner + 8, 0);
     sem_post(self->sems[stripe]);
     *intent = 0;
-    if (result == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
-    return result;
+    return appended;
+}
+
+static PyObject *hit_tuple(int appended, const Hit *hit) {
+    if (!appended) Py_RETURN_NONE;
+    return Py_BuildValue("(IIIiK)", hit->batch_id, hit->generation, hit->offset_delta, hit->full,
+                         (unsigned long long)hit->queued);
 }
 
 
@@ -247,23 +260,18 @@ static PyObject *FastAppend_append(FastAppend *self, PyObject *const *args, Py_s
     if (PyErr_Occurred()) return NULL;
     Piece piece;
     if (PyBytes_AsStringAndSize(args[2], (char **)&piece.ptr, &piece.len) < 0) return NULL;
-    return fast_append(self, deque_id, timestamp, now_ms, &piece, 1);
+    Hit hit;
+    return hit_tuple(fast_append(self, deque_id, timestamp, now_ms, &piece, 1, &hit), &hit);
 }
 
-/* append_kv(deque_id, timestamp_ms, key, value, now_ms): a record without headers, its
- * key and value (bytes or None) encoded here. Same result as append. */
-static PyObject *FastAppend_append_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "append_kv takes 5 arguments");
-    if (!self->has_view) return PyErr_Format(PyExc_ValueError, "closed");
-    Py_ssize_t deque_id = PyLong_AsSsize_t(args[0]);
-    int64_t timestamp = PyLong_AsLongLong(args[1]);
-    int64_t now_ms = PyLong_AsLongLong(args[4]);
-    if (PyErr_Occurred()) return NULL;
+/* Append a record without headers: its key and value (bytes or None) encoded here. */
+static int append_kv(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp, int64_t now_ms,
+                     PyObject *key, PyObject *value, Hit *hit) {
     unsigned char key_len[10], value_len[10];
     static const char no_headers = 0;
     Piece pieces[5];
     int n = 0;
-    PyObject *fields[2] = {args[2], args[3]};
+    PyObject *fields[2] = {key, value};
     unsigned char *lens[2] = {key_len, value_len};
     for (int i = 0; i < 2; i++) {
         if (fields[i] == Py_None) {
@@ -273,7 +281,7 @@ static PyObject *FastAppend_append_kv(FastAppend *self, PyObject *const *args, P
         }
         char *data;
         Py_ssize_t size;
-        if (PyBytes_AsStringAndSize(fields[i], &data, &size) < 0) return NULL;
+        if (PyBytes_AsStringAndSize(fields[i], &data, &size) < 0) return -1;
         pieces[n].ptr = (const char *)lens[i];
         pieces[n++].len = put_varlong(lens[i], size);
         pieces[n].ptr = data;
@@ -281,7 +289,100 @@ static PyObject *FastAppend_append_kv(FastAppend *self, PyObject *const *args, P
     }
     pieces[n].ptr = &no_headers;
     pieces[n++].len = 1;
-    return fast_append(self, deque_id, timestamp, now_ms, pieces, n);
+    return fast_append(self, deque_id, timestamp, now_ms, pieces, n, hit);
+}
+
+/* append_kv(deque_id, timestamp_ms, key, value, now_ms): a record without headers. Same
+ * result as append. */
+static PyObject *FastAppend_append_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "append_kv takes 5 arguments");
+    if (!self->has_view) return PyErr_Format(PyExc_ValueError, "closed");
+    Py_ssize_t deque_id = PyLong_AsSsize_t(args[0]);
+    int64_t timestamp = PyLong_AsLongLong(args[1]);
+    int64_t now_ms = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    Hit hit;
+    int appended = append_kv(self, deque_id, timestamp, now_ms, args[2], args[3], &hit);
+    if (appended < 0) return NULL;
+    return hit_tuple(appended, &hit);
+}
+
+/* Kafka's murmur2 (the Java client's Utils.murmur2: seed 0x9747b28c, 4-byte little-endian
+ * words, the tail folded in from its last byte down), as protocol/hashing.py computes it. */
+static uint32_t murmur2(const unsigned char *data, Py_ssize_t length) {
+    const uint32_t m = 0x5bd1e995u;
+    const int r = 24;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t words = length / 4;
+    for (Py_ssize_t i = 0; i < words; i++) {
+        uint32_t k = rd32((const char *)data + 4 * i);
+        k *= m;
+        k ^= k >> r;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const unsigned char *tail = data + 4 * words;
+    switch (length & 3) {
+    case 3: h ^= (uint32_t)tail[2] << 16; /* fall through */
+    case 2: h ^= (uint32_t)tail[1] << 8;  /* fall through */
+    case 1: h ^= tail[0]; h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+static int64_t clock_ms(clockid_t clock) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* send_kv(route, partition, key, value): the whole of ProducerHandle.send for a record
+ * without headers or explicit timestamp. route = (directory_version, deque_ids) as the
+ * caller last read the directory; partition -1 = murmur2(key) % partitions (key required).
+ *   -> ((batch_id << 32) | generation, wake_sender, (partition, offset_delta, timestamp,
+ *       key_size, value_size)), or None: the directory moved, or the slow path is needed. */
+static PyObject *FastAppend_send_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) return PyErr_Format(PyExc_TypeError, "send_kv takes 4 arguments");
+    if (!self->has_view) return PyErr_Format(PyExc_ValueError, "closed");
+    PyObject *route = args[0], *key = args[2], *value = args[3];
+    if (!PyTuple_CheckExact(route) || PyTuple_GET_SIZE(route) != 2)
+        return PyErr_Format(PyExc_TypeError, "route must be (version, deque_ids)");
+    uint64_t version = (uint64_t)PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(route, 0));
+    PyObject *deques = PyTuple_GET_ITEM(route, 1);
+    Py_ssize_t partition = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    if (!PyTuple_CheckExact(deques) || PyTuple_GET_SIZE(deques) == 0)
+        return PyErr_Format(PyExc_TypeError, "deque_ids must be a non-empty tuple");
+    if (rd64((const char *)self->view.buf + self->directory_version_at) != version) Py_RETURN_NONE;
+    if ((key != Py_None && !PyBytes_CheckExact(key)) || (value != Py_None && !PyBytes_CheckExact(value)))
+        Py_RETURN_NONE;
+    Py_ssize_t count = PyTuple_GET_SIZE(deques);
+    if (partition < 0) {
+        if (key == Py_None) Py_RETURN_NONE;
+        uint32_t h = murmur2((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
+        partition = (Py_ssize_t)((h & 0x7fffffffu) % (uint32_t)count);
+    } else if (partition >= count) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t deque_id = PyLong_AsSsize_t(PyTuple_GET_ITEM(deques, partition));
+    if (PyErr_Occurred()) return NULL;
+    int64_t timestamp = clock_ms(CLOCK_REALTIME);
+    int64_t now_ms = clock_ms(CLOCK_MONOTONIC); /* = time.monotonic() on Linux */
+    Hit hit;
+    int appended = append_kv(self, deque_id, timestamp, now_ms, key, value, &hit);
+    if (appended <= 0) {
+        if (appended < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t key_size = key == Py_None ? -1 : PyBytes_GET_SIZE(key);
+    Py_ssize_t value_size = value == Py_None ? -1 : PyBytes_GET_SIZE(value);
+    return Py_BuildValue("(KO(nILnn))", ((unsigned long long)hit.batch_id << 32) | hit.generation,
+                         (hit.full || hit.queued > 1) ? Py_True : Py_False, partition, hit.offset_delta,
+                         (long long)timestamp, key_size, value_size);
 }
 
 static PyObject *FastAppend_close(FastAppend *self, PyObject *unused) {
@@ -294,6 +395,8 @@ static PyMethodDef FastAppend_methods[] = {
      "append(deque_id, timestamp_ms, tail, now_ms) -> tuple or None"},
     {"append_kv", (PyCFunction)(void (*)(void))FastAppend_append_kv, METH_FASTCALL,
      "append_kv(deque_id, timestamp_ms, key, value, now_ms) -> tuple or None"},
+    {"send_kv", (PyCFunction)(void (*)(void))FastAppend_send_kv, METH_FASTCALL,
+     "send_kv(route, partition, key, value) -> (registration, wake, record) or None"},
     {"close", (PyCFunction)FastAppend_close, METH_NOARGS, "release the buffer and semaphores"},
     {NULL, NULL, 0, NULL},
 };

@@ -8,4 +8,11 @@ class FastAppend:
     def append_kv(
         self, deque_id: int, timestamp_ms: int, key: bytes | None, value: bytes | None, now_ms: int
     ) -> tuple[int, int, int, int, int] | None: ...
+    def send_kv(
+        self,
+        route: tuple[int, tuple[int, ...]],
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+    ) -> tuple[int, bool, tuple[int, int, int, int, int]] | None: ...
     def close(self) -> None: ...

@@ -130,6 +130,11 @@ class RecordAccumulator:
     def uses_fast_path(self) -> bool:
         return self._fast is not None
 
+    @property
+    def fast_path(self) -> FastAppend | None:
+        """The C fast path, for ProducerHandle.send's one-call route (None: pure Python)."""
+        return self._fast
+
     def close(self) -> None:
         """Release the C fast path's view of the segment (before the pool detaches)."""
         if self._fast is not None:

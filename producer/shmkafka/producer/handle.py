@@ -2,15 +2,20 @@
 tests need. The drop-in ``KafkaProducer``/``Producer`` APIs build on it (next issue).
 
 Rules:
-- ``send`` appends into the pool and returns a future; the completion thread resolves it
-  from this process's completion ring. A completion may arrive before ``send`` registered
-  its future (the Sender is fast): the last completion of each batch id is kept in
-  ``_done``, and a registration that finds its (batch id, generation) there resolves at once.
+- ``send`` appends into the pool and returns a future registered in the wait of its batch
+  (batch id, generation); the completion thread records each completion in that wait, which
+  resolves all its futures at once. A completion may arrive before ``send`` registered its
+  future (the Sender is fast), so a wait outlives its completion by ``RETIRE_S`` seconds
+  and a late registration finds the outcome there.
+- The common send (no headers, no explicit timestamp, bytes key/value) is one C call
+  (``FastAppend.send_kv``): partition, timestamps and append, against the directory version
+  this process last read; anything else, or a moved directory, takes the Python path.
 - The producer makes sure a live Sender serves the pool: if the one recorded in the header
   is dead, it starts one (``python -m shmkafka.sender --pool NAME``) in its own session,
   under a kernel lock so concurrent producers start at most one between them.
 - Keyed records go to ``(murmur2(key) & 0x7fffffff) % partitions`` as in the Java client;
-  keyless ones stick to a partition until a new batch is created there (KIP-480 style).
+  keyless ones stick to a partition until its batch fills (KIP-480 style), then move to a
+  random one.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from shmkafka.producer.accumulator import AppendResult, RecordAccumulator
+from shmkafka.producer.accumulator import RecordAccumulator
 from shmkafka.protocol.errors import KafkaError, RetriableError, error_for
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
@@ -41,6 +47,7 @@ SPAWN_BYTE = 3
 SENDER_START_WAIT_S = 10.0
 SENDER_CHECK_S = 0.2
 SENDER_STALL_MS = 10_000
+RETIRE_S = 5.0  # a completed batch's wait stays this long for registrations still in flight
 log = logging.getLogger("shmkafka.producer")
 
 
@@ -58,46 +65,81 @@ class RecordMetadata(NamedTuple):
     serialized_value_size: int
 
 
+RecordFacts = tuple[int, int, int, int, int]  # partition, offset delta, timestamp, key/value size
+
+
+class _BatchWait:
+    """This process's futures in one generation of one batch, and the completions that came
+    for it: one, or one per part when the Sender split the batch. Futures read their outcome
+    here, so a completion resolves a whole batch at once."""
+
+    __slots__ = ("completions", "futures", "pending", "retire_at")
+
+    def __init__(self) -> None:
+        self.completions: list[tuple[Completion, KafkaError | None]] = []
+        self.futures: list[Future] = []
+        self.pending = 0
+        self.retire_at = 0.0
+
+    def outcome(self, offset_delta: int) -> tuple[Completion, KafkaError | None] | None:
+        for item in self.completions:
+            if item[0].first_delta <= offset_delta <= item[0].last_delta:
+                return item
+        return None
+
+
 class Future:
     """A send's result: ``get(timeout)`` returns RecordMetadata or raises the error.
 
-    Futures are made on every send, so they are light: no lock or event of their own; the
-    waits go through their producer's one condition variable."""
+    Futures are made on every send, so they are light: no lock or event of their own (the
+    waits go through their producer's one condition variable) and no state but a reference to
+    their batch's wait and the record's (partition, offset delta, timestamp, key size, value
+    size); RecordMetadata is built on first use."""
 
-    __slots__ = ("_callbacks", "_completion", "_cond", "_sent", "_value", "exception", "is_done")
+    __slots__ = ("_callbacks", "_cond", "_record", "_wait", "topic")
 
-    def __init__(self, cond: threading.Condition) -> None:
+    def __init__(
+        self,
+        cond: threading.Condition,
+        wait: _BatchWait,
+        topic: str,
+        record: RecordFacts,
+    ) -> None:
         self._cond = cond
-        self.is_done = False
-        self._value: RecordMetadata | None = None
-        self._sent: _Sent | None = None
-        self._completion: Completion | None = None
-        self.exception: BaseException | None = None
+        self._wait = wait
+        self.topic = topic
+        self._record = record
         self._callbacks: list[Callable[[Future], None]] | None = None
 
     @property
+    def is_done(self) -> bool:
+        return self._wait.outcome(self._record[1]) is not None
+
+    @property
+    def exception(self) -> BaseException | None:
+        outcome = self._wait.outcome(self._record[1])
+        return None if outcome is None else outcome[1]
+
+    @property
     def value(self) -> RecordMetadata | None:
-        """Built on first use: most futures are never looked at."""
-        if self._value is None and self._completion is not None and self._sent is not None:
-            c, item = self._completion, self._sent
-            offset = c.offset_of(item.offset_delta)
-            timestamp = c.log_append_time if c.log_append_time >= 0 else item.timestamp
-            self._value = RecordMetadata(
-                item.topic, item.partition, offset, timestamp, c.log_start_offset,
-                item.key_size, item.value_size,
-            )  # fmt: skip
-        return self._value
+        outcome = self._wait.outcome(self._record[1])
+        if outcome is None or outcome[1] is not None:
+            return None
+        c = outcome[0]
+        partition, delta, timestamp, key_size, value_size = self._record
+        return RecordMetadata(
+            self.topic, partition, c.offset_of(delta),
+            c.log_append_time if c.log_append_time >= 0 else timestamp,
+            c.log_start_offset, key_size, value_size,
+        )  # fmt: skip
 
     def succeeded(self) -> bool:
-        return self.is_done and self.exception is None
+        outcome = self._wait.outcome(self._record[1])
+        return outcome is not None and outcome[1] is None
 
     def failed(self) -> bool:
-        return self.is_done and self.exception is not None
-
-    def _complete(self, completion: Completion, sent: _Sent, error: BaseException | None) -> None:
-        """Called by the completion thread with the condition held."""
-        self._completion, self._sent, self.exception = completion, sent, error
-        self.is_done = True
+        outcome = self._wait.outcome(self._record[1])
+        return outcome is not None and outcome[1] is not None
 
     def _run_callbacks(self) -> None:
         callbacks, self._callbacks = self._callbacks, None
@@ -120,21 +162,12 @@ class Future:
         with self._cond:
             if not self._cond.wait_for(lambda: self.is_done, timeout):
                 raise KafkaTimeoutError(f"no result within {timeout} s")
-        if self.exception is not None:
-            raise self.exception
+        error = self.exception
+        if error is not None:
+            raise error
         value = self.value
         assert value is not None
         return value
-
-
-class _Sent(NamedTuple):
-    future: Future
-    topic: str
-    partition: int
-    offset_delta: int
-    timestamp: int
-    key_size: int
-    value_size: int
 
 
 def _spawn_detached(command: list[str]) -> int:
@@ -181,9 +214,10 @@ class ProducerHandle:
         self._spawned: list[int] = []
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._waiting: dict[tuple[int, int], list[_Sent]] = {}
-        # batch id → the completions of its latest generation (several if it was split)
-        self._done: dict[int, list[Completion]] = {}
+        self._waits: dict[int, _BatchWait] = {}  # (batch id << 32) | generation → wait
+        self._retired: deque[tuple[float, int]] = deque()
+        self._routes: dict[str, tuple[int, tuple[int, ...]]] = {}  # topic → version, deque ids
+        self._fast = self.accumulator.fast_path
         self._sticky: dict[str, int] = {}
         self._closed = False
         self._outstanding = 0
@@ -260,32 +294,79 @@ class ProducerHandle:
     ) -> Future:
         if self._closed:
             raise KafkaError("the producer is closed")
-        entries = self.pool.directory.snapshot().topics.get(topic)
+        route = self._routes.get(topic)
+        fast = self._fast
+        if fast is not None and route is not None and not headers and timestamp_ms is None:
+            if partition is None:
+                partition_arg = -1 if key is not None else self._sticky_for(topic, route)
+            else:
+                partition_arg = partition if partition >= 0 else len(route[1])  # → slow path
+            if not self.pool.forked and (hit := fast.send_kv(route, partition_arg, key, value)):
+                registration, wake, record = hit
+                future = self._track(topic, registration, record)
+                if wake:  # the batch is full (or others wait): time for the Sender
+                    self._wake_sender()
+                    if key is None and partition is None:
+                        self._sticky.pop(topic, None)
+                return future
+        return self._send_slow(topic, value, key, headers, partition, timestamp_ms)
+
+    def _sticky_for(self, topic: str, route: tuple[int, tuple[int, ...]]) -> int:
+        sticky = self._sticky.get(topic)
+        if sticky is None:
+            sticky = self._sticky[topic] = random.randrange(len(route[1]))
+        return sticky
+
+    def _send_slow(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Sequence[HeaderInput],
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> Future:
+        snapshot = self.pool.directory.snapshot()
+        entries = snapshot.topics.get(topic)
         if entries is None:
             self.partitions_for(topic)
-            entries = self.pool.directory.snapshot().topics[topic]
+            snapshot = self.pool.directory.snapshot()
+            entries = snapshot.topics[topic]
+        self._routes[topic] = (snapshot.version, tuple(e.deque_id for e in entries))
         count = len(entries)
+        partition_arg = partition
         if partition is None:
             if key is not None:
                 partition = murmur2_partition(key, count)
             else:
-                partition = self._sticky.setdefault(topic, random.randrange(count))
+                partition = self._sticky_for(topic, self._routes[topic])
         timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         if not 0 <= partition < count:
             raise KafkaError(f"partition {partition} of {topic!r} does not exist ({count})")
         result = self.accumulator.append_to(
             entries[partition].deque_id, timestamp, key, value, headers, now_ms=now_ms()
         )
-        if key is None and result.new_batch_created:
-            self._sticky[topic] = random.randrange(count)
-        future = Future(self._cond)
-        sent = _Sent(
-            future, topic, partition, result.offset_delta, timestamp,
+        if key is None and partition_arg is None and result.batch_is_full:
+            self._sticky.pop(topic, None)  # the next keyless record picks a new partition
+        record = (
+            partition, result.offset_delta, timestamp,
             len(key) if key is not None else -1, len(value) if value is not None else -1,
         )  # fmt: skip
-        self._register(result, sent)
+        future = self._track(topic, (result.batch_id << 32) | result.generation, record)
         if result.batch_is_full or result.new_batch_created:
             self._wake_sender()
+        return future
+
+    def _track(self, topic: str, registration: int, record: RecordFacts) -> Future:
+        with self._lock:
+            wait = self._waits.get(registration)
+            if wait is None:
+                wait = self._waits[registration] = _BatchWait()
+            future = Future(self._cond, wait, topic, record)
+            if not wait.completions or wait.outcome(record[1]) is None:
+                wait.futures.append(future)
+                wait.pending += 1
+                self._outstanding += 1
         return future
 
     def _wake_sender(self) -> None:
@@ -328,19 +409,6 @@ class ProducerHandle:
         except KafkaError as exc:  # retried on the next check
             log.warning("could not start a Sender: %s", exc)
 
-    def _register(self, result: AppendResult, sent: _Sent) -> None:
-        key = (result.batch_id, result.generation)
-        with self._lock:
-            self._outstanding += 1
-            done = None
-            completions = self._done.get(result.batch_id)
-            if completions and completions[0].generation == result.generation:
-                done = next((c for c in completions if c.covers(result.offset_delta)), None)
-            if done is None:
-                self._waiting.setdefault(key, []).append(sent)
-                return
-        self._resolve(done, [sent])
-
     # ------------------------------------------------------------------ completion
 
     def _complete_loop(self) -> None:
@@ -352,35 +420,46 @@ class ProducerHandle:
                 self._check_sender()
             rings.wait(slot, 0.05)
             for completion in rings.poll(slot):
-                self._resolve(completion, self._take_covered(completion))
+                self._on_completion(completion)
+            self._retire(time.monotonic())
 
-    def _take_covered(self, completion: Completion) -> list[_Sent]:
-        key = (completion.batch_id, completion.generation)
-        with self._lock:
-            done = self._done.get(completion.batch_id)
-            if done and done[0].generation == completion.generation:
-                done.append(completion)
-            else:
-                self._done[completion.batch_id] = [completion]
-            waiting = self._waiting.pop(key, [])
-            if completion.first_delta == 0 and completion.last_delta == ALL_DELTAS:
-                return waiting
-            covered = [s for s in waiting if completion.covers(s.offset_delta)]
-            rest = [s for s in waiting if not completion.covers(s.offset_delta)]
-            if rest:
-                self._waiting[key] = rest
-            return covered
-
-    def _resolve(self, completion: Completion, sent: list[_Sent]) -> None:
+    def _on_completion(self, completion: Completion) -> None:
+        registration = (completion.batch_id << 32) | completion.generation
         error = self._error(completion)
         with self._cond:
-            for item in sent:
-                item.future._complete(completion, item, error)
-            self._outstanding -= len(sent)
+            wait = self._waits.get(registration)
+            if wait is None:
+                wait = self._waits[registration] = _BatchWait()
+            if wait.completions and any(
+                c.first_delta == completion.first_delta for c, _ in wait.completions
+            ):
+                return  # the same part posted again (by a Sender that restarted)
+            wait.completions.append((completion, error))
+            if completion.first_delta == 0 and completion.last_delta == ALL_DELTAS:
+                covered, wait.futures = wait.futures, []
+            else:
+                covered = [f for f in wait.futures if completion.covers(f._record[1])]
+                wait.futures = [f for f in wait.futures if not completion.covers(f._record[1])]
+            wait.pending -= len(covered)
+            self._outstanding -= len(covered)
+            wait.retire_at = time.monotonic() + RETIRE_S
+            self._retired.append((wait.retire_at, registration))
             self._cond.notify_all()
-        for item in sent:
-            if item.future._callbacks:
-                item.future._run_callbacks()
+        for future in covered:
+            if future._callbacks:
+                future._run_callbacks()
+
+    def _retire(self, now: float) -> None:
+        """Forget waits whose futures are all resolved, ``RETIRE_S`` after their completion."""
+        retired = self._retired
+        if not retired or retired[0][0] > now:
+            return
+        with self._lock:
+            while retired and retired[0][0] <= now:
+                _, registration = retired.popleft()
+                wait = self._waits.get(registration)
+                if wait is not None and wait.pending == 0 and wait.retire_at <= now:
+                    del self._waits[registration]
 
     @staticmethod
     def _error(completion: Completion) -> KafkaError | None:

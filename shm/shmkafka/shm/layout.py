@@ -301,6 +301,7 @@ class Layout:
             "lock_stride": LOCK.size,
             "first_stripe": FIRST_STRIPE_LOCK,
             "intent_at0": self.intent_at(slot, 0),
+            "directory_version_at": H_DIRECTORY_VERSION,
             "open_state": OPEN,
         }
 

@@ -1,0 +1,164 @@
+"""ProducerHandle.send: the one-call C route (FastAppend.send_kv) and the Python route put a
+record in the same place with the same facts, and futures resolve per batch — including a
+completion that arrives before the future was registered, a split batch completed in parts,
+and a completion posted twice. No Sender: completions are posted by the test."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from shmkafka.producer.handle import ProducerHandle
+from shmkafka.protocol.errors import KafkaError
+from shmkafka.protocol.hashing import murmur2_partition
+from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.layout import ALL_DELTAS, DIRECTORY_LOCK
+from shmkafka.shm.rings import Completion
+
+CONFIG = PoolConfig(batch_size=4096, buffer_memory=1 << 20, max_partitions=64, max_processes=4)
+
+
+def _publish(handle: ProducerHandle, topics: dict[str, int]) -> None:
+    with handle.pool.locks.held(DIRECTORY_LOCK):
+        handle.pool.directory.publish({t: [PartitionLeader(1, 0)] * n for t, n in topics.items()})
+
+
+@pytest.fixture(params=["c", "python"])
+def handle(request: pytest.FixtureRequest, pool_name: str) -> Iterator[ProducerHandle]:
+    h = ProducerHandle(
+        pool_name,
+        {},
+        pool_config=CONFIG,
+        start_sender=False,
+        fast_path=request.param == "c",
+    )
+    _publish(h, {"t": 7})
+    try:
+        yield h
+    finally:
+        pool = h.pool
+        h._closed = True  # no flush: nothing will complete the records
+        h._thread.join()
+        h.accumulator.close()
+        pool.destroy()
+
+
+def _batch_of(handle: ProducerHandle, partition: int) -> tuple[int, int, int]:
+    """(batch id, generation, record count) of the open batch of partition ``partition``."""
+    entries = handle.pool.directory.partitions("t")
+    assert entries is not None
+    (batch_id,) = handle.pool.deques.batch_ids(entries[partition].deque_id)
+    info = handle.pool.batches.read(batch_id)
+    return batch_id, info.generation, info.record_count
+
+
+def _post(handle: ProducerHandle, completion: Completion) -> None:
+    assert handle.pool.rings.post(handle.pool.slot, completion)
+    handle.pool.rings.semaphore(handle.pool.slot).release()
+
+
+def _wait_done(futures: list, timeout: float = 5.0) -> None:  # type: ignore[type-arg]
+    deadline = time.monotonic() + timeout
+    while not all(f.is_done for f in futures):
+        assert time.monotonic() < deadline, "futures not resolved"
+        time.sleep(0.002)
+
+
+def test_the_c_route_is_taken_when_built(handle: ProducerHandle) -> None:
+    handle.send("t", b"v", b"k")
+    assert handle.accumulator.uses_fast_path == (handle._fast is not None)
+
+
+def test_keyed_records_land_on_the_java_murmur2_partition(handle: ProducerHandle) -> None:
+    keys = [os.urandom(n) for n in range(21) for _ in range(20)]
+    for key in keys:
+        future = handle.send("t", b"value", key)
+        assert future._record[0] == murmur2_partition(key, 7)
+        assert future._record[3:] == (len(key), 5)
+    counts = [_batch_of(handle, p)[2] for p in range(7)]
+    expected = [sum(1 for k in keys if murmur2_partition(k, 7) == p) for p in range(7)]
+    assert counts == expected
+
+
+def test_timestamps_default_to_the_wall_clock_and_explicit_ones_are_kept(
+    handle: ProducerHandle,
+) -> None:
+    before = int(time.time() * 1000)
+    implicit = handle.send("t", b"v", b"k")
+    after = int(time.time() * 1000)
+    explicit = handle.send("t", b"v", b"k", timestamp_ms=1234)
+    assert before <= implicit._record[2] <= after
+    assert explicit._record[2] == 1234
+
+
+def test_keyless_records_stick_to_one_partition_until_a_new_batch(handle: ProducerHandle) -> None:
+    futures = [handle.send("t", b"x" * 100) for _ in range(30)]  # fits in one 4 KiB batch
+    assert len({f._record[0] for f in futures}) == 1
+    assert [f._record[1] for f in futures] == list(range(30))
+
+
+def test_explicit_partitions_and_bad_ones(handle: ProducerHandle) -> None:
+    assert handle.send("t", b"v", b"k", partition=6)._record[0] == 6
+    assert handle.send("t", b"v", None, partition=0)._record[0] == 0
+    for bad in (7, -1):
+        with pytest.raises(KafkaError, match="does not exist"):
+            handle.send("t", b"v", b"k", partition=bad)
+
+
+def test_a_moved_directory_sends_through_the_new_one(handle: ProducerHandle) -> None:
+    handle.send("t", b"v", b"key")
+    _publish(handle, {"t": 13})  # partitions added: the cached route is stale
+    future = handle.send("t", b"v", b"key")
+    assert future._record[0] == murmur2_partition(b"key", 13)
+
+
+def test_a_batch_completion_resolves_every_future_of_the_batch(handle: ProducerHandle) -> None:
+    futures = [handle.send("t", b"v%d" % i, b"k", partition=2) for i in range(5)]
+    batch_id, generation, _ = _batch_of(handle, 2)
+    assert not any(f.is_done for f in futures)
+    _post(handle, Completion(batch_id, generation, 100, -1, 0, 0))
+    _wait_done(futures)
+    assert [f.get(1).offset for f in futures] == [100, 101, 102, 103, 104]
+    assert all(f.succeeded() and not f.failed() for f in futures)
+    assert handle._outstanding == 0
+    late = handle.send("t", b"v", b"k", partition=2)  # a new record in the same open batch
+    assert late._record[1] == 5 and late.is_done  # the completion covers it already
+    assert late.get(1).offset == 105
+    assert handle._outstanding == 0
+
+
+def test_split_completions_resolve_their_own_parts_once(handle: ProducerHandle) -> None:
+    futures = [handle.send("t", b"v", b"k", partition=1) for _ in range(6)]
+    batch_id, generation, _ = _batch_of(handle, 1)
+    _post(handle, Completion(batch_id, generation, 50, -1, 0, 0, 0, 2))
+    _wait_done(futures[:3])
+    assert not any(f.is_done for f in futures[3:])
+    assert handle._outstanding == 3
+    _post(handle, Completion(batch_id, generation, 50, -1, 0, 0, 0, 2))  # posted again
+    _post(handle, Completion(batch_id, generation, -1, -1, 0, 10, 3, ALL_DELTAS))
+    _wait_done(futures)
+    assert [f.get(1).offset for f in futures[:3]] == [50, 51, 52]
+    assert all(f.failed() for f in futures[3:])
+    with pytest.raises(KafkaError):
+        futures[4].get(1)
+    assert handle._outstanding == 0
+
+
+def test_callbacks_run_once_with_the_future(handle: ProducerHandle) -> None:
+    calls: list[int] = []
+    future = handle.send("t", b"v", b"k", partition=3)
+    future.add_done_callback(lambda f: calls.append(f.get(0).offset))
+    future.add_done_callback(lambda f: 1 / 0)  # logged, never breaks delivery
+    batch_id, generation, _ = _batch_of(handle, 3)
+    _post(handle, Completion(batch_id, generation, 7, -1, 0, 0))
+    _wait_done([future])
+    deadline = time.monotonic() + 5
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.002)
+    assert calls == [7]
+    future.add_done_callback(lambda f: calls.append(-1))  # already done: runs at once
+    assert calls == [7, -1]
