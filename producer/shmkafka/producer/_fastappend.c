@@ -43,6 +43,13 @@ typedef struct {
     Py_ssize_t batches_at, batch_stride, slabs_at, batch_size;
     Py_ssize_t b_state, b_generation, b_first_slab, b_slab_count, b_publish, b_base_ts, b_appenders;
     Py_ssize_t owner_at0, lock_stride, first_stripe, intent_at0, directory_version_at;
+    /* opening a batch (send_kv only) */
+    sem_t *pool_sem;
+    Py_ssize_t pool_lock, freemap_at, num_slabs, waitq_head_at, waitq_tail_at, pending_at;
+    Py_ssize_t b_deque, b_attempts, b_created, b_producer_id, b_producer_epoch, b_base_sequence;
+    Py_ssize_t b_parent, record_batch_header, appenders_size;
+    Py_ssize_t sender_wake_at, sender_linger_at, new_batches_at;
+    uint32_t no_parent, no_slab;
     uint32_t open_state;
     int32_t slot, pid;
     int64_t started;
@@ -76,6 +83,10 @@ static int get_ssize(PyObject *layout, const char *key, Py_ssize_t *out) {
 }
 
 static void FastAppend_release(FastAppend *self) {
+    if (self->pool_sem) {
+        sem_close(self->pool_sem);
+        self->pool_sem = NULL;
+    }
     if (self->sems) {
         for (Py_ssize_t i = 0; i < self->n_sems; i++)
             if (self->sems[i] && self->sems[i] != SEM_FAILED) sem_close(self->sems[i]);
@@ -95,7 +106,9 @@ static void FastAppend_dealloc(FastAppend *self) {
 
 static int FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds) {
     PyObject *buffer, *names, *layout;
-    if (!PyArg_ParseTuple(args, "OO!O!", &buffer, &PyList_Type, &names, &PyDict_Type, &layout))
+    const char *pool_sem_name;
+    if (!PyArg_ParseTuple(args, "OO!O!s", &buffer, &PyList_Type, &names, &PyDict_Type, &layout,
+                          &pool_sem_name))
         return -1;
     if (PyObject_GetBuffer(buffer, &self->view, PyBUF_WRITABLE | PyBUF_SIMPLE) < 0) return -1;
     self->has_view = 1;
@@ -110,17 +123,37 @@ static int FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds) {
         {"b_appenders", &self->b_appenders}, {"owner_at0", &self->owner_at0},
         {"lock_stride", &self->lock_stride}, {"first_stripe", &self->first_stripe},
         {"intent_at0", &self->intent_at0}, {"directory_version_at", &self->directory_version_at},
+        {"pool_lock", &self->pool_lock}, {"freemap_at", &self->freemap_at},
+        {"num_slabs", &self->num_slabs}, {"waitq_head_at", &self->waitq_head_at},
+        {"waitq_tail_at", &self->waitq_tail_at}, {"pending_at", &self->pending_at},
+        {"b_deque", &self->b_deque}, {"b_attempts", &self->b_attempts},
+        {"b_created", &self->b_created}, {"b_producer_id", &self->b_producer_id},
+        {"b_producer_epoch", &self->b_producer_epoch},
+        {"b_base_sequence", &self->b_base_sequence}, {"b_parent", &self->b_parent},
+        {"record_batch_header", &self->record_batch_header},
+        {"appenders_size", &self->appenders_size},
+        {"sender_wake_at", &self->sender_wake_at}, {"sender_linger_at", &self->sender_linger_at},
+        {"new_batches_at", &self->new_batches_at},
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         if (get_ssize(layout, fields[i].key, fields[i].out) < 0) return -1;
-    Py_ssize_t open_state, slot, pid, started;
+    Py_ssize_t open_state, slot, pid, started, no_parent, no_slab;
     if (get_ssize(layout, "open_state", &open_state) < 0 || get_ssize(layout, "slot", &slot) < 0 ||
-        get_ssize(layout, "pid", &pid) < 0 || get_ssize(layout, "started", &started) < 0)
+        get_ssize(layout, "pid", &pid) < 0 || get_ssize(layout, "started", &started) < 0 ||
+        get_ssize(layout, "no_parent", &no_parent) < 0 || get_ssize(layout, "no_slab", &no_slab) < 0)
         return -1;
     self->open_state = (uint32_t)open_state;
+    self->no_parent = (uint32_t)no_parent;
+    self->no_slab = (uint32_t)no_slab;
     self->slot = (int32_t)slot;
     self->pid = (int32_t)pid;
     self->started = (int64_t)started;
+    self->pool_sem = sem_open(pool_sem_name, 0);
+    if (self->pool_sem == SEM_FAILED) {
+        self->pool_sem = NULL;
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, pool_sem_name);
+        return -1;
+    }
     self->n_sems = PyList_GET_SIZE(names);
     self->sems = PyMem_Calloc((size_t)self->n_sems, sizeof(sem_t *));
     if (!self->sems) return PyErr_NoMemory(), -1;
@@ -141,109 +174,231 @@ typedef struct {
     Py_ssize_t len;
 } Piece;
 
+#define BUSY 0            /* the stripe is taken: Python waits for it */
+#define APPENDED 1
+#define NEEDS_NEW_BATCH 2 /* no open batch with room: Python opens one */
+
 typedef struct {
     uint32_t batch_id, generation, offset_delta;
-    int full;
+    int full, new_batch, wake;
     uint64_t queued;
 } Hit;
 
-/* The fast path proper: lock the stripe, append one record whose part after the offset
- * delta is the concatenation of ``pieces``, publish, unlock. Returns 1 with ``hit`` filled,
- * or 0 when Python must take the slow path. */
-static int fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp,
-                       int64_t now_ms, const Piece *pieces, int n_pieces, Hit *hit) {
-    Py_ssize_t tail_len = 0;
-    for (int i = 0; i < n_pieces; i++) tail_len += pieces[i].len;
+/* Take pool lock ``index`` as LockSet.acquire does (intent byte, semaphore, owner record),
+ * spinning briefly: 1 when taken, 0 when busy (the caller falls back to Python). */
+static int take_lock(FastAppend *self, Py_ssize_t index, sem_t *sem) {
     char *buf = (char *)self->view.buf;
-    Py_ssize_t stripe = deque_id % self->n_sems;
-    char *intent = buf + self->intent_at0 + self->first_stripe + stripe;
-    char *owner = buf + self->owner_at0 + (self->first_stripe + stripe) * self->lock_stride;
+    char *intent = buf + self->intent_at0 + index;
     if (*intent) return 0; /* another thread of this process holds or wants it */
     *intent = 1;
-    /* The critical section lasts about a microsecond: spin briefly before giving up to the
+    /* Critical sections last about a microsecond: spin briefly before giving up to the
      * slow path, whose blocking wait costs a context switch. */
-    int taken = 0;
     for (int spin = 0; spin < SPIN_TRIES; spin++) {
-        if (sem_trywait(self->sems[stripe]) == 0) {
-            taken = 1;
-            break;
+        if (sem_trywait(sem) == 0) {
+            char *owner = buf + self->owner_at0 + index * self->lock_stride;
+            wr32(owner, (uint32_t)self->slot);
+            wr32(owner + 4, (uint32_t)self->pid);
+            wr64(owner + 8, (uint64_t)self->started);
+            return 1;
         }
         cpu_relax();
     }
-    if (!taken) {
-        *intent = 0;
-        return 0;
-    }
-    wr32(owner, (uint32_t)self->slot);
-    wr32(owner + 4, (uint32_t)self->pid);
-    wr64(owner + 8, (uint64_t)self->started);
+    *intent = 0;
+    return 0;
+}
 
-    int appended = 0;
-    char *deque = buf + self->deques_at + deque_id * self->deque_size;
-    uint64_t head = rd64(deque), tail_index = rd64(deque + 8);
-    if (head != tail_index) {
-        uint32_t batch_id = rd32(deque + self->deque_ring_at + 4 * ((tail_index - 1) % self->deque_capacity));
-        char *batch = buf + self->batches_at + (Py_ssize_t)batch_id * self->batch_stride;
-        if (rd32(batch + self->b_state) == self->open_state) {
-            uint32_t generation = rd32(batch + self->b_generation);
-            uint32_t first_slab = rd32(batch + self->b_first_slab);
-            uint32_t slab_count = rd32(batch + self->b_slab_count);
-            char *publish = batch + self->b_publish;
-            uint32_t write_pos = rd32(publish), count = rd32(publish + 4);
-            int64_t max_ts = (int64_t)rd64(publish + 8);
-            int64_t base_ts = (int64_t)rd64(batch + self->b_base_ts);
-            unsigned char head_bytes[32];
-            int n = 1; /* attributes */
-            unsigned char deltas[21];
-            int d = put_varlong(deltas, timestamp - base_ts);
-            d += put_varlong(deltas + d, (int64_t)count);
-            int64_t body = 1 + d + tail_len;  /* tail_len: the pieces' total */
-            n = put_varlong(head_bytes, body);
-            head_bytes[n++] = 0;
-            memcpy(head_bytes + n, deltas, (size_t)d);
-            n += d;
-            int64_t end = (int64_t)write_pos + n + tail_len;
-            int64_t capacity = (int64_t)slab_count * self->batch_size;
-            if (end <= capacity) {
-                char *dst = buf + self->slabs_at + (Py_ssize_t)first_slab * self->batch_size + write_pos;
-                memcpy(dst, head_bytes, (size_t)n);
-                char *at = dst + n;
-                for (int i = 0; i < n_pieces; i++) {
-                    memcpy(at, pieces[i].ptr, (size_t)pieces[i].len);
-                    at += pieces[i].len;
-                }
-                char *bits = batch + self->b_appenders + (self->slot >> 3);
-                unsigned char bit = (unsigned char)(1u << (self->slot & 7));
-                if (!(*bits & bit)) *bits |= bit;
-                /* publish last */
-                unsigned char pub[24];
-                uint32_t new_count = count + 1;
-                int64_t new_max = timestamp > max_ts ? timestamp : max_ts;
-                memcpy(pub, &end, 4); /* little-endian low 32 bits */
-                memcpy(pub + 4, &new_count, 4);
-                memcpy(pub + 8, &new_max, 8);
-                memcpy(pub + 16, &now_ms, 8);
-                memcpy(publish, pub, 24);
-                int full = (capacity - end) < (n + tail_len);
-                hit->batch_id = batch_id;
-                hit->generation = generation;
-                hit->offset_delta = count;
-                hit->full = full;
-                hit->queued = tail_index - head;
-                appended = 1;
-            }
-        }
-    }
+static void drop_lock(FastAppend *self, Py_ssize_t index, sem_t *sem) {
+    char *buf = (char *)self->view.buf;
+    char *owner = buf + self->owner_at0 + index * self->lock_stride;
     wr32(owner, (uint32_t)-1);
     wr32(owner + 4, 0);
     wr64(owner + 8, 0);
-    sem_post(self->sems[stripe]);
-    *intent = 0;
-    return appended;
+    sem_post(sem);
+    buf[self->intent_at0 + index] = 0;
+}
+
+/* A record's bytes before its tail: length, attributes, timestamp delta, offset delta. */
+static int record_head(unsigned char *out, int64_t timestamp_delta, uint32_t offset_delta,
+                       Py_ssize_t tail_len) {
+    unsigned char deltas[21];
+    int d = put_varlong(deltas, timestamp_delta);
+    d += put_varlong(deltas + d, (int64_t)offset_delta);
+    int n = put_varlong(out, 1 + d + tail_len);
+    out[n++] = 0; /* attributes */
+    memcpy(out + n, deltas, (size_t)d);
+    return n + d;
+}
+
+static void copy_record(char *dst, const unsigned char *head, int n, const Piece *pieces,
+                        int n_pieces) {
+    memcpy(dst, head, (size_t)n);
+    dst += n;
+    for (int i = 0; i < n_pieces; i++) {
+        memcpy(dst, pieces[i].ptr, (size_t)pieces[i].len);
+        dst += pieces[i].len;
+    }
+}
+
+/* Append to the last batch of the deque if it is OPEN and has room (stripe lock held). */
+static int append_to_last(FastAppend *self, char *deque, int64_t timestamp, int64_t now_ms,
+                          const Piece *pieces, int n_pieces, Py_ssize_t tail_len, Hit *hit) {
+    char *buf = (char *)self->view.buf;
+    uint64_t head = rd64(deque), tail_index = rd64(deque + 8);
+    if (head == tail_index) return NEEDS_NEW_BATCH;
+    uint32_t batch_id = rd32(deque + self->deque_ring_at + 4 * ((tail_index - 1) % self->deque_capacity));
+    char *batch = buf + self->batches_at + (Py_ssize_t)batch_id * self->batch_stride;
+    if (rd32(batch + self->b_state) != self->open_state) return NEEDS_NEW_BATCH;
+    uint32_t first_slab = rd32(batch + self->b_first_slab);
+    uint32_t slab_count = rd32(batch + self->b_slab_count);
+    char *publish = batch + self->b_publish;
+    uint32_t write_pos = rd32(publish), count = rd32(publish + 4);
+    int64_t max_ts = (int64_t)rd64(publish + 8);
+    int64_t base_ts = (int64_t)rd64(batch + self->b_base_ts);
+    unsigned char head_bytes[32];
+    int n = record_head(head_bytes, timestamp - base_ts, count, tail_len);
+    int64_t end = (int64_t)write_pos + n + tail_len;
+    int64_t capacity = (int64_t)slab_count * self->batch_size;
+    if (end > capacity) return NEEDS_NEW_BATCH;
+    copy_record(buf + self->slabs_at + (Py_ssize_t)first_slab * self->batch_size + write_pos,
+                head_bytes, n, pieces, n_pieces);
+    char *bits = batch + self->b_appenders + (self->slot >> 3);
+    unsigned char bit = (unsigned char)(1u << (self->slot & 7));
+    if (!(*bits & bit)) *bits |= bit;
+    /* publish last */
+    unsigned char pub[24];
+    uint32_t new_count = count + 1;
+    int64_t new_max = timestamp > max_ts ? timestamp : max_ts;
+    memcpy(pub, &end, 4); /* little-endian low 32 bits */
+    memcpy(pub + 4, &new_count, 4);
+    memcpy(pub + 8, &new_max, 8);
+    memcpy(pub + 16, &now_ms, 8);
+    memcpy(publish, pub, 24);
+    hit->batch_id = batch_id;
+    hit->generation = rd32(batch + self->b_generation);
+    hit->offset_delta = count;
+    hit->full = (capacity - end) < (n + tail_len);
+    hit->queued = tail_index - head;
+    hit->new_batch = 0;
+    hit->wake = hit->full;
+    return APPENDED;
+}
+
+/* Take one free slab as BufferPool.allocate does in its common case (nobody queued for
+ * memory, a free slab, nothing pending in our slot), recording it as pending in our slot
+ * first. Returns the slab, or -1 (Python allocates: it may wait, queue or take a run). */
+static Py_ssize_t take_slab(FastAppend *self) {
+    char *buf = (char *)self->view.buf;
+    char *pending = buf + self->pending_at;
+    if (rd32(pending) != self->no_slab) return -1; /* another thread of ours is allocating */
+    if (!take_lock(self, self->pool_lock, self->pool_sem)) return -1;
+    Py_ssize_t slab = -1;
+    if (rd64(buf + self->waitq_head_at) == rd64(buf + self->waitq_tail_at)) {
+        char *freemap = buf + self->freemap_at;
+        char *free_at = memchr(freemap, 0, (size_t)self->num_slabs);
+        if (free_at) {
+            slab = free_at - freemap;
+            wr32(pending, (uint32_t)slab);
+            wr32(pending + 4, 1);
+            *free_at = 1;
+        }
+    }
+    drop_lock(self, self->pool_lock, self->pool_sem);
+    return slab;
+}
+
+/* A new batch needs the Sender's attention within linger.ms. Skip the wake (a semaphore
+ * post, two context switches) when the Sender will look in time by itself: it is looking
+ * now (wake_at 0; it re-reads new_batches before it sleeps), or it sleeps until no later
+ * than now + linger. The counter store and the wake_at load are ordered by a full fence,
+ * as the Sender orders its wake_at store and counter load (Dekker-style). */
+static int sender_needs_wake(FastAppend *self, int64_t now_ms) {
+    char *buf = (char *)self->view.buf;
+    /* atomic across processes: the counter only grows, so any change is seen */
+    __atomic_add_fetch((uint64_t *)(buf + self->new_batches_at), 1, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    int64_t wake_at = (int64_t)rd64(buf + self->sender_wake_at);
+    int64_t linger = (int64_t)rd64(buf + self->sender_linger_at);
+    return wake_at != 0 && wake_at > now_ms + linger;
+}
+
+/* Open a batch on a fresh slab holding this one record and queue it on the deque (stripe
+ * lock held), in RecordAccumulator._open_batch's order: descriptor and record first, then
+ * the deque push that publishes the batch, then the pending record is cleared. */
+static int open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id, int64_t timestamp,
+                      int64_t now_ms, const Piece *pieces, int n_pieces, Py_ssize_t tail_len,
+                      Hit *hit) {
+    char *buf = (char *)self->view.buf;
+    uint64_t head = rd64(deque), tail_index = rd64(deque + 8);
+    if (tail_index - head >= (uint64_t)self->deque_capacity) return NEEDS_NEW_BATCH;
+    unsigned char head_bytes[32];
+    int n = record_head(head_bytes, 0, 0, tail_len);
+    int64_t end = self->record_batch_header + n + tail_len;
+    if (end > self->batch_size) return NEEDS_NEW_BATCH; /* a multi-slab run: Python's job */
+    Py_ssize_t slab = take_slab(self);
+    if (slab < 0) return NEEDS_NEW_BATCH;
+    copy_record(buf + self->slabs_at + slab * self->batch_size + self->record_batch_header,
+                head_bytes, n, pieces, n_pieces);
+    char *batch = buf + self->batches_at + slab * self->batch_stride;
+    uint32_t generation = rd32(batch + self->b_generation) + 1;
+    wr32(batch + self->b_generation, generation);
+    wr32(batch + self->b_deque, (uint32_t)deque_id);
+    wr32(batch + self->b_first_slab, (uint32_t)slab);
+    wr32(batch + self->b_slab_count, 1);
+    wr32(batch + self->b_attempts, 0);
+    char *publish = batch + self->b_publish;
+    wr32(publish, (uint32_t)end);
+    wr32(publish + 4, 1);
+    wr64(publish + 8, (uint64_t)timestamp);
+    wr64(publish + 16, (uint64_t)now_ms);
+    wr64(batch + self->b_base_ts, (uint64_t)timestamp);
+    wr64(batch + self->b_created, (uint64_t)now_ms);
+    wr64(batch + self->b_producer_id, (uint64_t)-1);
+    int16_t no_epoch = -1;
+    memcpy(batch + self->b_producer_epoch, &no_epoch, 2);
+    wr32(batch + self->b_base_sequence, (uint32_t)-1);
+    memset(batch + self->b_appenders, 0, (size_t)self->appenders_size);
+    batch[self->b_appenders + (self->slot >> 3)] = (char)(1u << (self->slot & 7));
+    wr32(batch + self->b_parent, self->no_parent);
+    wr32(batch + self->b_parent + 4, 0);
+    wr32(batch + self->b_parent + 8, 0);
+    wr32(batch + self->b_state, self->open_state);
+    wr32(deque + self->deque_ring_at + 4 * (tail_index % self->deque_capacity), (uint32_t)slab);
+    wr64(deque + 8, tail_index + 1); /* publish: the batch is queued */
+    char *pending = buf + self->pending_at;
+    wr32(pending, self->no_slab); /* committed: the batch owns the slab */
+    wr32(pending + 4, 0);
+    hit->batch_id = (uint32_t)slab;
+    hit->generation = generation;
+    hit->offset_delta = 0;
+    hit->full = (self->batch_size - end) < (n + tail_len);
+    hit->queued = tail_index + 1 - head;
+    hit->new_batch = 1;
+    hit->wake = hit->full || sender_needs_wake(self, now_ms);
+    return APPENDED;
+}
+
+/* The fast path proper: lock the stripe, append one record whose part after the offset
+ * delta is the concatenation of ``pieces`` (opening a batch for it when ``may_open`` and
+ * the last one has no room), publish, unlock. Returns APPENDED with ``hit`` filled, or
+ * BUSY / NEEDS_NEW_BATCH when Python must take the slow path. */
+static int fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp,
+                       int64_t now_ms, const Piece *pieces, int n_pieces, int may_open,
+                       Hit *hit) {
+    Py_ssize_t tail_len = 0;
+    for (int i = 0; i < n_pieces; i++) tail_len += pieces[i].len;
+    Py_ssize_t stripe = deque_id % self->n_sems;
+    Py_ssize_t lock = self->first_stripe + stripe;
+    if (!take_lock(self, lock, self->sems[stripe])) return BUSY;
+    char *deque = (char *)self->view.buf + self->deques_at + deque_id * self->deque_size;
+    int result = append_to_last(self, deque, timestamp, now_ms, pieces, n_pieces, tail_len, hit);
+    if (result == NEEDS_NEW_BATCH && may_open)
+        result = open_batch(self, deque, deque_id, timestamp, now_ms, pieces, n_pieces, tail_len, hit);
+    drop_lock(self, lock, self->sems[stripe]);
+    return result;
 }
 
 static PyObject *hit_tuple(int appended, const Hit *hit) {
-    if (!appended) Py_RETURN_NONE;
+    if (appended != APPENDED) Py_RETURN_NONE;
     return Py_BuildValue("(IIIiK)", hit->batch_id, hit->generation, hit->offset_delta, hit->full,
                          (unsigned long long)hit->queued);
 }
@@ -261,12 +416,12 @@ static PyObject *FastAppend_append(FastAppend *self, PyObject *const *args, Py_s
     Piece piece;
     if (PyBytes_AsStringAndSize(args[2], (char **)&piece.ptr, &piece.len) < 0) return NULL;
     Hit hit;
-    return hit_tuple(fast_append(self, deque_id, timestamp, now_ms, &piece, 1, &hit), &hit);
+    return hit_tuple(fast_append(self, deque_id, timestamp, now_ms, &piece, 1, 0, &hit), &hit);
 }
 
 /* Append a record without headers: its key and value (bytes or None) encoded here. */
 static int append_kv(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp, int64_t now_ms,
-                     PyObject *key, PyObject *value, Hit *hit) {
+                     PyObject *key, PyObject *value, int may_open, Hit *hit) {
     unsigned char key_len[10], value_len[10];
     static const char no_headers = 0;
     Piece pieces[5];
@@ -289,7 +444,7 @@ static int append_kv(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp, i
     }
     pieces[n].ptr = &no_headers;
     pieces[n++].len = 1;
-    return fast_append(self, deque_id, timestamp, now_ms, pieces, n, hit);
+    return fast_append(self, deque_id, timestamp, now_ms, pieces, n, may_open, hit);
 }
 
 /* append_kv(deque_id, timestamp_ms, key, value, now_ms): a record without headers. Same
@@ -302,7 +457,7 @@ static PyObject *FastAppend_append_kv(FastAppend *self, PyObject *const *args, P
     int64_t now_ms = PyLong_AsLongLong(args[4]);
     if (PyErr_Occurred()) return NULL;
     Hit hit;
-    int appended = append_kv(self, deque_id, timestamp, now_ms, args[2], args[3], &hit);
+    int appended = append_kv(self, deque_id, timestamp, now_ms, args[2], args[3], 0, &hit);
     if (appended < 0) return NULL;
     return hit_tuple(appended, &hit);
 }
@@ -343,8 +498,12 @@ static int64_t clock_ms(clockid_t clock) {
 /* send_kv(route, partition, key, value): the whole of ProducerHandle.send for a record
  * without headers or explicit timestamp. route = (directory_version, deque_ids) as the
  * caller last read the directory; partition -1 = murmur2(key) % partitions (key required).
- *   -> ((batch_id << 32) | generation, wake_sender, (partition, offset_delta, timestamp,
- *       key_size, value_size)), or None: the directory moved, or the slow path is needed. */
+ *   -> ((batch_id << 32) | generation, flags (1: batch full, 2: new batch, 4: wake the
+ *       Sender), partition,
+ *       offset_delta, timestamp,
+ *       key_size, value_size): handle.py's RecordFacts; an int: that partition needs a new
+ *       batch (nothing was written);
+ *       None: the directory moved, the stripe is busy, or the input needs the Python path. */
 static PyObject *FastAppend_send_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) return PyErr_Format(PyExc_TypeError, "send_kv takes 4 arguments");
     if (!self->has_view) return PyErr_Format(PyExc_ValueError, "closed");
@@ -373,16 +532,21 @@ static PyObject *FastAppend_send_kv(FastAppend *self, PyObject *const *args, Py_
     int64_t timestamp = clock_ms(CLOCK_REALTIME);
     int64_t now_ms = clock_ms(CLOCK_MONOTONIC); /* = time.monotonic() on Linux */
     Hit hit;
-    int appended = append_kv(self, deque_id, timestamp, now_ms, key, value, &hit);
-    if (appended <= 0) {
-        if (appended < 0) return NULL;
-        Py_RETURN_NONE;
-    }
+    int appended = append_kv(self, deque_id, timestamp, now_ms, key, value, 1, &hit);
+    if (appended < 0) return NULL;
+    if (appended == NEEDS_NEW_BATCH) return PyLong_FromSsize_t(partition);
+    if (appended == BUSY) Py_RETURN_NONE;
     Py_ssize_t key_size = key == Py_None ? -1 : PyBytes_GET_SIZE(key);
     Py_ssize_t value_size = value == Py_None ? -1 : PyBytes_GET_SIZE(value);
-    return Py_BuildValue("(KO(nILnn))", ((unsigned long long)hit.batch_id << 32) | hit.generation,
-                         (hit.full || hit.queued > 1) ? Py_True : Py_False, partition, hit.offset_delta,
+    return Py_BuildValue("(KinILnn)", ((unsigned long long)hit.batch_id << 32) | hit.generation,
+                         hit.full | (hit.new_batch << 1) | (hit.wake << 2), partition,
+                         hit.offset_delta,
                          (long long)timestamp, key_size, value_size);
+}
+
+static PyObject *full_fence(PyObject *module, PyObject *unused) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    Py_RETURN_NONE;
 }
 
 static PyObject *FastAppend_close(FastAppend *self, PyObject *unused) {
@@ -413,8 +577,15 @@ static PyTypeObject FastAppendType = {
     .tp_doc = "The append fast path over a pool segment (see accumulator.py).",
 };
 
+static PyMethodDef module_methods[] = {
+    {"full_fence", (PyCFunction)full_fence, METH_NOARGS,
+     "a full memory fence (the Sender's side of the new-batch wake protocol)"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_fastappend", "The accumulator's append fast path in C.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_fastappend", "The accumulator's append fast path in C.", -1,
+    module_methods,
 };
 
 PyMODINIT_FUNC PyInit__fastappend(void) {

@@ -1,6 +1,6 @@
 class FastAppend:
     def __init__(
-        self, buffer: memoryview, semaphores: list[str], layout: dict[str, int]
+        self, buffer: memoryview, semaphores: list[str], layout: dict[str, int], pool_lock: str
     ) -> None: ...
     def append(
         self, deque_id: int, timestamp_ms: int, tail: bytes, now_ms: int
@@ -14,5 +14,7 @@ class FastAppend:
         partition: int,
         key: bytes | None,
         value: bytes | None,
-    ) -> tuple[int, bool, tuple[int, int, int, int, int]] | None: ...
+    ) -> tuple[int, int, int, int, int, int, int] | int | None: ...
     def close(self) -> None: ...
+
+def full_fence() -> None: ...

@@ -43,6 +43,7 @@ from shmkafka.shm.layout import (
     IN_FLIGHT,
     NO_PARENT,
     OPEN,
+    POOL_LOCK,
     PUBLISH,
     SEALED,
 )
@@ -174,12 +175,15 @@ class RecordAccumulator:
         headers: Sequence[HeaderInput] = (),
         *,
         now_ms: int,
+        new_batch: bool = False,
     ) -> AppendResult:
-        """``append`` for a caller that already resolved the partition's deque."""
+        """``append`` for a caller that already resolved the partition's deque.
+        ``new_batch``: the caller just saw the partition without an open batch with room, so
+        go straight to opening one (which still appends to a batch another opened meanwhile)."""
         if self.pool.forked:
             self.pool.check_owner()
         fast = self._fast
-        if fast is not None and not headers:
+        if fast is not None and not headers and not new_batch:
             # append_kv takes bytes or None (a bytearray or memoryview goes the general way)
             plain = (key is None or type(key) is bytes) and (value is None or type(value) is bytes)
             if plain:
@@ -202,6 +206,9 @@ class RecordAccumulator:
                 f"a record of about {needed} bytes exceeds max_request_size/buffer_memory "
                 f"({self._limit})"
             )
+        stripe = FIRST_STRIPE_LOCK + deque_id % self._stripes
+        if new_batch:
+            return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, needed, now_ms)
         if fast is not None:
             hit = fast.append(deque_id, timestamp_ms, tail, now_ms)
             if hit is not None:
@@ -210,7 +217,6 @@ class RecordAccumulator:
                     batch_id, generation, offset_delta, bool(full) or queued > 1, False
                 )
         locks = self._locks
-        stripe = FIRST_STRIPE_LOCK + deque_id % self._stripes
         locks.acquire(stripe)
         try:
             result = self._try_append(deque_id, timestamp_ms, tail, now_ms)
@@ -520,12 +526,14 @@ def _fast_path(pool: SharedPool) -> FastAppend | None:
     if FastAppend is None or os.environ.get("SHMKAFKA_PURE_PYTHON"):
         return None
     offsets = pool.layout.fast_path_offsets(pool.slot)
-    offsets.update(slot=pool.slot, pid=pool.pid, started=pool.started)
+    offsets.update(
+        slot=pool.slot, pid=pool.pid, started=pool.started, record_batch_header=HEADER_SIZE
+    )
     names = [
         semaphore_name(pool.name, "l", FIRST_STRIPE_LOCK + i)
         for i in range(pool.config.lock_stripes)
     ]
-    return FastAppend(pool.segment.buf, names, offsets)
+    return FastAppend(pool.segment.buf, names, offsets, semaphore_name(pool.name, "l", POOL_LOCK))
 
 
 def verify_batches(pool: SharedPool) -> list[str]:

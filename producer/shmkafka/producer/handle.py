@@ -65,7 +65,11 @@ class RecordMetadata(NamedTuple):
     serialized_value_size: int
 
 
-RecordFacts = tuple[int, int, int, int, int]  # partition, offset delta, timestamp, key/value size
+# What send() learns of a record, as FastAppend.send_kv returns it: (registration = batch id
+# << 32 | generation, flags, partition, offset delta, timestamp, key size, value size)
+RecordFacts = tuple[int, int, int, int, int, int, int]
+DELTA = 3
+FULL, NEW_BATCH, WAKE = 1, 2, 4  # flags
 
 
 class _BatchWait:
@@ -93,8 +97,8 @@ class Future:
 
     Futures are made on every send, so they are light: no lock or event of their own (the
     waits go through their producer's one condition variable) and no state but a reference to
-    their batch's wait and the record's (partition, offset delta, timestamp, key size, value
-    size); RecordMetadata is built on first use."""
+    their batch's wait and the record's ``RecordFacts``; RecordMetadata is built on first
+    use."""
 
     __slots__ = ("_callbacks", "_cond", "_record", "_wait", "topic")
 
@@ -113,20 +117,20 @@ class Future:
 
     @property
     def is_done(self) -> bool:
-        return self._wait.outcome(self._record[1]) is not None
+        return self._wait.outcome(self._record[DELTA]) is not None
 
     @property
     def exception(self) -> BaseException | None:
-        outcome = self._wait.outcome(self._record[1])
+        outcome = self._wait.outcome(self._record[DELTA])
         return None if outcome is None else outcome[1]
 
     @property
     def value(self) -> RecordMetadata | None:
-        outcome = self._wait.outcome(self._record[1])
+        outcome = self._wait.outcome(self._record[DELTA])
         if outcome is None or outcome[1] is not None:
             return None
         c = outcome[0]
-        partition, delta, timestamp, key_size, value_size = self._record
+        _, _, partition, delta, timestamp, key_size, value_size = self._record
         return RecordMetadata(
             self.topic, partition, c.offset_of(delta),
             c.log_append_time if c.log_append_time >= 0 else timestamp,
@@ -134,11 +138,11 @@ class Future:
         )  # fmt: skip
 
     def succeeded(self) -> bool:
-        outcome = self._wait.outcome(self._record[1])
+        outcome = self._wait.outcome(self._record[DELTA])
         return outcome is not None and outcome[1] is None
 
     def failed(self) -> bool:
-        outcome = self._wait.outcome(self._record[1])
+        outcome = self._wait.outcome(self._record[DELTA])
         return outcome is not None and outcome[1] is not None
 
     def _run_callbacks(self) -> None:
@@ -301,14 +305,17 @@ class ProducerHandle:
                 partition_arg = -1 if key is not None else self._sticky_for(topic, route)
             else:
                 partition_arg = partition if partition >= 0 else len(route[1])  # → slow path
-            if not self.pool.forked and (hit := fast.send_kv(route, partition_arg, key, value)):
-                registration, wake, record = hit
-                future = self._track(topic, registration, record)
-                if wake:  # the batch is full (or others wait): time for the Sender
-                    self._wake_sender()
-                    if key is None and partition is None:
+            hit = None if self.pool.forked else fast.send_kv(route, partition_arg, key, value)
+            if isinstance(hit, tuple):
+                future = self._track(topic, hit)
+                if hit[1]:
+                    if hit[1] & WAKE:  # a full batch, or a new one the Sender might miss
+                        self._wake_sender()
+                    if hit[1] & FULL and key is None and partition is None:
                         self._sticky.pop(topic, None)
                 return future
+            if isinstance(hit, int):  # no open batch with room in partition ``hit``
+                return self._send_slow(topic, value, key, headers, hit, None, new_batch=True)
         return self._send_slow(topic, value, key, headers, partition, timestamp_ms)
 
     def _sticky_for(self, topic: str, route: tuple[int, tuple[int, ...]]) -> int:
@@ -325,6 +332,8 @@ class ProducerHandle:
         headers: Sequence[HeaderInput],
         partition: int | None,
         timestamp_ms: int | None,
+        *,
+        new_batch: bool = False,
     ) -> Future:
         snapshot = self.pool.directory.snapshot()
         entries = snapshot.topics.get(topic)
@@ -344,26 +353,34 @@ class ProducerHandle:
         if not 0 <= partition < count:
             raise KafkaError(f"partition {partition} of {topic!r} does not exist ({count})")
         result = self.accumulator.append_to(
-            entries[partition].deque_id, timestamp, key, value, headers, now_ms=now_ms()
+            entries[partition].deque_id,
+            timestamp,
+            key,
+            value,
+            headers,
+            now_ms=now_ms(),
+            new_batch=new_batch,
         )
         if key is None and partition_arg is None and result.batch_is_full:
             self._sticky.pop(topic, None)  # the next keyless record picks a new partition
-        record = (
-            partition, result.offset_delta, timestamp,
+        facts = (
+            (result.batch_id << 32) | result.generation,
+            FULL * result.batch_is_full + NEW_BATCH * result.new_batch_created, partition,
+            result.offset_delta, timestamp,
             len(key) if key is not None else -1, len(value) if value is not None else -1,
         )  # fmt: skip
-        future = self._track(topic, (result.batch_id << 32) | result.generation, record)
+        future = self._track(topic, facts)
         if result.batch_is_full or result.new_batch_created:
             self._wake_sender()
         return future
 
-    def _track(self, topic: str, registration: int, record: RecordFacts) -> Future:
+    def _track(self, topic: str, facts: RecordFacts) -> Future:
         with self._lock:
-            wait = self._waits.get(registration)
+            wait = self._waits.get(facts[0])
             if wait is None:
-                wait = self._waits[registration] = _BatchWait()
-            future = Future(self._cond, wait, topic, record)
-            if not wait.completions or wait.outcome(record[1]) is None:
+                wait = self._waits[facts[0]] = _BatchWait()
+            future = Future(self._cond, wait, topic, facts)
+            if not wait.completions or wait.outcome(facts[DELTA]) is None:
                 wait.futures.append(future)
                 wait.pending += 1
                 self._outstanding += 1
@@ -438,8 +455,8 @@ class ProducerHandle:
             if completion.first_delta == 0 and completion.last_delta == ALL_DELTAS:
                 covered, wait.futures = wait.futures, []
             else:
-                covered = [f for f in wait.futures if completion.covers(f._record[1])]
-                wait.futures = [f for f in wait.futures if not completion.covers(f._record[1])]
+                covered = [f for f in wait.futures if completion.covers(f._record[DELTA])]
+                wait.futures = [f for f in wait.futures if not completion.covers(f._record[DELTA])]
             wait.pending -= len(covered)
             self._outstanding -= len(covered)
             wait.retire_at = time.monotonic() + RETIRE_S

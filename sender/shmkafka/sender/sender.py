@@ -18,6 +18,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,18 @@ from shmkafka.sender.ready import Drainer, ReadyContext, ready
 from shmkafka.shm.errors import BufferExhaustedError
 from shmkafka.shm.layout import H_CLOSING, H_FLUSH_REQUESTS, H_SENDER_STATS, SENDER_STATS
 from shmkafka.shm.pool import SharedPool
+
+try:
+    from shmkafka.producer._fastappend import full_fence
+except ImportError:  # no C append path: producers always wake the Sender, no fence needed
+
+    def full_fence() -> None:
+        pass
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
 
 log = logging.getLogger("shmkafka.sender")
 
@@ -104,11 +117,15 @@ class Sender:
             5 if config.enable_idempotence else config.max_in_flight_requests_per_connection
         )
         self._resume_in_flight()
+        self._new_batches_seen = pool.new_batches()
+        pool.set_sender_linger(config.linger_ms)
+        pool.set_sender_wake_at(0)
 
     # ------------------------------------------------------------------ the recipe
 
     def run_once(self, now_ms: int) -> int:
         """One round; returns how long the caller may wait before the next (ms)."""
+        self._new_batches_seen = self.pool.new_batches()  # before we look at the deques
         self._maybe_update_metadata(now_ms)
         if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
             return self._poll(min(MAX_POLL_MS, self.config.retry_backoff_ms), now_ms)
@@ -254,8 +271,20 @@ class Sender:
         finally:
             self.accumulator.defer_wakes(False)  # one wake per process, after all results
 
+    def _announce_sleep(self, timeout_ms: int) -> int:
+        """Tell producers when we will look at the deques again by ourselves, so that they
+        need not wake us for a new batch we will see within linger.ms; a batch opened since
+        this round looked at the deques cancels the sleep (see layout.py, new_batches)."""
+        if timeout_ms <= 0:
+            return 0
+        self.pool.set_sender_wake_at(monotonic_ms() + timeout_ms)
+        full_fence()
+        return 0 if self.pool.new_batches() != self._new_batches_seen else timeout_ms
+
     def _handle_responses(self, timeout_ms: int, now_ms: int) -> int:
-        for response in self.network.poll(timeout_ms, now_ms):
+        responses = self.network.poll(self._announce_sleep(timeout_ms), now_ms)
+        self.pool.set_sender_wake_at(0)
+        for response in responses:
             kind = response.payload[0]
             if kind == "metadata":
                 self._on_metadata(response, now_ms)

@@ -32,6 +32,11 @@ Region 1 - HEADER (512 bytes)
     132  u32      topic_requests         producers and the Sender, under the directory lock
     136  6 x u64  sender_stats           the Sender: produce requests, batches sent, records
                                          sent, retries, errors, expired (for `shmkafka stat`)
+    184  i64      sender_wake_at_ms      the Sender: when it will next look at the deques by
+                                         itself (monotonic ms; 0 while it is looking)
+    192  i64      sender_linger_ms       the Sender, at start
+    200  u64      new_batches            the C append path (a batch opened): a change the
+                                         Sender checks before it sleeps (see handle.py)
 Region 2 - CONFIG: the config JSON (4096 bytes), creator, once.
 Region 3 - LOCKS: per lock 16 bytes, written by the holder right after acquiring:
       0  i32 owner_slot (-1 none)  4  i32 owner_pid  8  i64 owner_start
@@ -100,6 +105,9 @@ H_PRODUCER_EPOCH = 128
 H_TOPIC_REQUESTS = 132
 H_SENDER_STATS = 136
 SENDER_STATS = struct.Struct("<6Q")
+H_SENDER_WAKE_AT = 184
+H_SENDER_LINGER = 192
+H_NEW_BATCHES = 200
 SENDER_STAT_NAMES = (
     "produce_requests",
     "batches_sent",
@@ -302,6 +310,26 @@ class Layout:
             "first_stripe": FIRST_STRIPE_LOCK,
             "intent_at0": self.intent_at(slot, 0),
             "directory_version_at": H_DIRECTORY_VERSION,
+            "sender_wake_at": H_SENDER_WAKE_AT,
+            "sender_linger_at": H_SENDER_LINGER,
+            "new_batches_at": H_NEW_BATCHES,
+            # opening a batch: BufferPool's common case and Batches.open
+            "pool_lock": POOL_LOCK,
+            "freemap_at": self.freemap_at,
+            "num_slabs": self.config.num_slabs,
+            "waitq_head_at": H_WAITQ_HEAD,
+            "waitq_tail_at": H_WAITQ_TAIL,
+            "pending_at": self.slot_at(slot) + S_PENDING,
+            "b_deque": B_DEQUE,
+            "b_attempts": B_ATTEMPTS,
+            "b_created": B_CREATED,
+            "b_producer_id": B_PRODUCER_ID,
+            "b_producer_epoch": B_PRODUCER_EPOCH,
+            "b_base_sequence": B_BASE_SEQUENCE,
+            "b_parent": B_PARENT,
+            "appenders_size": BATCH.size - B_APPENDERS,
+            "no_parent": NO_PARENT,
+            "no_slab": NO_SLAB,
             "open_state": OPEN,
         }
 

@@ -21,11 +21,14 @@ from shmkafka.shm.errors import ShmError
 from shmkafka.shm.layout import (
     FREE,
     H_DEQUES_USED,
+    H_NEW_BATCHES,
     H_PRODUCER_EPOCH,
     H_PRODUCER_ID,
     H_SENDER_HEARTBEAT,
+    H_SENDER_LINGER,
     H_SENDER_PID,
     H_SENDER_START,
+    H_SENDER_WAKE_AT,
     I32,
     I64,
     LOCK,
@@ -35,6 +38,7 @@ from shmkafka.shm.layout import (
     POOL_LOCK,
     S_PENDING,
     U32,
+    U64,
     Layout,
 )
 from shmkafka.shm.locks import DEFAULT_TIMEOUT_S, LockSet
@@ -205,6 +209,17 @@ class SharedPool:
         I64.pack_into(buf, H_SENDER_START, started)
         I32.pack_into(buf, H_SENDER_PID, pid)
         I64.pack_into(buf, H_SENDER_HEARTBEAT, heartbeat_ms)
+
+    def set_sender_wake_at(self, wake_at_ms: int) -> None:
+        I64.pack_into(self.segment.buf, H_SENDER_WAKE_AT, wake_at_ms)
+
+    def set_sender_linger(self, linger_ms: int) -> None:
+        I64.pack_into(self.segment.buf, H_SENDER_LINGER, linger_ms)
+
+    def new_batches(self) -> int:
+        """How many batches the C append path has opened (a change counter, see layout.py)."""
+        count: int = U64.unpack_from(self.segment.buf, H_NEW_BATCHES)[0]
+        return count
 
     def sender(self) -> tuple[int, int, int]:
         """(pid, start time, last heartbeat ms) of the Sender recorded in the header."""
