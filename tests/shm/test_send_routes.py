@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -27,15 +28,9 @@ def _publish(handle: ProducerHandle, topics: dict[str, int]) -> None:
         handle.pool.directory.publish({t: [PartitionLeader(1, 0)] * n for t, n in topics.items()})
 
 
-@pytest.fixture(params=["c", "python"])
-def handle(request: pytest.FixtureRequest, pool_name: str) -> Iterator[ProducerHandle]:
-    h = ProducerHandle(
-        pool_name,
-        {},
-        pool_config=CONFIG,
-        start_sender=False,
-        fast_path=request.param == "c",
-    )
+@contextmanager
+def _handle(pool_name: str, *, fast_path: bool) -> Iterator[ProducerHandle]:
+    h = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False, fast_path=fast_path)
     _publish(h, {"t": 7})
     try:
         yield h
@@ -45,6 +40,12 @@ def handle(request: pytest.FixtureRequest, pool_name: str) -> Iterator[ProducerH
         h._thread.join()
         h.accumulator.close()
         pool.destroy()
+
+
+@pytest.fixture(params=["c", "python"])
+def handle(request: pytest.FixtureRequest, pool_name: str) -> Iterator[ProducerHandle]:
+    with _handle(pool_name, fast_path=request.param == "c") as h:
+        yield h
 
 
 def _batch_of(handle: ProducerHandle, partition: int) -> tuple[int, int, int]:
@@ -199,3 +200,28 @@ def test_batches_opened_in_c_equal_those_opened_in_python(pool_name: str) -> Non
             h.accumulator.close()
             h.pool.destroy()
     assert seen["c"] == seen["python"]
+
+
+def test_a_new_batch_wakes_the_sender_only_if_it_would_look_too_late(pool_name: str) -> None:
+    """Flag 4 (wake) on a batch opened in C: not while the Sender is looking (wake_at 0) or
+    will look within linger.ms by itself; yes when it sleeps past that. Each opened batch
+    bumps new_batches, which the Sender checks before it sleeps. (The Python route wakes
+    on every new batch.)"""
+    with _handle(pool_name, fast_path=True) as handle:
+        assert handle._fast is not None, "the C append path is not built"
+        _check_wakes(handle)
+
+
+def _check_wakes(handle: ProducerHandle) -> None:
+    pool = handle.pool
+    handle.send("t", b"v", b"k", partition=0)  # the first send of a topic takes the Python route
+    pool.set_sender_linger(5)
+    opened = []
+    for partition, wake_in_ms in ((1, 0), (2, 3), (3, 60_000)):
+        pool.set_sender_wake_at(0 if wake_in_ms == 0 else int(time.monotonic() * 1000) + wake_in_ms)
+        before = pool.new_batches()
+        facts = handle.send("t", b"v", b"k", partition=partition)._record
+        assert facts[1] & 2, "the batch was opened in C"
+        assert pool.new_batches() == before + 1
+        opened.append(bool(facts[1] & 4))
+    assert opened == [False, False, True]
