@@ -16,3 +16,7 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)
 
 __version__ = "0.1.0"
+
+from shmkafka.producer.kafka_python import KafkaProducer
+
+__all__ = ["KafkaProducer", "__version__"]

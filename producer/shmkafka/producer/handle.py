@@ -33,8 +33,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from shmkafka.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
 from shmkafka.producer.accumulator import RecordAccumulator
-from shmkafka.protocol.errors import KafkaError, RetriableError, error_for
+from shmkafka.protocol.errors import KafkaError, error_for
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
 from shmkafka.shm.config import PoolConfig
@@ -51,23 +52,30 @@ RETIRE_S = 5.0  # a completed batch's wait stays this long for registrations sti
 log = logging.getLogger("shmkafka.producer")
 
 
-class KafkaTimeoutError(RetriableError):
-    """Metadata or delivery did not complete in time."""
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
 
 
 class RecordMetadata(NamedTuple):
+    """What a successful send returns, field for field as kafka-python's."""
+
     topic: str
     partition: int
+    topic_partition: TopicPartition
     offset: int
     timestamp: int
     log_start_offset: int
+    checksum: None
     serialized_key_size: int
     serialized_value_size: int
+    serialized_header_size: int
 
 
 # What send() learns of a record, as FastAppend.send_kv returns it: (registration = batch id
-# << 32 | generation, flags, partition, offset delta, timestamp, key size, value size)
-RecordFacts = tuple[int, int, int, int, int, int, int]
+# << 32 | generation, flags, partition, offset delta, timestamp, key size, value size); the
+# Python route adds the headers' size (the C route takes no headers: -1).
+RecordFacts = tuple[int, ...]
 DELTA = 3
 FULL, NEW_BATCH, WAKE = 1, 2, 4  # flags
 
@@ -130,12 +138,29 @@ class Future:
         if outcome is None or outcome[1] is not None:
             return None
         c = outcome[0]
-        _, _, partition, delta, timestamp, key_size, value_size = self._record
+        facts = self._record
+        partition, delta = facts[2], facts[DELTA]
         return RecordMetadata(
-            self.topic, partition, c.offset_of(delta),
-            c.log_append_time if c.log_append_time >= 0 else timestamp,
-            c.log_start_offset, key_size, value_size,
+            self.topic, partition, TopicPartition(self.topic, partition), c.offset_of(delta),
+            c.log_append_time if c.log_append_time >= 0 else facts[4], c.log_start_offset,
+            None, facts[5], facts[6], facts[7] if len(facts) > 7 else -1,
         )  # fmt: skip
+
+    @property
+    def partition(self) -> int:
+        return self._record[2]
+
+    @property
+    def offset_delta(self) -> int:
+        return self._record[DELTA]
+
+    @property
+    def timestamp(self) -> int:
+        return self._record[4]
+
+    def retriable(self) -> bool:
+        error = self.exception
+        return bool(getattr(error, "retriable", False))
 
     def succeeded(self) -> bool:
         outcome = self._wait.outcome(self._record[DELTA])
@@ -154,13 +179,41 @@ class Future:
                 log.exception("a future's callback raised")
 
     def add_done_callback(self, callback: Callable[[Future], None]) -> None:
+        """``callback(future)`` once the future is done (at once if it is); an exception it
+        raises is logged and never breaks delivery."""
         with self._cond:
             if not self.is_done:
                 if self._callbacks is None:
                     self._callbacks = []
                 self._callbacks.append(callback)
                 return
-        callback(self)
+        try:
+            callback(self)
+        except Exception:
+            log.exception("a future's callback raised")
+
+    def add_callback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        """On success, ``fn(*args, record_metadata, **kwargs)``, once (kafka-python)."""
+
+        def on_done(future: Future) -> None:
+            if future.succeeded():
+                fn(*args, future.value, **kwargs)
+
+        self.add_done_callback(on_done)
+        return self
+
+    def add_errback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        """On failure, ``fn(*args, exception, **kwargs)``, once (kafka-python)."""
+
+        def on_done(future: Future) -> None:
+            if future.failed():
+                fn(*args, future.exception, **kwargs)
+
+        self.add_done_callback(on_done)
+        return self
+
+    def add_both(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        return self.add_callback(fn, *args, **kwargs).add_errback(fn, *args, **kwargs)
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         with self._cond:
@@ -351,7 +404,9 @@ class ProducerHandle:
                 partition = self._sticky_for(topic, self._routes[topic])
         timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         if not 0 <= partition < count:
-            raise KafkaError(f"partition {partition} of {topic!r} does not exist ({count})")
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of {topic!r} does not exist ({count} partitions)"
+            )
         result = self.accumulator.append_to(
             entries[partition].deque_id,
             timestamp,
@@ -368,6 +423,7 @@ class ProducerHandle:
             FULL * result.batch_is_full + NEW_BATCH * result.new_batch_created, partition,
             result.offset_delta, timestamp,
             len(key) if key is not None else -1, len(value) if value is not None else -1,
+            sum(len(k.encode()) + len(v or b"") for k, v in headers) if headers else -1,
         )  # fmt: skip
         future = self._track(topic, facts)
         if result.batch_is_full or result.new_batch_created:
@@ -440,14 +496,14 @@ class ProducerHandle:
                 self._on_completion(completion)
             self._retire(time.monotonic())
 
-    def _on_completion(self, completion: Completion) -> None:
+    def _on_completion(self, completion: Completion, local: KafkaError | None = None) -> None:
         registration = (completion.batch_id << 32) | completion.generation
-        error = self._error(completion)
+        error = local or self._error(completion)
         with self._cond:
             wait = self._waits.get(registration)
             if wait is None:
                 wait = self._waits[registration] = _BatchWait()
-            if wait.completions and any(
+            if local is None and any(
                 c.first_delta == completion.first_delta for c, _ in wait.completions
             ):
                 return  # the same part posted again (by a Sender that restarted)
@@ -465,6 +521,17 @@ class ProducerHandle:
         for future in covered:
             if future._callbacks:
                 future._run_callbacks()
+
+    def fail_pending(self, error: KafkaError) -> int:
+        """Resolve every future of this process still pending with ``error``; returns how
+        many. Their records stay in the pool and the Sender may still deliver them; a result
+        that arrives later is not reported (the first outcome of a future stands)."""
+        with self._lock:
+            pending = [(r, w.pending) for r, w in self._waits.items() if w.pending]
+        for registration, _ in pending:
+            failure = Completion(registration >> 32, registration & 0xFFFFFFFF, -1, -1, -1, -1)
+            self._on_completion(failure, error)
+        return sum(count for _, count in pending)
 
     def _retire(self, now: float) -> None:
         """Forget waits whose futures are all resolved, ``RETIRE_S`` after their completion."""

@@ -1,0 +1,319 @@
+"""``shmkafka.KafkaProducer``: kafka-python's ``KafkaProducer`` on the shared pool.
+
+Change ``from kafka import KafkaProducer`` to ``from shmkafka import KafkaProducer``: the
+arguments, the future, RecordMetadata and the errors are kafka-python's (3.x); records go
+through this host's shared pool and its one Sender.
+
+Rules:
+- Every argument is checked before anything reaches shared memory; an unknown one is a
+  ``KafkaConfigurationError`` naming it and the closest valid name.
+- kafka-python arguments that do not apply here (sockets, SSL/SASL files with PLAINTEXT,
+  metrics reporters...) are accepted and logged once; ``security_protocol`` other than
+  PLAINTEXT and ``transactional_id`` are rejected.
+- Defaults are kafka-python's, except that the pool's memory is bounded (``buffer_memory``,
+  32 MiB, as in Java): a full pool blocks ``send`` up to ``max_block_ms``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from shmkafka.errors import (
+    IllegalArgumentError,
+    IllegalStateError,
+    KafkaConfigurationError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    UnknownTopicOrPartitionError,
+)
+from shmkafka.producer.engine import Engine, Settings, normalize_bootstrap
+from shmkafka.producer.handle import Future, ProducerHandle
+from shmkafka.protocol.records import HEADER_SIZE
+from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
+
+log = logging.getLogger("shmkafka.producer")
+
+RECORD_OVERHEAD = 22  # a record's length, attributes, deltas and counts at their largest
+ACKS = {"all": -1, -1: -1, 0: 0, 1: 1, "0": 0, "1": 1, "-1": -1}
+SENDER_ARGS = (
+    "client_id", "acks", "compression_type", "compression_level", "linger_ms", "retries",
+    "retry_backoff_ms", "retry_backoff_max_ms", "request_timeout_ms", "delivery_timeout_ms",
+    "max_in_flight_requests_per_connection", "enable_idempotence", "metadata_max_age_ms",
+    "reconnect_backoff_ms", "reconnect_backoff_max_ms", "max_request_size",
+)  # fmt: skip
+POOL_ARGS = ("batch_size", "buffer_memory", "max_topics", "max_partitions", "max_processes",
+             "deque_capacity", "lock_stripes")  # fmt: skip
+DEFAULTS: dict[str, Any] = {
+    "bootstrap_servers": "localhost",
+    "client_id": None,
+    "key_serializer": None,
+    "value_serializer": None,
+    "enable_idempotence": True,
+    "delivery_timeout_ms": 120_000,
+    "acks": -1,
+    "compression_type": None,
+    "compression_level": None,
+    "retries": float("inf"),
+    "batch_size": 16384,
+    "linger_ms": 0,
+    "partitioner": None,
+    "buffer_memory": 32 * 1024 * 1024,
+    "max_block_ms": 60_000,
+    "max_request_size": 1_048_576,
+    "metadata_max_age_ms": 300_000,
+    "retry_backoff_ms": 100,
+    "retry_backoff_max_ms": 1000,
+    "request_timeout_ms": 30_000,
+    "reconnect_backoff_ms": 50,
+    "reconnect_backoff_max_ms": 1000,
+    "max_in_flight_requests_per_connection": 5,
+    "security_protocol": "PLAINTEXT",
+    "api_version": None,
+    "pool": None,
+    "max_topics": 256,
+    "max_partitions": 1024,
+    "max_processes": 64,
+    "deque_capacity": 1024,
+    "lock_stripes": 64,
+    "sender_log": None,
+}
+# kafka-python arguments accepted and ignored: nothing they control exists here, or the
+# value they take with PLAINTEXT has no effect.
+IGNORED = frozenset({
+    "transaction_timeout_ms", "connections_max_idle_ms", "allow_auto_create_topics",
+    "client_dns_lookup", "receive_message_max_bytes", "receive_buffer_bytes",
+    "send_buffer_bytes", "socket_options", "ssl_context", "ssl_check_hostname", "ssl_cafile",
+    "ssl_certfile", "ssl_keyfile", "ssl_crlfile", "ssl_password", "ssl_ciphers",
+    "bootstrap_timeout_ms", "metric_reporters", "metrics_enabled", "metrics_num_samples",
+    "metrics_sample_window_ms", "selector", "sasl_mechanism", "sasl_plain_username",
+    "sasl_plain_password", "sasl_kerberos_name", "sasl_kerberos_service_name",
+    "sasl_kerberos_domain_name", "sasl_oauth_token_provider", "proxy_url", "socks5_proxy",
+    "kafka_client",
+})  # fmt: skip
+REJECTED = frozenset({"transactional_id"})
+_logged_ignored: set[str] = set()
+
+
+def check_names(given: dict[str, Any], valid: set[str] | frozenset[str], what: str) -> None:
+    for name in given:
+        if name not in valid:
+            close = difflib.get_close_matches(name, sorted(valid), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise KafkaConfigurationError(f"unknown {what} {name!r}{hint}")
+
+
+def log_ignored_once(names: list[str], client: str) -> None:
+    fresh = [n for n in names if n not in _logged_ignored]
+    if fresh:
+        _logged_ignored.update(fresh)
+        log.info("%s: accepted but not used by shmkafka: %s", client, ", ".join(sorted(fresh)))
+
+
+def _settings(config: dict[str, Any], explicit_idempotence: bool) -> Settings:
+    if str(config["security_protocol"]).upper() != "PLAINTEXT":
+        raise KafkaConfigurationError(
+            f"security_protocol {config['security_protocol']!r} is not supported: PLAINTEXT only"
+        )
+    if config["acks"] not in ACKS:
+        raise KafkaConfigurationError(f"acks must be 0, 1, -1 or 'all', got {config['acks']!r}")
+    sender = {k: config[k] for k in SENDER_ARGS}
+    if not explicit_idempotence and (
+        ACKS[config["acks"]] != -1
+        or config["retries"] == 0
+        or config["max_in_flight_requests_per_connection"] > 5
+    ):
+        sender["enable_idempotence"] = False  # as kafka-python: conflicting settings win
+    sender["acks"] = ACKS[config["acks"]]
+    sender["client_id"] = config["client_id"] or "shmkafka"
+    sender["compression_type"] = config["compression_type"] or "none"
+    retries = config["retries"]
+    sender["retries"] = 2**31 - 1 if retries == float("inf") else retries
+    sender["bootstrap_servers"] = normalize_bootstrap(config["bootstrap_servers"])
+    return Settings.build(
+        sender, {k: config[k] for k in POOL_ARGS}, config["pool"], config["max_block_ms"]
+    )
+
+
+class KafkaProducer:
+    """kafka-python's KafkaProducer, its records batched with every other process of the
+    pool. ``pool=NAME`` picks the pool (default: one per distinct configuration)."""
+
+    DEFAULT_CONFIG = DEFAULTS
+
+    def __init__(self, **configs: Any) -> None:
+        check_names(configs, set(DEFAULTS) | IGNORED | REJECTED, "KafkaProducer argument")
+        for name in REJECTED & set(configs):
+            if configs[name] is not None:
+                raise KafkaConfigurationError(f"{name}: transactions are not supported")
+        log_ignored_once([n for n in configs if n in IGNORED], "KafkaProducer")
+        self.config = {**DEFAULTS, **{k: v for k, v in configs.items() if k in DEFAULTS}}
+        self._init_args = dict(configs)
+        for name in ("key_serializer", "value_serializer", "partitioner"):
+            value = self.config[name]
+            if value is not None and not callable(value) and not hasattr(value, "serialize"):
+                raise KafkaConfigurationError(f"{name} must be callable, got {value!r}")
+        settings = _settings(self.config, "enable_idempotence" in configs)
+        self._engine = Engine(settings, sender_log=self.config["sender_log"])
+        self._closed = False
+        self._max_size = self.config["max_request_size"]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (for multiprocessing spawn/forkserver) as its arguments: the receiving
+        process attaches to the same pool with its own slot."""
+        return {"configs": self._init_args}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state["configs"])  # type: ignore[misc]
+
+    @property
+    def _handle(self) -> ProducerHandle:
+        return self._engine.handle
+
+    # ------------------------------------------------------------------ send
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Future:
+        """Append one record; returns a future of RecordMetadata (kafka-python's)."""
+        if self._closed:
+            raise IllegalStateError("KafkaProducer already closed!")
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"topic must be a non-empty str, got {topic!r}")
+        if value is None and key is None:
+            raise ValueError("Need at least one: key or value")
+        headers = _check_headers(headers)
+        key_bytes = _serialize(self.config["key_serializer"], topic, key, "key")
+        value_bytes = _serialize(self.config["value_serializer"], topic, value, "value")
+        self._check_size(key_bytes, value_bytes, headers)
+        if partition is not None and (not isinstance(partition, int) or partition < 0):
+            raise IllegalArgumentError(f"partition must be an int >= 0, got {partition!r}")
+        handle = self._handle
+        if partition is None and self.config["partitioner"] is not None:
+            partition = self._custom_partition(handle, topic, key_bytes)
+        try:
+            return handle.send(topic, value_bytes, key_bytes, headers, partition, timestamp_ms)
+        except RecordTooLargeError as exc:
+            raise MessageSizeTooLargeError(str(exc)) from None
+        except BufferExhaustedError as exc:
+            raise KafkaTimeoutError(
+                f"failed to allocate memory within max_block_ms: {exc}"
+            ) from None
+
+    def _check_size(self, key: Any, value: Any, headers: list[tuple[str, bytes]]) -> None:
+        size = HEADER_SIZE + RECORD_OVERHEAD + len(key or b"") + len(value or b"")
+        size += sum(len(k.encode()) + len(v or b"") + 10 for k, v in headers)
+        if size > self._max_size:
+            raise MessageSizeTooLargeError(
+                f"The message is {size} bytes when serialized which is larger than the "
+                f"maximum request size you have configured with the max_request_size "
+                f"configuration ({self._max_size})"
+            )
+
+    def _custom_partition(self, handle: ProducerHandle, topic: str, key: Any) -> int:
+        handle.partitions_for(topic)
+        entries = handle.pool.directory.partitions(topic) or ()
+        every = list(range(len(entries)))
+        available = [p for p, e in enumerate(entries) if e.leader >= 0]
+        chosen = self.config["partitioner"](key, every, available)
+        if not isinstance(chosen, int) or not 0 <= chosen < len(every):
+            raise ValueError(f"partitioner returned {chosen!r} for topic {topic!r}")
+        return chosen
+
+    # ------------------------------------------------------------------ the rest
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything now (ignoring linger) and wait until every record is done."""
+        if self._closed:
+            return
+        self._handle.flush(timeout)
+
+    def close(self, timeout: float | None = None, null_logger: bool = False) -> None:
+        """Deliver what is pending (up to ``timeout`` s), then detach. ``close(0)`` fails
+        the pending futures at once; their records stay in the pool for the Sender. A second
+        call does nothing."""
+        del null_logger
+        if self._closed:
+            return
+        self._closed = True
+        handle = self._handle
+        try:
+            if timeout is not None and timeout <= 0:
+                handle.fail_pending(KafkaTimeoutError("the producer was closed with close(0)"))
+            else:
+                handle.flush(timeout)
+        except KafkaTimeoutError:
+            handle.fail_pending(KafkaTimeoutError(f"the producer was closed after {timeout} s"))
+        finally:
+            handle.close(0)
+
+    def __enter__(self) -> KafkaProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """The topic's partition ids (waits up to ``max_block_ms`` for metadata)."""
+        return set(range(self._handle.partitions_for(topic)))
+
+    def bootstrap_connected(self) -> bool:
+        """True once the pool's Sender runs and has published cluster metadata."""
+        from shmkafka.sender.service import sender_alive
+
+        pool = self._handle.pool
+        return sender_alive(pool) and pool.directory.version() > 0
+
+    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
+        """The pool's Sender counters and this process's own, kafka-python-style names."""
+        del raw
+        from shmkafka.shm.stat import pool_stat
+
+        stat = pool_stat(self._engine.pool_name)
+        sender = stat["sender"]
+        return {
+            "producer-metrics": {
+                "request-total": float(sender.get("produce_requests", 0)),
+                "batch-total": float(sender.get("batches_sent", 0)),
+                "record-send-total": float(sender.get("records_sent", 0)),
+                "record-retry-total": float(sender.get("retries", 0)),
+                "record-error-total": float(sender.get("errors", 0)),
+                "record-expired-total": float(sender.get("expired", 0)),
+                "records-pending": float(self._handle._outstanding),
+            }
+        }
+
+
+def _serialize(serializer: Any, topic: str, data: Any, what: str) -> Any:
+    if serializer is not None and data is not None:
+        data = serializer.serialize(topic, data) if hasattr(serializer, "serialize") else (
+            serializer(data)
+        )  # fmt: skip
+    if data is not None and not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"Unsupported type for serialized {what}: {type(data)}")
+    return bytes(data) if isinstance(data, bytearray | memoryview) else data
+
+
+def _check_headers(headers: Any) -> list[tuple[str, bytes]]:
+    if headers is None:
+        return []
+    if not isinstance(headers, list):
+        raise TypeError("headers must be list-type")
+    for item in headers:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+            raise TypeError("All headers items must be (str, bytes) tuples")
+        if item[1] is not None and not isinstance(item[1], bytes):
+            raise TypeError("All headers items must be (str, bytes) tuples")
+    return headers
+
+
+Partitioner = Callable[[Any, list[int], list[int]], int]
+__all__ = ["KafkaProducer", "Partitioner", "UnknownTopicOrPartitionError"]
