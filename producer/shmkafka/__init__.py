@@ -16,7 +16,17 @@ from pkgutil import extend_path
 __path__ = extend_path(__path__, __name__)
 
 __version__ = "0.1.0"
+__all__ = ["KafkaProducer", "Producer", "__version__"]
 
-from shmkafka.producer.kafka_python import KafkaProducer
 
-__all__ = ["KafkaProducer", "__version__"]
+def __getattr__(name: str) -> object:
+    """The drop-in classes, imported on first use (the Sender process needs neither)."""
+    if name == "KafkaProducer":
+        from shmkafka.producer.kafka_python import KafkaProducer
+
+        return KafkaProducer
+    if name == "Producer":
+        from shmkafka.producer.confluent import Producer
+
+        return Producer
+    raise AttributeError(f"module 'shmkafka' has no attribute {name!r}")

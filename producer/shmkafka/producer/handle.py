@@ -108,7 +108,7 @@ class Future:
     their batch's wait and the record's ``RecordFacts``; RecordMetadata is built on first
     use."""
 
-    __slots__ = ("_callbacks", "_cond", "_record", "_wait", "topic")
+    __slots__ = ("_callbacks", "_cond", "_record", "_wait", "report", "topic")
 
     def __init__(
         self,
@@ -122,6 +122,7 @@ class Future:
         self.topic = topic
         self._record = record
         self._callbacks: list[Callable[[Future], None]] | None = None
+        self.report: Any = None  # what a delivery report needs (the confluent API's)
 
     @property
     def is_done(self) -> bool:
@@ -276,6 +277,9 @@ class ProducerHandle:
         self._routes: dict[str, tuple[int, tuple[int, ...]]] = {}  # topic → version, deque ids
         self._fast = self.accumulator.fast_path
         self._sticky: dict[str, int] = {}
+        # Called (by the completion thread, or by send for a record resolved at once) with
+        # the futures just resolved, in offset order per batch.
+        self.on_done: Callable[[list[Future]], None] | None = None
         self._closed = False
         self._outstanding = 0
         self._idle = self._cond
@@ -324,13 +328,17 @@ class ProducerHandle:
 
     # ------------------------------------------------------------------ send
 
+    def request_topic(self, topic: str) -> None:
+        """Ask the Sender for ``topic``'s metadata without waiting for it."""
+        with self.pool.locks.held(DIRECTORY_LOCK):
+            self.pool.directory.request_topic(topic)
+        self._sender_sem.release()
+
     def partitions_for(self, topic: str) -> int:
         entries = self.pool.directory.partitions(topic)
         if entries is not None:
             return len(entries)
-        with self.pool.locks.held(DIRECTORY_LOCK):
-            self.pool.directory.request_topic(topic)
-        self._sender_sem.release()
+        self.request_topic(topic)
         deadline = time.monotonic() + self.max_block_ms / 1000
         while (entries := self.pool.directory.partitions(topic)) is None:
             if time.monotonic() > deadline:
@@ -440,6 +448,9 @@ class ProducerHandle:
                 wait.futures.append(future)
                 wait.pending += 1
                 self._outstanding += 1
+                return future
+        if self.on_done is not None:  # resolved already: its completion came first
+            self.on_done([future])
         return future
 
     def _wake_sender(self) -> None:
@@ -518,6 +529,8 @@ class ProducerHandle:
             wait.retire_at = time.monotonic() + RETIRE_S
             self._retired.append((wait.retire_at, registration))
             self._cond.notify_all()
+        if covered and self.on_done is not None:
+            self.on_done(covered)
         for future in covered:
             if future._callbacks:
                 future._run_callbacks()
