@@ -32,8 +32,8 @@ from shmkafka.errors import KafkaTimeoutError
 from shmkafka.producer import confluent_config
 from shmkafka.producer.engine import Engine, Settings, normalize_bootstrap
 from shmkafka.producer.handle import DELIVERY_TIMEOUT, Future, ProducerHandle
-from shmkafka.protocol.errors import BrokerResponseError
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
+from shmkafka.protocol.errors import for_code
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
 
@@ -70,8 +70,8 @@ class KafkaError:
         self._code = code
         name, text = _LOCAL.get(code, (None, None))
         if name is None:
-            broker = BrokerResponseError(code=code)
-            name, text = broker.name if code != -1 else "UNKNOWN", str(broker)
+            broker = for_code(code)
+            name, text = broker.name, broker.description or broker.name
         self._name = name
         self._str = reason or text or name
         self._fatal = fatal
@@ -345,7 +345,8 @@ class Producer:
             return zlib.crc32(key) % count
         if name.startswith("murmur2"):
             return murmur2_partition(key, count)
-        return _fnv1a(key) % count
+        h = _fnv1a(key)  # librdkafka: the absolute value of the hash as a signed int32
+        return abs(h - 0x100000000 if h & 0x80000000 else h) % count
 
     def _serve_unassigned(self) -> None:
         """Append records whose topic is now known; time out those waiting too long."""

@@ -26,7 +26,7 @@ from shmkafka.errors import KafkaConfigurationError
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender.config import SenderConfig
-from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.config import PoolConfig, validate_pool_name
 from shmkafka.shm.errors import LayoutMismatchError, ShmError
 from shmkafka.shm.segment import Segment
 
@@ -76,6 +76,11 @@ class Settings:
             )
         except (KafkaError, ShmError, TypeError, ValueError) as exc:
             raise KafkaConfigurationError(str(exc)) from None
+        if pool_name is not None:
+            try:
+                validate_pool_name(pool_name)
+            except ShmError as exc:
+                raise KafkaConfigurationError(str(exc)) from None
         if not isinstance(max_block_ms, int) or max_block_ms < 0:
             raise KafkaConfigurationError(f"max_block_ms must be >= 0, got {max_block_ms!r}")
         return cls(sender_config, pool_config, pool_name, max_block_ms)
