@@ -14,6 +14,7 @@ import pytest
 from shmkafka import KafkaProducer, Producer
 from shmkafka.errors import (
     IllegalStateError,
+    KafkaConfigurationError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
 )
@@ -144,7 +145,8 @@ def test_one_kafka_producer_from_eight_threads(
         offsets = [f.get(0).offset for f in futures]  # type: ignore[attr-defined]
         assert offsets == sorted(offsets) and len(set(offsets)) == 200, t
     got = consume_all(tansu, topic, list(range(PARTITIONS)), 1600)
-    assert sorted(m.value() for m in got) == sorted(b"%d-%d" % (t, i) for t in range(8) for i in range(200))
+    expected = sorted(b"%d-%d" % (t, i) for t in range(8) for i in range(200))
+    assert sorted(m.value() for m in got) == expected
 
 
 def test_confluent_producer_reports_in_order_per_partition(
@@ -189,11 +191,15 @@ def test_confluent_partitioners_place_keys_as_librdkafka_does(
     conf = {"bootstrap.servers": tansu.bootstrap, "partitioner": partitioner}
     with Producer({**conf, "shmkafka.pool": pool_name}) as p:
         for key in keys:
-            p.produce(topic, b"v", key, on_delivery=lambda e, m: ours.__setitem__(m.key(), m.partition()))
+            p.produce(
+                topic, b"v", key, on_delivery=lambda e, m: ours.update({m.key(): m.partition()})
+            )
         p.flush(30)
     reference = confluent_kafka.Producer(conf)
     for key in keys:
-        reference.produce(topic, b"v", key, on_delivery=lambda e, m: theirs.__setitem__(m.key(), m.partition()))
+        reference.produce(
+            topic, b"v", key, on_delivery=lambda e, m: theirs.update({m.key(): m.partition()})
+        )
     reference.flush(30)
     if partitioner == "consistent_random":
         keys = keys[:-1]  # an empty key is placed at random by both
@@ -231,3 +237,48 @@ def test_confluent_times_out_without_a_broker(pool_name: str) -> None:
     with pytest.raises(KafkaException):
         p.list_topics("nowhere", timeout=0.2)
     p.close(1)
+
+
+def test_conflicting_settings_on_one_pool_name_the_keys(tansu: Peer, pool_name: str) -> None:
+    with KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name, linger_ms=5) as p:
+        with pytest.raises(KafkaConfigurationError) as raised:
+            KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name, linger_ms=7,
+                          acks=1)  # fmt: skip
+        message = str(raised.value)
+        assert (
+            "linger_ms (pool has 5, asked 7)" in message
+            and "acks (pool has -1, asked 1)" in message
+        )
+        same = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name, linger_ms=5)
+        same.close()
+        deadline = time.monotonic() + 10
+        while not p.bootstrap_connected():  # the Sender gets its producer id from Tansu
+            assert time.monotonic() < deadline, "never connected"
+            time.sleep(0.02)
+
+
+def test_default_pools_follow_the_settings(tansu: Peer) -> None:
+    a = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=5)
+    b = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=5)
+    c = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=6)
+    names = [p._engine.pool_name for p in (a, b, c)]
+    for p in (a, b, c):
+        p.close()
+    assert names[0] == names[1] != names[2]
+    deadline = time.monotonic() + 15
+    while any(os.path.exists(f"/dev/shm/shmkafka.{n}") for n in names):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_a_delivery_callback_exception_propagates_out_of_poll(
+    tansu: Peer, topic: str, pool_name: str
+) -> None:
+    def boom(err: object, msg: object) -> None:
+        raise RuntimeError("from the callback")
+
+    with Producer({"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name}) as p:
+        p.produce(topic, b"x", b"k", on_delivery=boom)
+        with pytest.raises(RuntimeError, match="from the callback"):
+            p.flush(30)
+        assert len(p) == 0

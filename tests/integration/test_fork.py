@@ -72,7 +72,7 @@ def test_gunicorn_style_prefork(tansu: Peer, topic: str, pool_name: str) -> None
         if pid == 0:  # pragma: no cover - the child's verdict is its exit status
             try:
                 os._exit(0 if child_sends(producer, topic, child) else 1)
-            except BaseException:
+            except BaseException:  # noqa: BLE001 - a child never returns into pytest
                 os._exit(2)
         pids.append(pid)
     statuses = [os.waitpid(pid, 0)[1] for pid in pids]
@@ -114,7 +114,7 @@ def test_confluent_producer_after_fork(tansu: Peer, topic: str, pool_name: str) 
             producer.close()
             ok = left == 0 and len(delivered) == PER_CHILD and delivered == sorted(delivered)
             os._exit(0 if ok else 1)
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - a child never returns into pytest
             os._exit(2)
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
     producer.close()

@@ -225,3 +225,28 @@ def _check_wakes(handle: ProducerHandle) -> None:
         assert pool.new_batches() == before + 1
         opened.append(bool(facts[1] & 4))
     assert opened == [False, False, True]
+
+
+def test_keyless_records_of_all_producers_share_the_sticky_partition(pool_name: str) -> None:
+    """Two producers of one pool put keyless records on the same partition, and both move on
+    when its batch fills (the choice lives in the pool)."""
+    with _handle(pool_name, fast_path=True) as first:
+        second = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
+        try:
+            a = first.send("t", b"x" * 100)._record[2]
+            b = second.send("t", b"x" * 100)._record[2]
+            assert a == b
+            moved = None
+            for _ in range(200):  # fill the 4 KiB batch until the sticky partition moves
+                moved = first.send("t", b"x" * 100)._record[2]
+                if moved != a:
+                    break
+            followers = {second.send("t", b"y")._record[2] for _ in range(3)}
+            sticky = first.pool.deques.sticky(first._routes["t"][1][0])
+            assert followers == {sticky}
+            assert first.send("t", b"z")._record[2] == sticky
+        finally:
+            second._closed = True
+            second._thread.join()
+            second.accumulator.close()
+            second.pool.detach()

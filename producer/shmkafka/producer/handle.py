@@ -14,8 +14,8 @@ Rules:
   is dead, it starts one (``python -m shmkafka.sender --pool NAME``) in its own session,
   under a kernel lock so concurrent producers start at most one between them.
 - Keyed records go to ``(murmur2(key) & 0x7fffffff) % partitions`` as in the Java client;
-  keyless ones stick to a partition until its batch fills (KIP-480 style), then move to a
-  random one.
+  keyless ones stick to one partition, shared by all the pool's producers, until its batch
+  fills (KIP-480 style); then they all move to a random one.
 """
 
 from __future__ import annotations
@@ -278,7 +278,6 @@ class ProducerHandle:
         self._retired: deque[tuple[float, int]] = deque()
         self._routes: dict[str, tuple[int, tuple[int, ...]]] = {}  # topic → version, deque ids
         self._fast = self.accumulator.fast_path
-        self._sticky: dict[str, int] = {}
         # Called (by the completion thread, or by send for a record resolved at once) with
         # the futures just resolved, in offset order per batch.
         self.on_done: Callable[[list[Future]], None] | None = None
@@ -375,17 +374,27 @@ class ProducerHandle:
                     if hit[1] & WAKE:  # a full batch, or a new one the Sender might miss
                         self._wake_sender()
                     if hit[1] & FULL and key is None and partition is None:
-                        self._sticky.pop(topic, None)
+                        self._next_sticky(topic)
                 return future
             if isinstance(hit, int):  # no open batch with room in partition ``hit``
                 return self._send_slow(topic, value, key, headers, hit, None, new_batch=True)
         return self._send_slow(topic, value, key, headers, partition, timestamp_ms)
 
     def _sticky_for(self, topic: str, route: tuple[int, tuple[int, ...]]) -> int:
-        sticky = self._sticky.get(topic)
-        if sticky is None:
-            sticky = self._sticky[topic] = random.randrange(len(route[1]))
+        """The topic's sticky partition, shared by every producer of the pool (recorded in
+        the deque of its partition 0); a new random one when there is none yet."""
+        deques, count = self.pool.deques, len(route[1])
+        sticky = deques.sticky(route[1][0])
+        if sticky is None or sticky >= count:
+            sticky = random.randrange(count)
+            deques.set_sticky(route[1][0], sticky)
         return sticky
+
+    def _next_sticky(self, topic: str) -> None:
+        """The sticky partition's batch is full: every producer moves to a new one."""
+        route = self._routes.get(topic)
+        if route is not None:
+            self.pool.deques.set_sticky(route[1][0], random.randrange(len(route[1])))
 
     def _send_slow(
         self,
@@ -427,7 +436,7 @@ class ProducerHandle:
             new_batch=new_batch,
         )
         if key is None and partition_arg is None and result.batch_is_full:
-            self._sticky.pop(topic, None)  # the next keyless record picks a new partition
+            self._next_sticky(topic)
         facts = (
             (result.batch_id << 32) | result.generation,
             FULL * result.batch_is_full + NEW_BATCH * result.new_batch_created, partition,

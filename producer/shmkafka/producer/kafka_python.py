@@ -266,11 +266,13 @@ class KafkaProducer:
         return set(range(self._handle.partitions_for(topic)))
 
     def bootstrap_connected(self) -> bool:
-        """True once the pool's Sender runs and has published cluster metadata."""
+        """True once the pool's Sender runs and has heard from the cluster (a producer id,
+        or topic metadata, in the pool)."""
         from shmkafka.sender.service import sender_alive
 
         pool = self._handle.pool
-        return sender_alive(pool) and pool.directory.version() > 0
+        heard = pool.producer_identity()[0] >= 0 or pool.directory.version() > 0
+        return sender_alive(pool) and heard
 
     def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
         """The pool's Sender counters and this process's own, kafka-python-style names."""

@@ -33,6 +33,7 @@ from shmkafka.shm.layout import (
     D_MUTED,
     D_NEXT_SEQUENCE,
     D_PARTITION,
+    D_STICKY,
     D_TAIL,
     DEQUE_HEADER,
     FREE,
@@ -281,6 +282,14 @@ class Deques:
 
     def muted(self, deque_id: int) -> bool:
         return bool(U32.unpack_from(self.segment.buf, self.layout.deque_at(deque_id) + D_MUTED)[0])
+
+    def sticky(self, deque_id: int) -> int | None:
+        """The sticky partition recorded in this (partition 0's) deque, if any."""
+        value: int = U32.unpack_from(self.segment.buf, self.layout.deque_at(deque_id) + D_STICKY)[0]
+        return value - 1 if value else None
+
+    def set_sticky(self, deque_id: int, partition: int) -> None:
+        U32.pack_into(self.segment.buf, self.layout.deque_at(deque_id) + D_STICKY, partition + 1)
 
     def set_muted(self, deque_id: int, muted: bool) -> None:
         U32.pack_into(self.segment.buf, self.layout.deque_at(deque_id) + D_MUTED, int(muted))

@@ -65,7 +65,10 @@ Region 5 - DIRECTORY: two copies (A and B); copy ``directory_version & 1`` is cu
     directory writer writes, into the copy that is not current, then bumps the version.
 Region 6 - DEQUES: per deque DEQUE_HEADER then deque_capacity u32 batch ids, all under the
     deque's stripe lock: u64 head, u64 tail (monotonic; batch at ring[i % capacity]),
-    i32 partition, u32 muted, i32 next_sequence, u32 reserved.
+    i32 partition, u32 muted, i32 next_sequence, u32 sticky. ``sticky`` is used in the
+    deque of a topic's partition 0 only: the topic's current sticky partition + 1 (0 none)
+    for keyless records, written by any producer without a lock (one aligned u32 store; a
+    lost race only picks another random partition).
 Region 7 - BATCHES: one descriptor per slab (a batch owns >= 1 slab), under the stripe lock
     of its deque while queued; by the Sender once drained. See ``BATCH``.
 Region 8 - FREEMAP: one byte per slab, 0 free / 1 used, under the pool lock.
@@ -159,6 +162,7 @@ D_TAIL = 8
 D_PARTITION = 16
 D_MUTED = 20
 D_NEXT_SEQUENCE = 24
+D_STICKY = 28
 
 # The batch descriptor. PUBLISH (write_pos, record_count, max_ts, last_append_ms) is one
 # pack_into, written last by an appender: a reader that trusts it never sees a partial record.
