@@ -79,7 +79,7 @@ def test_keyed_records_land_on_the_java_murmur2_partition(handle: ProducerHandle
     for key in keys:
         future = handle.send("t", b"value", key)
         assert future._record[2] == murmur2_partition(key, 7)
-        assert future._record[5:] == (len(key), 5)
+        assert future._record[5:7] == (len(key), 5)
     counts = [_batch_of(handle, p)[2] for p in range(7)]
     expected = [sum(1 for k in keys if murmur2_partition(k, 7) == p) for p in range(7)]
     assert counts == expected
