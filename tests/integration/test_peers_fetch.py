@@ -52,7 +52,10 @@ def test_decode_fetch_of_confluent_records(
         assert high_watermark == len(sent)
         batches = c.fetch_batches(topic, 0, len(sent), fetch_version)
     if codec != CompressionType.NONE:
-        assert all(b.header.compression == codec for b in batches)
+        # librdkafka sends a batch uncompressed when compressing does not shrink it (a
+        # batch of one or two small records under gzip): larger batches must be compressed.
+        assert all(b.header.compression == codec for b in batches if len(b.records) >= 5)
+        assert any(b.header.compression == codec for b in batches)
     records = [r for b in batches for r in b.records]
     assert [r.offset for r in records] == list(range(len(sent)))
     got = [(r.key, r.value, list(r.headers), r.timestamp) for r in records]
