@@ -24,18 +24,7 @@ from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.peers import Peer
 
 PARTITIONS = 4
-
-
-@pytest.fixture(autouse=True)
-def pool_removed(pool_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Senders started here exit 300 ms after their last producer and remove the pool;
-    each test waits for that, so nothing is left in /dev/shm."""
-    monkeypatch.setenv("SHMKAFKA_SENDER_IDLE_EXIT_MS", "300")
-    yield
-    deadline = time.monotonic() + 15
-    while os.path.exists(f"/dev/shm/shmkafka.{pool_name}"):
-        assert time.monotonic() < deadline, f"pool {pool_name} was not removed"
-        time.sleep(0.05)
+pytestmark = pytest.mark.usefixtures("pool_removed")
 
 
 @pytest.fixture

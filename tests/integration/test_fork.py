@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,17 +14,8 @@ from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.peers import Peer
 
 PARTITIONS = 4
+pytestmark = pytest.mark.usefixtures("pool_removed")
 PER_CHILD = 500
-
-
-@pytest.fixture(autouse=True)
-def pool_removed(pool_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("SHMKAFKA_SENDER_IDLE_EXIT_MS", "300")
-    yield
-    deadline = time.monotonic() + 15
-    while os.path.exists(f"/dev/shm/shmkafka.{pool_name}"):
-        assert time.monotonic() < deadline, f"pool {pool_name} was not removed"
-        time.sleep(0.05)
 
 
 @pytest.fixture
