@@ -1,0 +1,206 @@
+"""The cluster's state, without I/O: nodes, topics, partitions with a replica set, leaders
+with leader epochs, an ISR, and simulated followers that copy the leader's log.
+
+Rules:
+- Every method takes ``now_ms``; nothing here sleeps or reads a clock, so tests step time.
+- A follower fetches when the leader's data is at least ``replication_lag_ms`` old, and
+  learns the leader's high watermark as of its previous fetch (as in Kafka, a follower's HW
+  lags one round). The leader's HW is the smallest LEO of its in-sync replicas.
+- The ISR holds the live replicas. A partition whose leader's node dies gets the first live
+  in-sync replica as leader, with the leader epoch bumped.
+- A replica that restarts truncates by leader epoch (default), or, with
+  ``truncate_on_restart="hw"``, at its own high watermark: the pre-KIP-101 behaviour that
+  loses acknowledged records (seed 003's scenario, kept to show the difference).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from shmkafka.broker_stub.log import PartitionLog, ProducerFacts, StoredBatch
+
+NO_LEADER = -1
+
+
+@dataclass
+class Partition:
+    topic: str
+    index: int
+    replicas: list[int]
+    leader: int
+    leader_epoch: int = 0
+    logs: dict[int, PartitionLog] = field(default_factory=dict)
+    isr: list[int] = field(default_factory=list)
+    # producer facts of each batch, by base offset, so followers copy producer state too
+    producer_of: dict[int, ProducerFacts] = field(default_factory=dict)
+    appended_ms: dict[int, int] = field(default_factory=dict)  # base offset → append time
+
+    @property
+    def leader_log(self) -> PartitionLog:
+        return self.logs[self.leader]
+
+
+@dataclass
+class ClusterConfig:
+    nodes: int = 1
+    partitions: int = 1
+    replication_factor: int = 1
+    auto_create_topics: bool = True
+    min_insync_replicas: int = 1
+    replication_lag_ms: int = 0
+    max_message_bytes: int = 1024 * 1024 + 12
+    log_append_time_topics: frozenset[str] = frozenset()
+    truncate_on_restart: str = "epoch"  # or "hw"
+
+
+class Cluster:
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.node_ids = list(range(1, config.nodes + 1))
+        self.live: set[int] = set(self.node_ids)
+        self.topics: dict[str, list[Partition]] = {}
+        self._producer_ids = itertools.count(1000)
+        self._next_leader = 0
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topic(self, name: str, partitions: int | None = None, rf: int | None = None) -> int:
+        """0, or TOPIC_ALREADY_EXISTS (36), INVALID_PARTITIONS (37) or
+        INVALID_REPLICATION_FACTOR (38)."""
+        if name in self.topics:
+            return 36
+        count = self.config.partitions if partitions in (None, -1) else partitions
+        factor = self.config.replication_factor if rf in (None, -1) else rf
+        assert count is not None and factor is not None
+        if count < 1:
+            return 37
+        if not 1 <= factor <= len(self.node_ids):
+            return 38
+        parts = []
+        for index in range(count):
+            first = (self._next_leader + index) % len(self.node_ids)
+            replicas = [self.node_ids[(first + k) % len(self.node_ids)] for k in range(factor)]
+            live = [r for r in replicas if r in self.live]
+            leader = live[0] if live else NO_LEADER
+            partition = Partition(name, index, replicas, leader, 0, isr=live)
+            partition.logs = {r: PartitionLog() for r in replicas}
+            parts.append(partition)
+        self._next_leader += count
+        self.topics[name] = parts
+        return 0
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        parts = self.topics.get(topic)
+        if parts is None or not 0 <= index < len(parts):
+            return None
+        return parts[index]
+
+    def new_producer_id(self) -> int:
+        return next(self._producer_ids)
+
+    # ------------------------------------------------------------------ replication
+
+    def replicate(self, now_ms: int) -> None:
+        """One fetch round of every live follower, then the leaders' high watermarks."""
+        for parts in self.topics.values():
+            for p in parts:
+                if p.leader == NO_LEADER:
+                    continue
+                for replica in p.replicas:
+                    if replica != p.leader and replica in self.live:
+                        self._fetch(p, replica, now_ms)
+                self._advance_hw(p)
+
+    def _fetch(self, p: Partition, replica: int, now_ms: int) -> None:
+        leader, mine = p.leader_log, p.logs[replica]
+        mine.hw = min(leader.hw, mine.leo)  # what the leader told us last round
+        for batch in leader.batches_from(mine.leo):
+            if now_ms - p.appended_ms.get(batch.base_offset, 0) < self.config.replication_lag_ms:
+                break
+            mine.append_replica(batch, p.producer_of.get(batch.base_offset))
+        if replica not in p.isr and mine.leo >= leader.hw:
+            p.isr.append(replica)  # caught up: back in sync
+
+    def _advance_hw(self, p: Partition) -> None:
+        leader = p.leader_log
+        in_sync = [p.logs[r].leo for r in p.isr if r in self.live]
+        leader.hw = max(leader.hw, min(in_sync)) if in_sync else leader.hw
+
+    def acked(self, p: Partition, last_offset: int) -> bool:
+        """acks=all: the high watermark covers the batch."""
+        return p.leader != NO_LEADER and p.leader_log.hw > last_offset
+
+    # ------------------------------------------------------------------ leadership
+
+    def move_leader(self, topic: str, index: int, to: int) -> None:
+        p = self.topics[topic][index]
+        if to not in p.replicas or to not in self.live:
+            raise ValueError(f"node {to} is not a live replica of {topic}-{index}")
+        self._become_leader(p, to)
+
+    def _become_leader(self, p: Partition, node: int) -> None:
+        old = p.leader_log if p.leader != NO_LEADER and p.leader in self.live else None
+        p.leader_epoch += 1
+        p.leader = node
+        log = p.logs[node]
+        if old is not None:  # a clean move: the new leader first catches up
+            for batch in old.batches_from(log.leo):
+                log.append_replica(batch, p.producer_of.get(batch.base_offset))
+        for replica in p.replicas:  # followers truncate to the new leader by epoch
+            if replica != node:
+                self._truncate_by_epoch(p, replica)
+        p.isr = [r for r in p.replicas if r in self.live and p.logs[r].leo == log.leo]
+        if node not in p.isr:
+            p.isr.insert(0, node)
+        self._advance_hw(p)
+
+    def _truncate_by_epoch(self, p: Partition, replica: int) -> None:
+        mine = p.logs[replica]
+        epoch = mine.latest_epoch()
+        if epoch < 0 or p.leader == NO_LEADER:
+            return
+        end = p.leader_log.end_offset_for_epoch(epoch)
+        if end < mine.leo:
+            mine.truncate_to(end)
+
+    def kill_node(self, node: int) -> None:
+        self.live.discard(node)
+        for parts in self.topics.values():
+            for p in parts:
+                if node in p.isr:
+                    p.isr.remove(node)
+                if p.leader == node:
+                    candidates = [r for r in p.isr if r in self.live]
+                    if candidates:
+                        self._become_leader(p, candidates[0])
+                    else:
+                        p.leader = NO_LEADER
+                        p.leader_epoch += 1
+
+    def restart_node(self, node: int) -> None:
+        """The node comes back: each of its replicas truncates (by epoch, or at its HW) and
+        rejoins as a follower, or as leader of a partition that had none."""
+        self.live.add(node)
+        for parts in self.topics.values():
+            for p in parts:
+                if node not in p.replicas:
+                    continue
+                mine = p.logs[node]
+                if self.config.truncate_on_restart == "hw":
+                    mine.truncate_to(mine.hw)
+                if p.leader == NO_LEADER:
+                    self._become_leader(p, node)
+                elif self.config.truncate_on_restart != "hw":
+                    self._truncate_by_epoch(p, node)
+
+    # ------------------------------------------------------------------ appends
+
+    def record_append(
+        self, p: Partition, batch: StoredBatch, producer: ProducerFacts | None, now_ms: int
+    ) -> None:
+        p.appended_ms[batch.base_offset] = now_ms
+        if producer is not None:
+            p.producer_of[batch.base_offset] = producer
+        if len(p.isr) <= 1:
+            self._advance_hw(p)

@@ -1,0 +1,299 @@
+"""Request → response for one node, on the cluster state: sans-IO (the server awaits what a
+handler says must be waited for: acks=all replication, a Fetch's max_wait).
+
+Rules:
+- A request for a partition this node does not lead gets NOT_LEADER_OR_FOLLOWER; an unknown
+  topic gets UNKNOWN_TOPIC_OR_PARTITION (after auto-creating it when that is on).
+- A Produce appends each partition's batches only after all of them validated; a duplicate
+  idempotent batch answers DUPLICATE_SEQUENCE_NUMBER's success form (the first base offset).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from shmkafka.broker_stub.cluster import NO_LEADER, Cluster, Partition
+from shmkafka.broker_stub.faults import Faults
+from shmkafka.broker_stub.validate import (
+    DUPLICATE_SEQUENCE_NUMBER,
+    MESSAGE_TOO_LARGE,
+    check_sequence,
+    split_batches,
+)
+from shmkafka.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    FetchRequest,
+    FetchResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from shmkafka.protocol.messages.api_versions import ApiVersion
+from shmkafka.protocol.messages.create_topics import CreatableTopicResult
+from shmkafka.protocol.messages.fetch import FetchableTopicResponse, PartitionData
+from shmkafka.protocol.messages.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsTopicResponse,
+)
+from shmkafka.protocol.messages.metadata import (
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from shmkafka.protocol.messages.produce import PartitionProduceResponse, TopicProduceResponse
+from shmkafka.protocol.schema import Message
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+OFFSET_OUT_OF_RANGE = 1
+NOT_ENOUGH_REPLICAS = 19
+INVALID_REQUIRED_ACKS = 21
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+# What the stub serves: (api key, lowest, highest version)
+SUPPORTED = (
+    (ProduceRequest, 3, 9), (FetchRequest, 4, 12), (ListOffsetsRequest, 1, 7),
+    (MetadataRequest, 1, 12), (ApiVersionsRequest, 0, 3), (CreateTopicsRequest, 2, 5),
+    (InitProducerIdRequest, 0, 4),
+)  # fmt: skip
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class PendingAck:
+    """acks=all: the response may leave once every partition's HW covers its batches."""
+
+    response: ProduceResponse
+    waits: list[tuple[Partition, int]]
+
+
+class Handlers:
+    def __init__(
+        self, cluster: Cluster, faults: Faults, node: int, host: str, ports: dict[int, int]
+    ) -> None:
+        self.cluster = cluster
+        self.faults = faults
+        self.node = node
+        self.host = host
+        self.ports = ports  # node id → port
+
+    def handle(self, request: Message) -> Message | PendingAck:
+        name = type(request).__name__
+        handler = getattr(self, "_" + name.removesuffix("Request").lower())
+        result: Message | PendingAck = handler(request)
+        return result
+
+    # ------------------------------------------------------------------ metadata
+
+    def _apiversions(self, request: ApiVersionsRequest) -> ApiVersionsResponse:
+        keys = tuple(ApiVersion(cls.API_KEY, lo, hi) for cls, lo, hi in SUPPORTED)
+        return ApiVersionsResponse(error_code=0, api_keys=keys)
+
+    def _metadata(self, request: MetadataRequest) -> MetadataResponse:
+        if request.topics is None:
+            names = list(self.cluster.topics)
+        else:
+            names = [t.name for t in request.topics if t.name]
+        topics = []
+        for name in names:
+            if (
+                name not in self.cluster.topics
+                and self.cluster.config.auto_create_topics
+                and (request.allow_auto_topic_creation)
+            ):
+                self.cluster.create_topic(name)
+            parts = self.cluster.topics.get(name)
+            if parts is None:
+                topics.append(
+                    MetadataResponseTopic(UNKNOWN_TOPIC_OR_PARTITION, name, partitions=())
+                )
+                continue
+            topics.append(MetadataResponseTopic(0, name, partitions=tuple(
+                MetadataResponsePartition(
+                    5 if p.leader == NO_LEADER else 0, p.index, p.leader, p.leader_epoch,
+                    tuple(p.replicas), tuple(r for r in p.isr if r in self.cluster.live),
+                    tuple(r for r in p.replicas if r not in self.cluster.live),
+                )
+                for p in parts
+            )))  # fmt: skip
+        brokers = tuple(
+            MetadataResponseBroker(n, self.host, self.ports[n])
+            for n in self.cluster.node_ids
+            if n in self.cluster.live
+        )
+        controller = min(self.cluster.live) if self.cluster.live else -1
+        return MetadataResponse(brokers=brokers, cluster_id="broker-stub",
+                                controller_id=controller, topics=tuple(topics))  # fmt: skip
+
+    def _createtopics(self, request: CreateTopicsRequest) -> CreateTopicsResponse:
+        results = []
+        for topic in request.topics:
+            code = 0 if request.validate_only else self.cluster.create_topic(
+                topic.name, topic.num_partitions, topic.replication_factor
+            )  # fmt: skip
+            results.append(CreatableTopicResult(topic.name, code))
+        return CreateTopicsResponse(topics=tuple(results))
+
+    def _initproducerid(self, request: InitProducerIdRequest) -> InitProducerIdResponse:
+        if request.producer_id >= 0:  # KIP-360: the same id with the epoch bumped
+            return InitProducerIdResponse(0, 0, request.producer_id, request.producer_epoch + 1)
+        return InitProducerIdResponse(0, 0, self.cluster.new_producer_id(), 0)
+
+    # ------------------------------------------------------------------ produce
+
+    def _produce(self, request: ProduceRequest) -> ProduceResponse | PendingAck:
+        if request.acks not in (-1, 0, 1):
+            return self._produce_error(request, INVALID_REQUIRED_ACKS)
+        waits: list[tuple[Partition, int]] = []
+        topics = []
+        for topic in request.topic_data:
+            answers = []
+            for data in topic.partition_data:
+                answer, wait = self._produce_partition(
+                    topic.name, data.index, data.records, request.acks
+                )
+                answers.append(answer)
+                if wait is not None:
+                    waits.append(wait)
+            topics.append(TopicProduceResponse(topic.name, tuple(answers)))
+        response = ProduceResponse(responses=tuple(topics))
+        if waits and not all(self.cluster.acked(p, last) for p, last in waits):
+            return PendingAck(response, waits)
+        return response
+
+    def _produce_partition(
+        self, topic: str, index: int, records: bytes | None, acks: int
+    ) -> tuple[PartitionProduceResponse, tuple[Partition, int] | None]:
+        p = self.cluster.partition(topic, index)
+        if (
+            p is None
+            and topic not in self.cluster.topics
+            and self.cluster.config.auto_create_topics
+        ):
+            self.cluster.create_topic(topic)
+            p = self.cluster.partition(topic, index)
+        if p is None:
+            return PartitionProduceResponse(index, UNKNOWN_TOPIC_OR_PARTITION, -1), None
+        if p.leader != self.node:
+            return PartitionProduceResponse(index, NOT_LEADER_OR_FOLLOWER, -1), None
+        injected = self.faults.produce_error(self.node, topic, index)
+        if injected:
+            return PartitionProduceResponse(index, injected, -1), None
+        if (
+            acks == -1
+            and len([r for r in p.isr if r in self.cluster.live])
+            < self.cluster.config.min_insync_replicas
+        ):
+            return PartitionProduceResponse(index, NOT_ENOUGH_REPLICAS, -1), None
+        if records is not None and len(records) > self.cluster.config.max_message_bytes:
+            return PartitionProduceResponse(index, MESSAGE_TOO_LARGE, -1), None
+        batches = split_batches(records)
+        if isinstance(batches, int):
+            return PartitionProduceResponse(index, batches, -1), None
+        log = p.leader_log
+        first_offset = -1
+        append_time = now_ms() if topic in self.cluster.config.log_append_time_topics else None
+        for header, data in batches:
+            code, duplicate_at = check_sequence(log, header)
+            if code == DUPLICATE_SEQUENCE_NUMBER:
+                first_offset = duplicate_at if first_offset < 0 else first_offset
+                continue
+            if code:
+                return PartitionProduceResponse(
+                    index, code, -1, log_start_offset=log.log_start
+                ), None
+            stored = log.append_as_leader(data, header, p.leader_epoch, append_time)
+            producer = None
+            if header.producer_id >= 0:
+                last_seq = header.base_sequence + header.last_offset_delta
+                producer = (
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    last_seq,
+                )
+            self.cluster.record_append(p, stored, producer, now_ms())
+            first_offset = stored.base_offset if first_offset < 0 else first_offset
+        if self.cluster.config.replication_lag_ms == 0:
+            self.cluster.replicate(now_ms())
+        answer = PartitionProduceResponse(
+            index, 0, first_offset, log_append_time_ms=append_time if append_time else -1,
+            log_start_offset=log.log_start,
+        )  # fmt: skip
+        return answer, ((p, log.leo - 1) if acks == -1 else None)
+
+    def _produce_error(self, request: ProduceRequest, code: int) -> ProduceResponse:
+        return ProduceResponse(responses=tuple(
+            TopicProduceResponse(t.name, tuple(
+                PartitionProduceResponse(d.index, code, -1) for d in t.partition_data
+            ))
+            for t in request.topic_data
+        ))  # fmt: skip
+
+    # ------------------------------------------------------------------ fetch, offsets
+
+    def _fetch(self, request: FetchRequest) -> FetchResponse:
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for fp in topic.partitions:
+                p = self.cluster.partition(topic.topic, fp.partition)
+                if p is None:
+                    parts.append(PartitionData(fp.partition, UNKNOWN_TOPIC_OR_PARTITION, -1))
+                    continue
+                if p.leader != self.node:
+                    parts.append(PartitionData(fp.partition, NOT_LEADER_OR_FOLLOWER, -1))
+                    continue
+                log = p.leader_log
+                if not log.log_start <= fp.fetch_offset <= log.hw:
+                    parts.append(PartitionData(fp.partition, OFFSET_OUT_OF_RANGE, log.hw,
+                                               log.hw, log.log_start))  # fmt: skip
+                    continue
+                data = log.read(fp.fetch_offset, fp.partition_max_bytes, log.hw)
+                parts.append(PartitionData(fp.partition, 0, log.hw, log.hw, log.log_start,
+                                           aborted_transactions=(), records=data))  # fmt: skip
+            topics.append(FetchableTopicResponse(topic.topic, tuple(parts)))
+        return FetchResponse(responses=tuple(topics))
+
+    def _listoffsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        topics = []
+        for topic in request.topics:
+            parts = []
+            for lp in topic.partitions:
+                p = self.cluster.partition(topic.name, lp.partition_index)
+                if p is None or p.leader != self.node:
+                    code = UNKNOWN_TOPIC_OR_PARTITION if p is None else NOT_LEADER_OR_FOLLOWER
+                    parts.append(ListOffsetsPartitionResponse(lp.partition_index, code))
+                    continue
+                log = p.leader_log
+                if lp.timestamp == EARLIEST:
+                    offset = log.log_start
+                elif lp.timestamp in (LATEST, MAX_TIMESTAMP):
+                    offset = log.hw
+                else:
+                    offset = min(log.offset_for_timestamp(lp.timestamp), log.hw)
+                parts.append(ListOffsetsPartitionResponse(
+                    lp.partition_index, 0, -1, offset, p.leader_epoch
+                ))  # fmt: skip
+            topics.append(ListOffsetsTopicResponse(topic.name, tuple(parts)))
+        return ListOffsetsResponse(topics=tuple(topics))
+
+    def has_data(self, request: FetchRequest) -> bool:
+        """A Fetch may answer before max_wait_ms: some partition has data past its offset."""
+        for topic in request.topics:
+            for fp in topic.partitions:
+                p = self.cluster.partition(topic.topic, fp.partition)
+                if p is None or p.leader != self.node or p.leader_log.hw > fp.fetch_offset:
+                    return True
+        return False

@@ -1,0 +1,164 @@
+"""One replica's log of one partition, in memory: batches as the producer sent them (only
+their base offset and partition leader epoch rewritten), plus the leader-epoch cache and the
+idempotent producers' state.
+
+Rules:
+- Offsets are assigned by the leader at append; a follower copies the leader's bytes as they
+  are, so every replica holds identical batches at identical offsets.
+- ``leo`` (log end offset) is one past the last record; ``hw`` (high watermark) is this
+  replica's view of what every in-sync replica has. Consumers read below ``hw`` only.
+- The epoch cache maps each leader epoch to the first offset written in it. Truncation by
+  leader epoch (KIP-101) asks the leader for the end offset of our latest epoch and cuts
+  only where the logs diverge, never at the (possibly stale) high watermark.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+from shmkafka.protocol.records import BatchHeader
+
+_OFFSET_AND_EPOCH = struct.Struct(">q")  # base offset at 0
+_EPOCH_AT = 12
+_EPOCH = struct.Struct(">i")
+PRODUCER_BATCHES_KEPT = 5  # as Kafka's ProducerStateEntry: the last five batches per producer
+ProducerFacts = tuple[int, int, int, int]  # producer id, epoch, first and last sequence
+
+
+@dataclass
+class StoredBatch:
+    base_offset: int
+    last_offset: int
+    leader_epoch: int
+    max_timestamp: int
+    data: bytes
+
+
+@dataclass
+class ProducerEntry:
+    epoch: int
+    # (first sequence, last sequence, base offset) of the last batches, oldest first
+    batches: deque[tuple[int, int, int]] = field(default_factory=deque)
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1][1] if self.batches else -1
+
+
+class PartitionLog:
+    def __init__(self) -> None:
+        self.batches: list[StoredBatch] = []
+        self._bases: list[int] = []
+        self.log_start = 0
+        self.leo = 0
+        self.hw = 0
+        self.epochs: list[tuple[int, int]] = []  # (leader epoch, start offset), ascending
+        self.producers: dict[int, ProducerEntry] = {}
+
+    # ------------------------------------------------------------------ writes
+
+    def append_as_leader(
+        self, data: bytes, header: BatchHeader, leader_epoch: int, log_append_ms: int | None
+    ) -> StoredBatch:
+        """Assign offsets to a validated batch and append it."""
+        raw = bytearray(data)
+        _OFFSET_AND_EPOCH.pack_into(raw, 0, self.leo)
+        _EPOCH.pack_into(raw, _EPOCH_AT, leader_epoch)
+        max_ts = header.max_timestamp
+        if log_append_ms is not None:
+            from shmkafka.broker_stub.validate import set_log_append_time
+
+            set_log_append_time(raw, log_append_ms)
+            max_ts = log_append_ms
+        batch = StoredBatch(
+            self.leo, self.leo + header.last_offset_delta, leader_epoch, max_ts, bytes(raw)
+        )
+        self._append(batch)
+        if header.producer_id >= 0:
+            self._record_producer(header, batch.base_offset)
+        return batch
+
+    def append_replica(self, batch: StoredBatch, producer: ProducerFacts | None) -> None:
+        """A follower copies one of the leader's batches (same offsets, same bytes)."""
+        self._append(batch)
+        if producer is not None:
+            pid, epoch, first_seq, last_seq = producer
+            entry = self.producers.setdefault(pid, ProducerEntry(epoch))
+            entry.epoch = epoch
+            entry.batches.append((first_seq, last_seq, batch.base_offset))
+            while len(entry.batches) > PRODUCER_BATCHES_KEPT:
+                entry.batches.popleft()
+
+    def _append(self, batch: StoredBatch) -> None:
+        if not self.epochs or self.epochs[-1][0] < batch.leader_epoch:
+            self.epochs.append((batch.leader_epoch, batch.base_offset))
+        self.batches.append(batch)
+        self._bases.append(batch.base_offset)
+        self.leo = batch.last_offset + 1
+
+    def _record_producer(self, header: BatchHeader, base_offset: int) -> None:
+        entry = self.producers.get(header.producer_id)
+        if entry is None or entry.epoch != header.producer_epoch:
+            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch)
+        last_seq = header.base_sequence + header.last_offset_delta
+        entry.batches.append((header.base_sequence, last_seq, base_offset))
+        while len(entry.batches) > PRODUCER_BATCHES_KEPT:
+            entry.batches.popleft()
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or after ``offset`` (whole batches: offset is a boundary or
+        inside the last kept batch's successor)."""
+        keep = bisect.bisect_left(self._bases, offset)
+        del self.batches[keep:]
+        del self._bases[keep:]
+        self.leo = self.batches[-1].last_offset + 1 if self.batches else self.log_start
+        self.hw = min(self.hw, self.leo)
+        self.epochs = [(e, start) for e, start in self.epochs if start < self.leo]
+        for entry in self.producers.values():
+            while entry.batches and entry.batches[-1][2] >= self.leo:
+                entry.batches.pop()
+
+    # ------------------------------------------------------------------ reads
+
+    def read(self, offset: int, max_bytes: int, upto: int) -> bytes:
+        """Whole batches holding offsets in [offset, upto), at least one, about max_bytes."""
+        if offset >= upto:
+            return b""
+        at = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        out: list[bytes] = []
+        size = 0
+        for batch in self.batches[at:]:
+            if batch.base_offset >= upto:
+                break
+            if batch.last_offset < offset:
+                continue
+            if out and size + len(batch.data) > max_bytes:
+                break
+            out.append(batch.data)
+            size += len(batch.data)
+        return b"".join(out)
+
+    def batches_from(self, offset: int) -> list[StoredBatch]:
+        at = bisect.bisect_left(self._bases, offset)
+        return self.batches[at:]
+
+    def latest_epoch(self) -> int:
+        return self.epochs[-1][0] if self.epochs else -1
+
+    def end_offset_for_epoch(self, epoch: int) -> int:
+        """The first offset of the first epoch after ``epoch`` (KIP-101's OffsetForLeaderEpoch);
+        ``leo`` when ``epoch`` is the latest."""
+        for e, start in self.epochs:
+            if e > epoch:
+                return start
+        return self.leo
+
+    def offset_for_timestamp(self, timestamp: int) -> int:
+        """The first offset whose batch has max timestamp >= ``timestamp`` (or ``leo``)."""
+        for batch in self.batches:
+            if batch.max_timestamp >= timestamp:
+                return batch.base_offset
+        return self.leo
