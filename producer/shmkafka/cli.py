@@ -24,6 +24,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "cleanup", help="remove shared-memory pools whose processes are all dead"
     )
     clean.add_argument("--pool", help="only this pool (default: every shmkafka pool)")
+    from shmkafka.broker_stub.__main__ import build_parser as stub_parser
+    from shmkafka.broker_stub.__main__ import control_parser
+
+    stub_parser(sub.add_parser("broker-stub", help="run a broker_stub cluster (foreground)"))
+    control_parser(
+        sub.add_parser("broker-stub-control", help="send a fault-injection operation to it")
+    )
     return parser
 
 
@@ -63,6 +70,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cleanup(args.pool)
     if args.command == "stat":
         return _stat(args.pool, args.json)
+    if args.command == "broker-stub":
+        from shmkafka.broker_stub.__main__ import run as run_stub
+
+        return run_stub(args)
+    if args.command == "broker-stub-control":
+        from shmkafka.broker_stub.__main__ import control
+
+        return control(args)
     if args.command == "sender":
         from shmkafka.sender.__main__ import run
 

@@ -1,0 +1,116 @@
+"""``shmkafka broker-stub``: run a broker_stub cluster in the foreground until SIGTERM or
+Ctrl-C; ``shmkafka broker-stub-control``: send it one fault-injection operation.
+
+The control port (``--port`` + ``--nodes``, or printed at start) takes one JSON object per
+line, ``{"op": "fail_produce", "args": {"code": 6, "count": 3}}``, and answers one JSON line,
+``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. Operations are
+``BrokerStub``'s and ``Faults``' methods: fail_produce, random_produce_errors,
+drop_connection, pause_node, resume_node, move_leader, kill_node, restart_node,
+create_topic, leader, high_watermark, clear.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from shmkafka.broker_stub.server import BrokerStub
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="shmkafka broker-stub")
+    parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--port", type=int, default=9092, help="node i listens on PORT + i")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--partitions", type=int, default=1, help="for auto-created topics")
+    parser.add_argument("--replication-factor", type=int, default=1)
+    parser.add_argument("--min-insync-replicas", type=int, default=1)
+    parser.add_argument("--replication-lag-ms", type=int, default=0)
+    parser.add_argument("--no-auto-create", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def control_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="shmkafka broker-stub-control")
+    parser.add_argument("--port", type=int, required=True, help="the stub's control port")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("op", help="operation, e.g. fail_produce")
+    parser.add_argument("args", nargs="*", help="NAME=VALUE (VALUE as JSON, else a string)")
+    return parser
+
+
+def _serve_control(stub: BrokerStub, port: int) -> int:
+    """Start the control listener on the stub's loop; returns its port."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        while line := await reader.readline():
+            try:
+                command = json.loads(line)
+                op, fields = command["op"], command.get("args", {})
+                result = await loop.run_in_executor(None, partial(stub.control, op, **fields))
+                reply: dict[str, Any] = {"ok": True, "result": result}
+            except Exception as exc:  # noqa: BLE001 - reported to the caller, never fatal
+                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            writer.write(json.dumps(reply, default=str).encode() + b"\n")
+            await writer.drain()
+        writer.close()
+
+    async def start() -> int:
+        server = await asyncio.start_server(answer, stub.host, port, reuse_address=True)
+        bound: int = server.sockets[0].getsockname()[1]
+        return bound
+
+    result: int = stub._call(start())
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    stub = BrokerStub(
+        args.nodes, port=args.port, host=args.host, seed=args.seed, partitions=args.partitions,
+        replication_factor=args.replication_factor,
+        min_insync_replicas=args.min_insync_replicas,
+        replication_lag_ms=args.replication_lag_ms, auto_create_topics=not args.no_auto_create,
+    )  # fmt: skip
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    with stub:
+        control = _serve_control(stub, args.port + args.nodes if args.port else 0)
+        print(f"broker_stub: {args.nodes} node(s) at {stub.bootstrap}; control port {control}",
+              flush=True)  # fmt: skip
+        stop.wait()
+    print("broker_stub: stopped", flush=True)
+    return 0
+
+
+def control(args: argparse.Namespace) -> int:
+    fields: dict[str, Any] = {}
+    for item in args.args:
+        name, _, value = item.partition("=")
+        try:
+            fields[name] = json.loads(value)
+        except json.JSONDecodeError:
+            fields[name] = value
+    with socket.create_connection((args.host, args.port), timeout=30) as sock:
+        sock.sendall(json.dumps({"op": args.op, "args": fields}).encode() + b"\n")
+        reply = json.loads(sock.makefile().readline())
+    print(json.dumps(reply))
+    return 0 if reply.get("ok") else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
