@@ -6,7 +6,8 @@ Rules:
 - A follower fetches when the leader's data is at least ``replication_lag_ms`` old, and
   learns the leader's high watermark as of its previous fetch (as in Kafka, a follower's HW
   lags one round). The leader's HW is the smallest LEO of its in-sync replicas.
-- The ISR holds the live replicas. A partition whose leader's node dies gets the first live
+- The ISR holds the live replicas; a restarted replica is back in it at once (a quick
+  restart, before any ISR shrink). A partition whose leader's node dies gets the first live
   in-sync replica as leader, with the leader epoch bumped.
 - A replica that restarts truncates by leader epoch (default), or, with
   ``truncate_on_restart="hw"``, at its own high watermark: the pre-KIP-101 behaviour that
@@ -189,6 +190,8 @@ class Cluster:
                 mine = p.logs[node]
                 if self.config.truncate_on_restart == "hw":
                     mine.truncate_to(mine.hw)
+                if node not in p.isr:  # a quick restart: the ISR has not shrunk yet
+                    p.isr.append(node)
                 if p.leader == NO_LEADER:
                     self._become_leader(p, node)
                 elif self.config.truncate_on_restart != "hw":

@@ -11,6 +11,7 @@ Rules:
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 from shmkafka.broker_stub.cluster import NO_LEADER, Cluster, Partition
@@ -66,6 +67,19 @@ SUPPORTED = (
 )  # fmt: skip
 
 
+UNSUPPORTED_VERSION = 35
+_RANGES = {cls.API_KEY: (lo, hi) for cls, lo, hi in SUPPORTED}
+
+
+def supported(api_key: int, version: int) -> bool:
+    lo, hi = _RANGES.get(api_key, (0, -1))
+    return lo <= version <= hi
+
+
+def api_keys() -> tuple[ApiVersion, ...]:
+    return tuple(ApiVersion(key, lo, hi) for key, (lo, hi) in sorted(_RANGES.items()))
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -87,6 +101,7 @@ class Handlers:
         self.node = node
         self.host = host
         self.ports = ports  # node id → port
+        self.errors_sent: Counter[int] = Counter()  # produce error codes answered, by code
 
     def handle(self, request: Message) -> Message | PendingAck:
         name = type(request).__name__
@@ -97,8 +112,7 @@ class Handlers:
     # ------------------------------------------------------------------ metadata
 
     def _apiversions(self, request: ApiVersionsRequest) -> ApiVersionsResponse:
-        keys = tuple(ApiVersion(cls.API_KEY, lo, hi) for cls, lo, hi in SUPPORTED)
-        return ApiVersionsResponse(error_code=0, api_keys=keys)
+        return ApiVersionsResponse(error_code=0, api_keys=api_keys())
 
     def _metadata(self, request: MetadataRequest) -> MetadataResponse:
         if request.topics is None:
@@ -163,6 +177,8 @@ class Handlers:
                 answer, wait = self._produce_partition(
                     topic.name, data.index, data.records, request.acks
                 )
+                if answer.error_code:
+                    self.errors_sent[answer.error_code] += 1
                 answers.append(answer)
                 if wait is not None:
                     waits.append(wait)

@@ -22,10 +22,23 @@ from typing import Any, TypeVar
 
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.broker_stub.faults import Faults
-from shmkafka.broker_stub.handlers import Handlers, PendingAck, now_ms
+from shmkafka.broker_stub.handlers import (
+    UNSUPPORTED_VERSION,
+    Handlers,
+    PendingAck,
+    api_keys,
+    now_ms,
+    supported,
+)
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.frames import FrameDecoder, decode_request_header, encode_response
-from shmkafka.protocol.messages import APIS, FetchRequest, ProduceRequest
+from shmkafka.protocol.messages import (
+    APIS,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FetchRequest,
+    ProduceRequest,
+)
 from shmkafka.protocol.schema import Message
 
 log = logging.getLogger("shmkafka.broker_stub")
@@ -91,6 +104,14 @@ class _Node:
         delay = faults.delay_s(self.node_id)
         if delay:
             await asyncio.sleep(delay)
+        if not supported(header.api_key, header.api_version):
+            if header.api_key != ApiVersionsRequest.API_KEY:
+                return False  # versions are negotiated: a client beyond them is broken
+            # An ApiVersions we cannot read: UNSUPPORTED_VERSION with our ranges, in v0.
+            refusal = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=api_keys())
+            writer.write(encode_response(header.api_key, 0, header.correlation_id, refusal))
+            await writer.drain()
+            return True
         request_cls, _ = APIS[header.api_key]
         request = request_cls.decode(memoryview(frame)[at:], header.api_version, strict=False)
         result = self.handlers.handle(request)
@@ -234,6 +255,14 @@ class BrokerStub:
 
     def resume_node(self, node: int) -> None:
         self.run(lambda: self.faults.paused.discard(node))
+
+    def errors_sent(self) -> dict[int, int]:
+        """Produce error codes the nodes answered so far, by code (faults and real ones)."""
+        total: dict[int, int] = {}
+        for node in self._nodes.values():
+            for code, count in node.handlers.errors_sent.items():
+                total[code] = total.get(code, 0) + count
+        return total
 
     def high_watermark(self, topic: str, partition: int) -> int:
         return self.run(lambda: self.cluster.topics[topic][partition].leader_log.hw)
