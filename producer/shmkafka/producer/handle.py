@@ -262,7 +262,7 @@ class ProducerHandle:
         )
         self.max_block_ms = max_block_ms
         self.sender_config = sender_config
-        self.sender_log = sender_log
+        self.sender_log = sender_log or os.environ.get("SHMKAFKA_SENDER_LOG")
         if sender_idle_exit_ms is None and os.environ.get("SHMKAFKA_SENDER_IDLE_EXIT_MS"):
             sender_idle_exit_ms = int(os.environ["SHMKAFKA_SENDER_IDLE_EXIT_MS"])
         self.sender_idle_exit_ms = sender_idle_exit_ms

@@ -34,6 +34,7 @@ class Metadata:
     last_attempt_ms: int = -(2**62)
     need_update: bool = True
     in_flight: bool = False
+    requested: frozenset[str] = frozenset()  # the topics of the request in flight
 
     def request_update(self) -> None:
         self.need_update = True
@@ -61,6 +62,7 @@ class Metadata:
         self.in_flight = True
         self.last_attempt_ms = now_ms
         self.wanted |= set(self.pool.directory.snapshot().topics)
+        self.requested = frozenset(self.wanted)
         topics = tuple(MetadataRequestTopic(name=t) for t in sorted(self.wanted))
         return MetadataRequest(topics=topics, allow_auto_topic_creation=True)
 
@@ -95,7 +97,8 @@ class Metadata:
                 self.pool.directory.publish(leaders)
         self.leaders.update(leaders)
         self.last_refresh_ms = now_ms
-        self.need_update = incomplete
+        # A topic asked for while this request was in flight still needs its own answer.
+        self.need_update = incomplete or not self.wanted <= self.requested
         return changed
 
     def leader_of(self, topic: str, partition: int) -> int:
