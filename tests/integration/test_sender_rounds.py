@@ -40,7 +40,7 @@ def test_one_request_per_node_per_round(mock_cluster: Peer, pool_name: str) -> N
         partitions = app.directory.partitions("rounds")
         assert partitions is not None
         leaders = {e.leader for e in partitions}
-        assert len(leaders) > 1  # the partitions really spread over nodes
+        assert len(leaders) > 1, partitions  # the partitions really spread over nodes
         acc = RecordAccumulator(app)
         for p in range(len(partitions)):
             for _ in range(12):  # about three 1 KiB batches per partition
