@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test lint typecheck unit demo bench bench-append bench-e2e bench-broker-stub clean
+.PHONY: test lint typecheck unit demo perf bench bench-append bench-e2e bench-broker-stub clean
 
 $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,10 +24,13 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -n auto
 
-demo:
-	@echo "make demo arrives with the perf issue (issue 7): the multi-process perf run on broker_stub."
-	@echo "Until then: make bench runs the codec benchmark."
-	@exit 1
+# The main job: 4 processes through one shared pool for about 10 s on the embedded broker_stub.
+demo: $(STAMP)
+	$(BIN)/shmkafka perf --processes 4 --duration 10
+
+# The side-by-side comparison (about a minute): add --broker tansu for a Rust broker.
+perf: $(STAMP)
+	$(BIN)/shmkafka perf --processes 4 --duration 10 --compare kafka-python,confluent-kafka
 
 bench: $(STAMP)
 	$(BIN)/python perf/bench_codec.py

@@ -28,6 +28,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from shmkafka.broker_stub.__main__ import control_parser
 
     stub_parser(sub.add_parser("broker-stub", help="run a broker_stub cluster (foreground)"))
+    from shmkafka.perf.tool import build_parser as perf_parser
+
+    perf_parser(sub.add_parser("perf", help="throughput/latency side by side with other clients"))
     control_parser(
         sub.add_parser("broker-stub-control", help="send a fault-injection operation to it")
     )
@@ -78,6 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from shmkafka.broker_stub.__main__ import control
 
         return control(args)
+    if args.command == "perf":
+        from shmkafka.perf.tool import run as run_perf
+
+        return run_perf(args)
     if args.command == "sender":
         from shmkafka.sender.__main__ import run
 

@@ -40,7 +40,14 @@ from shmkafka.sender.connection import ClientResponse, NetworkClient
 from shmkafka.sender.metadata import Metadata
 from shmkafka.sender.ready import Drainer, ReadyContext, ready
 from shmkafka.shm.errors import BufferExhaustedError
-from shmkafka.shm.layout import H_CLOSING, H_FLUSH_REQUESTS, H_SENDER_STATS, SENDER_STATS
+from shmkafka.shm.layout import (
+    H_CLOSING,
+    H_FLUSH_REQUESTS,
+    H_SENDER_BYTES,
+    H_SENDER_STATS,
+    SENDER_STATS,
+    U64,
+)
 from shmkafka.shm.pool import SharedPool
 
 try:
@@ -156,6 +163,7 @@ class Sender:
             self.pool.segment.buf, H_SENDER_STATS, s.produce_requests, s.batches_sent,
             s.records_sent, s.retries, s.errors, s.expired,
         )  # fmt: skip
+        U64.pack_into(self.pool.segment.buf, H_SENDER_BYTES, self.network.bytes_sent)
 
     def busy(self) -> bool:
         """Anything queued, in flight or waiting to be posted."""

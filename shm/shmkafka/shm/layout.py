@@ -37,6 +37,7 @@ Region 1 - HEADER (512 bytes)
     192  i64      sender_linger_ms       the Sender, at start
     200  u64      new_batches            the C append path (a batch opened): a change the
                                          Sender checks before it sleeps (see handle.py)
+    208  u64      sender_bytes_sent      the Sender: request bytes written to brokers
 Region 2 - CONFIG: the config JSON (4096 bytes), creator, once.
 Region 3 - LOCKS: per lock 16 bytes, written by the holder right after acquiring:
       0  i32 owner_slot (-1 none)  4  i32 owner_pid  8  i64 owner_start
@@ -111,6 +112,7 @@ SENDER_STATS = struct.Struct("<6Q")
 H_SENDER_WAKE_AT = 184
 H_SENDER_LINGER = 192
 H_NEW_BATCHES = 200
+H_SENDER_BYTES = 208
 SENDER_STAT_NAMES = (
     "produce_requests",
     "batches_sent",

@@ -16,6 +16,7 @@ from shmkafka.shm.bufferpool import BufferPool
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.layout import (
     FREE,
+    H_SENDER_BYTES,
     H_SENDER_PID,
     H_SENDER_START,
     H_SENDER_STATS,
@@ -25,6 +26,7 @@ from shmkafka.shm.layout import (
     SENDER_STAT_NAMES,
     SENDER_STATS,
     STATE_NAMES,
+    U64,
 )
 from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import Segment
@@ -83,6 +85,7 @@ def _stat(segment: Segment) -> dict[str, Any]:
     counters = dict(
         zip(SENDER_STAT_NAMES, SENDER_STATS.unpack_from(buf, H_SENDER_STATS), strict=True)
     )
+    counters["bytes_sent"] = U64.unpack_from(buf, H_SENDER_BYTES)[0]
     return {
         "pool": segment.pool,
         "sender": {"pid": pid, "alive": alive, "uptime_s": uptime, **counters},

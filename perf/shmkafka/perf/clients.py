@@ -1,0 +1,240 @@
+"""One benchmark process per client and process index: send the workload after a common
+start barrier, until every record is acknowledged, and report what it measured.
+
+Every client gets the same records (keys, values, order), the same settings and the same
+pacing; latency is sampled on about ``LATENCY_SAMPLES`` records per process (send → ack).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psutil
+
+from shmkafka.perf.workload import Workload
+
+LATENCY_SAMPLES = 2000
+PROGRESS_EVERY = 1000
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return float(times.user + times.system)
+
+
+def _paced(work: Workload, keys: Iterator[bytes | None], progress: Any) -> Iterator[bytes | None]:
+    """The keys to send, honouring records or duration and the throughput cap."""
+    rate = work.per_process_rate()
+    start = time.monotonic()
+    deadline = None if work.duration_s is None else start + work.duration_s
+    sent = 0
+    while True:
+        if deadline is None and sent >= work.records:
+            return
+        if sent % PROGRESS_EVERY == 0:
+            progress.value = sent
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+        if rate is not None:
+            ahead = sent / rate - (time.monotonic() - start)
+            if ahead > 0.001:
+                time.sleep(ahead)
+        sent += 1
+        yield next(keys)
+
+
+def _sample_every(work: Workload) -> int:
+    expected = work.records if work.duration_s is None else int(work.duration_s * 200_000)
+    return max(1, expected // LATENCY_SAMPLES)
+
+
+def run_worker(
+    client: str, bootstrap: str, work: Workload, process: int, barrier: Any, out: Any,
+    progress: Any, pool: str,
+) -> None:  # fmt: skip
+    runners: dict[str, Callable[..., dict[str, Any]]] = {
+        "shmkafka": _shmkafka, "kafka-python": _kafka_python, "confluent-kafka": _confluent,
+    }  # fmt: skip
+    runner = runners[client]
+    try:
+        out.put(runner(bootstrap, work, process, barrier, progress, pool))
+    except BaseException as exc:
+        barrier.abort()
+        out.put({"error": f"{type(exc).__name__}: {exc}"})
+        raise
+
+
+def _report(
+    start: tuple[float, float], sent: int, errors: int, latencies: list[float], **extra: Any
+) -> dict[str, Any]:
+    """``start``: (monotonic time, CPU seconds) at the barrier."""
+    return {
+        "start": start[0], "end": time.monotonic(), "sent": sent, "errors": errors,
+        "latencies_ms": latencies, "cpu": cpu_seconds() - start[1],
+        "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, **extra,
+    }  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- shmkafka
+
+
+def _latency_probe(latencies: list[float]) -> Callable[[Any], None]:
+    """A done-callback that records the send → ack time of a future made just now."""
+    t0 = time.monotonic()
+
+    def done(_: Any) -> None:
+        latencies.append((time.monotonic() - t0) * 1e3)
+
+    return done
+
+
+def _shmkafka(bootstrap: str, work: Workload, process: int, barrier: Any, progress: Any,
+              pool: str) -> dict[str, Any]:  # fmt: skip
+    from shmkafka.producer.kafka_python import KafkaProducer
+    from shmkafka.shm.stat import pool_stat
+
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks=work.acks_int, compression_type=work.compression,
+        compression_level=work.compression_level, linger_ms=work.linger_ms,
+        batch_size=work.batch_size, buffer_memory=work.buffer_memory,
+        enable_idempotence=work.idempotence,
+        max_in_flight_requests_per_connection=work.max_in_flight, pool=pool,
+    )  # fmt: skip
+    value, keys = work.value(), work.keys_for(process)
+    for _ in range(work.warmup):
+        producer.send(work.topic, value, key=next(keys))
+    producer.flush(120)
+
+    def sender_counters() -> tuple[float, int, int]:
+        stat = pool_stat(pool)["sender"]
+        return cpu_seconds(stat["pid"]), stat["produce_requests"], stat["bytes_sent"]
+
+    barrier.wait()
+    before = sender_counters()
+    start = (time.monotonic(), cpu_seconds())
+    every, latencies, futures = _sample_every(work), list[float](), list[Any]()
+    for i, key in enumerate(_paced(work, keys, progress)):
+        future = producer.send(work.topic, value, key=key)
+        futures.append(future)
+        if i % every == 0:
+            future.add_done_callback(_latency_probe(latencies))
+    producer.flush(600)
+    after = sender_counters()
+    errors = sum(1 for f in futures if f.failed())
+    sender_rss = psutil.Process(pool_stat(pool)["sender"]["pid"]).memory_info().rss
+    report = _report(start, len(futures), errors, latencies, sender_cpu=(before[0], after[0]),
+                     requests=(before[1], after[1]), bytes=(before[2], after[2]),
+                     sender_rss=sender_rss)  # fmt: skip
+    producer.close(30)
+    return report
+
+
+# ---------------------------------------------------------------------------- kafka-python
+
+
+def _kafka_python(bootstrap: str, work: Workload, process: int, barrier: Any, progress: Any,
+                  pool: str) -> dict[str, Any]:  # fmt: skip
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks=work.acks_int,
+        compression_type=None if work.compression == "none" else work.compression,
+        linger_ms=work.linger_ms, batch_size=work.batch_size,
+        enable_idempotence=work.idempotence,
+        max_in_flight_requests_per_connection=work.max_in_flight,
+    )  # fmt: skip
+    value, keys = work.value(), work.keys_for(process)
+    for _ in range(work.warmup):
+        producer.send(work.topic, value, key=next(keys))
+    producer.flush(120)
+    barrier.wait()
+    start = (time.monotonic(), cpu_seconds())
+    every, latencies, futures = _sample_every(work), list[float](), list[Any]()
+    for i, key in enumerate(_paced(work, keys, progress)):
+        future = producer.send(work.topic, value, key=key)
+        futures.append(future)
+        if i % every == 0:
+            future.add_both(_latency_probe(latencies))
+    producer.flush(600)
+    # kafka-python keeps rates and averages, no totals: requests and bytes are estimated
+    # from its records-per-request and request-size averages.
+    metrics = producer.metrics()["producer-metrics"]
+    requests = len(futures) / max(metrics.get("records-per-request-avg") or 1.0, 1.0)
+    wire = requests * (metrics.get("request-size-avg") or 0.0)
+    errors = sum(1 for f in futures if f.failed())
+    report = _report(start, len(futures), errors, latencies, requests=(0, requests),
+                     bytes=(0, wire))  # fmt: skip
+    producer.close(10)
+    return report
+
+
+# ---------------------------------------------------------------------------- confluent-kafka
+
+
+def _confluent(bootstrap: str, work: Workload, process: int, barrier: Any, progress: Any,
+               pool: str) -> dict[str, Any]:  # fmt: skip
+    import confluent_kafka
+
+    stats: list[dict[str, Any]] = []
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap, "acks": work.acks, "linger.ms": work.linger_ms,
+        "compression.type": work.compression, "batch.size": work.batch_size,
+        "enable.idempotence": work.idempotence, "partitioner": "murmur2_random",
+        "max.in.flight": work.max_in_flight, "statistics.interval.ms": 200,
+        "stats_cb": lambda text: stats.append(json.loads(text)), "log_level": 3,
+    }  # fmt: skip
+    if work.compression_level is not None:
+        conf["compression.level"] = work.compression_level
+    producer = confluent_kafka.Producer(conf)
+    value, keys = work.value(), work.keys_for(process)
+    counts = {"errors": 0, "done": 0}
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        counts["done"] += 1
+        counts["errors"] += err is not None
+
+    def produce(key: bytes | None, callback: Callable[..., None]) -> None:
+        while True:
+            try:
+                producer.produce(work.topic, value, key, on_delivery=callback)
+                return
+            except BufferError:
+                producer.poll(0.005)
+
+    for _ in range(work.warmup):
+        produce(next(keys), on_delivery)
+    producer.flush(120)
+    producer.poll(0.3)  # a statistics event after the warm-up
+    before = stats[-1] if stats else {}
+    barrier.wait()
+    counts.update(errors=0, done=0)
+    start = (time.monotonic(), cpu_seconds())
+    every, latencies, sent = _sample_every(work), list[float](), 0
+    for i, key in enumerate(_paced(work, keys, progress)):
+        if i % every == 0:
+            probe = _latency_probe(latencies)
+
+            def sampled(err: Any, msg: Any, probe: Callable[[Any], None] = probe) -> None:
+                probe(msg)
+                on_delivery(err, msg)
+
+            produce(key, sampled)
+        else:
+            produce(key, on_delivery)
+        sent += 1
+        if sent % 1000 == 0:
+            producer.poll(0)
+    producer.flush(600)
+    end_report = _report(start, sent, counts["errors"], latencies)
+    producer.poll(0.3)
+    after = stats[-1] if stats else {}
+    end_report.update(requests=(before.get("tx", 0), after.get("tx", 0)),
+                      bytes=(before.get("txbytes", 0), after.get("txbytes", 0)))  # fmt: skip
+    return end_report
