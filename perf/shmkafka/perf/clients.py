@@ -236,5 +236,5 @@ def _confluent(bootstrap: str, work: Workload, process: int, barrier: Any, progr
     producer.poll(0.3)
     after = stats[-1] if stats else {}
     end_report.update(requests=(before.get("tx", 0), after.get("tx", 0)),
-                      bytes=(before.get("txbytes", 0), after.get("txbytes", 0)))  # fmt: skip
+                      bytes=(before.get("tx_bytes", 0), after.get("tx_bytes", 0)))  # fmt: skip
     return end_report

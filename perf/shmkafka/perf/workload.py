@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 CLIENTS = ("shmkafka", "kafka-python", "confluent-kafka")
+KEYS_DRAWN = 250_000  # distinct draws per process; longer runs cycle through them
 
 
 @dataclass(frozen=True)
@@ -51,19 +52,22 @@ class Workload:
         return random.Random(self.seed).randbytes(self.record_size)
 
     def keys_for(self, process: int) -> Iterator[bytes | None]:
-        """The process's key sequence (endless), the same for every client."""
+        """The process's key sequence (endless), the same for every client. Drawn up front
+        (then cycled), so that drawing keys costs the timed loop nothing."""
         rng = random.Random(self.seed * 1_000_003 + process)
         if self.keys == "none":
             return itertools.repeat(None)
         names = [b"key-%08d" % i for i in range(self.key_count)]
+        count = min(self.records + self.warmup, KEYS_DRAWN) if not self.duration_s else KEYS_DRAWN
         if self.keys == "uniform":
-            return (names[rng.randrange(self.key_count)] for _ in itertools.count())
+            return itertools.cycle([names[rng.randrange(self.key_count)] for _ in range(count)])
         weights = list(itertools.accumulate(1 / (i + 1) for i in range(self.key_count)))
-        total = weights[-1]
-        return (
-            names[min(bisect.bisect_left(weights, rng.random() * total), self.key_count - 1)]
-            for _ in itertools.count()
-        )
+        total, last = weights[-1], self.key_count - 1
+        drawn = [
+            names[min(bisect.bisect_left(weights, rng.random() * total), last)]
+            for _ in range(count)
+        ]
+        return itertools.cycle(drawn)
 
     def per_process_rate(self) -> float | None:
         return None if self.throughput is None else self.throughput / self.processes
