@@ -82,6 +82,21 @@ def _report(
     }  # fmt: skip
 
 
+def _timed_sends(
+    send: Callable[[bytes | None], Any], attach: Callable[[Any, Callable[[Any], None]], Any],
+    work: Workload, keys: Iterator[bytes | None], progress: Any,
+) -> tuple[tuple[float, float], list[Any], list[float]]:  # fmt: skip
+    """The timed loop of the future-returning clients: (start, futures, latencies)."""
+    start = (time.monotonic(), cpu_seconds())
+    every, latencies, futures = _sample_every(work), list[float](), list[Any]()
+    for i, key in enumerate(_paced(work, keys, progress)):
+        future = send(key)
+        futures.append(future)
+        if i % every == 0:
+            attach(future, _latency_probe(latencies))
+    return start, futures, latencies
+
+
 # ---------------------------------------------------------------------------- shmkafka
 
 
@@ -118,13 +133,10 @@ def _shmkafka(bootstrap: str, work: Workload, process: int, barrier: Any, progre
 
     barrier.wait()
     before = sender_counters()
-    start = (time.monotonic(), cpu_seconds())
-    every, latencies, futures = _sample_every(work), list[float](), list[Any]()
-    for i, key in enumerate(_paced(work, keys, progress)):
-        future = producer.send(work.topic, value, key=key)
-        futures.append(future)
-        if i % every == 0:
-            future.add_done_callback(_latency_probe(latencies))
+    start, futures, latencies = _timed_sends(
+        lambda key: producer.send(work.topic, value, key=key),
+        lambda future, probe: future.add_done_callback(probe), work, keys, progress,
+    )  # fmt: skip
     producer.flush(600)
     after = sender_counters()
     errors = sum(1 for f in futures if f.failed())
@@ -155,13 +167,10 @@ def _kafka_python(bootstrap: str, work: Workload, process: int, barrier: Any, pr
         producer.send(work.topic, value, key=next(keys))
     producer.flush(120)
     barrier.wait()
-    start = (time.monotonic(), cpu_seconds())
-    every, latencies, futures = _sample_every(work), list[float](), list[Any]()
-    for i, key in enumerate(_paced(work, keys, progress)):
-        future = producer.send(work.topic, value, key=key)
-        futures.append(future)
-        if i % every == 0:
-            future.add_both(_latency_probe(latencies))
+    start, futures, latencies = _timed_sends(
+        lambda key: producer.send(work.topic, value, key=key),
+        lambda future, probe: future.add_both(probe), work, keys, progress,
+    )  # fmt: skip
     producer.flush(600)
     # kafka-python keeps rates and averages, no totals: requests and bytes are estimated
     # from its records-per-request and request-size averages.
