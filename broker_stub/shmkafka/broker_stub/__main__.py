@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any
 
 from shmkafka.broker_stub.server import BrokerStub
+from shmkafka.broker_stub.storage import StorageConfig
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -36,6 +37,19 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--replication-lag-ms", type=int, default=0)
     parser.add_argument("--no-auto-create", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    durable = parser.add_argument_group("durable log (in memory without --storage)")
+    durable.add_argument(
+        "--storage", metavar="DIR", help="keep the logs in DIR (recovered at start)"
+    )
+    durable.add_argument("--flush", choices=("async", "sync"), default="async")
+    durable.add_argument("--flush-interval-ms", type=int, default=1000)
+    durable.add_argument("--no-group-commit", action="store_true",
+                         help="--flush sync: one fsync per request (the baseline)")  # fmt: skip
+    durable.add_argument("--segment-bytes", type=int, default=1 << 30)
+    durable.add_argument("--segment-ms", type=int, default=7 * 24 * 3600 * 1000)
+    durable.add_argument("--index-interval-bytes", type=int, default=4096)
+    durable.add_argument("--retention-bytes", type=int, default=-1)
+    durable.add_argument("--retention-ms", type=int, default=-1)
     return parser
 
 
@@ -80,6 +94,13 @@ def run(args: argparse.Namespace) -> int:
         replication_factor=args.replication_factor,
         min_insync_replicas=args.min_insync_replicas,
         replication_lag_ms=args.replication_lag_ms, auto_create_topics=not args.no_auto_create,
+        storage_dir=args.storage, flush=args.flush, flush_interval_ms=args.flush_interval_ms,
+        group_commit=not args.no_group_commit,
+        storage=StorageConfig(
+            segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
+            index_interval_bytes=args.index_interval_bytes,
+            retention_bytes=args.retention_bytes, retention_ms=args.retention_ms,
+        ),
     )  # fmt: skip
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

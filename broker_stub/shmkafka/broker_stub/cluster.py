@@ -9,6 +9,9 @@ Rules:
 - The ISR holds the live replicas; a restarted replica is back in it at once (a quick
   restart, before any ISR shrink). A partition whose leader's node dies gets the first live
   in-sync replica as leader, with the leader epoch bumped.
+- With ``storage_dir`` every replica's log is also a DiskLog (storage.py) under
+  ``storage_dir/node-N/topic-partition/``, and the topics are recorded in
+  ``storage_dir/topics.json``: a new Cluster on the same directory recovers them.
 - A replica that restarts truncates by leader epoch (default), or, with
   ``truncate_on_restart="hw"``, at its own high watermark: the pre-KIP-101 behaviour that
   loses acknowledged records (seed 003's scenario, kept to show the difference).
@@ -17,14 +20,17 @@ Rules:
 from __future__ import annotations
 
 import itertools
+import json
+import os
 from dataclasses import dataclass, field
 
 from shmkafka.broker_stub.log import PartitionLog, ProducerFacts, StoredBatch
+from shmkafka.broker_stub.storage import DiskLog, StorageConfig
 
 NO_LEADER = -1
 
 
-@dataclass
+@dataclass(eq=False)  # identity: partitions are kept in sets
 class Partition:
     topic: str
     index: int
@@ -53,6 +59,8 @@ class ClusterConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     log_append_time_topics: frozenset[str] = frozenset()
     truncate_on_restart: str = "epoch"  # or "hw"
+    storage_dir: str | None = None
+    storage: StorageConfig = field(default_factory=StorageConfig)
 
 
 class Cluster:
@@ -63,6 +71,37 @@ class Cluster:
         self.topics: dict[str, list[Partition]] = {}
         self._producer_ids = itertools.count(1000)
         self._next_leader = 0
+        self._created: list[tuple[str, int, int]] = []
+        if config.storage_dir is not None:
+            self._recover(config.storage_dir)
+
+    def _recover(self, directory: str) -> None:
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, "topics.json")
+        if not os.path.exists(path):
+            return
+        with open(path) as f:
+            created = json.load(f)
+        for name, count, factor in created:
+            self.create_topic(name, count, factor)
+        for parts in self.topics.values():
+            for p in parts:  # a new epoch above any in the logs; the HW from the logs
+                p.leader_epoch = max(log.latest_epoch() for log in p.logs.values()) + 1
+                self._advance_hw(p)
+        ids = [
+            pid for parts in self.topics.values() for p in parts for pid in p.leader_log.producers
+        ]
+        self._producer_ids = itertools.count(max(ids, default=999) + 1)
+
+    def _new_log(self, replica: int, topic: str, index: int) -> PartitionLog:
+        if self.config.storage_dir is None:
+            return PartitionLog()
+        directory = os.path.join(self.config.storage_dir, f"node-{replica}", f"{topic}-{index}")
+        return PartitionLog(DiskLog(directory, self.config.storage, 0))
+
+    def disk_logs(self) -> list[DiskLog]:
+        return [log.disk for parts in self.topics.values() for p in parts
+                for log in p.logs.values() if log.disk is not None]  # fmt: skip
 
     # ------------------------------------------------------------------ topics
 
@@ -85,10 +124,16 @@ class Cluster:
             live = [r for r in replicas if r in self.live]
             leader = live[0] if live else NO_LEADER
             partition = Partition(name, index, replicas, leader, 0, isr=live)
-            partition.logs = {r: PartitionLog() for r in replicas}
+            partition.logs = {r: self._new_log(r, name, index) for r in replicas}
             parts.append(partition)
         self._next_leader += count
         self.topics[name] = parts
+        self._created.append((name, count, factor))
+        if self.config.storage_dir is not None:
+            path = os.path.join(self.config.storage_dir, "topics.json")
+            with open(path + ".swap", "w") as f:
+                json.dump(self._created, f)
+            os.replace(path + ".swap", path)
         return 0
 
     def partition(self, topic: str, index: int) -> Partition | None:

@@ -102,6 +102,7 @@ class Handlers:
         self.host = host
         self.ports = ports  # node id → port
         self.errors_sent: Counter[int] = Counter()  # produce error codes answered, by code
+        self.touched: set[Partition] = set()  # partitions the last Produce appended to
 
     def handle(self, request: Message) -> Message | PendingAck:
         name = type(request).__name__
@@ -167,6 +168,7 @@ class Handlers:
     # ------------------------------------------------------------------ produce
 
     def _produce(self, request: ProduceRequest) -> ProduceResponse | PendingAck:
+        self.touched = set()
         if request.acks not in (-1, 0, 1):
             return self._produce_error(request, INVALID_REQUIRED_ACKS)
         waits: list[tuple[Partition, int]] = []
@@ -240,6 +242,7 @@ class Handlers:
                     last_seq,
                 )
             self.cluster.record_append(p, stored, producer, now_ms())
+            self.touched.add(p)
             first_offset = stored.base_offset if first_offset < 0 else first_offset
         if self.cluster.config.replication_lag_ms == 0:
             self.cluster.replicate(now_ms())

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import bisect
 import struct
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from shmkafka.protocol.records import BatchHeader
+from shmkafka.broker_stub.storage import DiskLog
+from shmkafka.protocol.records import BatchHeader, decode_batch_header
 
 _OFFSET_AND_EPOCH = struct.Struct(">q")  # base offset at 0
 _EPOCH_AT = 12
@@ -49,14 +51,47 @@ class ProducerEntry:
 
 
 class PartitionLog:
-    def __init__(self) -> None:
+    """``disk``: a DiskLog the batches are also written to (durable mode, storage.py);
+    reads are then served from its segments, and its contents are loaded at creation."""
+
+    def __init__(self, disk: DiskLog | None = None) -> None:
         self.batches: list[StoredBatch] = []
         self._bases: list[int] = []
         self.log_start = 0
         self.leo = 0
-        self.hw = 0
+        self._hw = 0
         self.epochs: list[tuple[int, int]] = []  # (leader epoch, start offset), ascending
         self.producers: dict[int, ProducerEntry] = {}
+        self.disk = disk
+        if disk is not None:
+            self._load(disk)
+
+    @property
+    def hw(self) -> int:
+        return self._hw
+
+    @hw.setter
+    def hw(self, value: int) -> None:
+        self._hw = value
+        if self.disk is not None:
+            self.disk.hw = value
+
+    def _load(self, disk: DiskLog) -> None:
+        """Rebuild offsets, the epoch cache and producer state from the recovered log."""
+        self.log_start = self.leo = disk.log_start
+        data = disk.read(disk.log_start, 1 << 62, 1 << 62)
+        view = memoryview(data)
+        pos = 0
+        while pos < len(view):
+            header = decode_batch_header(view, pos)
+            batch = StoredBatch(header.base_offset, header.base_offset + header.last_offset_delta,
+                                header.partition_leader_epoch, header.max_timestamp,
+                                bytes(view[pos : pos + header.size]))  # fmt: skip
+            self._append(batch)
+            if header.producer_id >= 0:
+                self._record_producer(header, batch.base_offset)
+            pos += header.size
+        self.hw = min(disk.checkpointed_hw(), self.leo)
 
     # ------------------------------------------------------------------ writes
 
@@ -77,6 +112,7 @@ class PartitionLog:
             self.leo, self.leo + header.last_offset_delta, leader_epoch, max_ts, bytes(raw)
         )
         self._append(batch)
+        self._write(batch)
         if header.producer_id >= 0:
             self._record_producer(header, batch.base_offset)
         return batch
@@ -84,6 +120,7 @@ class PartitionLog:
     def append_replica(self, batch: StoredBatch, producer: ProducerFacts | None) -> None:
         """A follower copies one of the leader's batches (same offsets, same bytes)."""
         self._append(batch)
+        self._write(batch)
         if producer is not None:
             pid, epoch, first_seq, last_seq = producer
             entry = self.producers.setdefault(pid, ProducerEntry(epoch))
@@ -99,6 +136,15 @@ class PartitionLog:
         self._bases.append(batch.base_offset)
         self.leo = batch.last_offset + 1
 
+    def _write(self, batch: StoredBatch) -> None:
+        if self.disk is not None:
+            self.disk.append(batch.data, batch.base_offset, batch.last_offset,
+                             batch.max_timestamp, self.clock())  # fmt: skip
+
+    @staticmethod
+    def clock() -> int:
+        return int(time.time() * 1000)
+
     def _record_producer(self, header: BatchHeader, base_offset: int) -> None:
         entry = self.producers.get(header.producer_id)
         if entry is None or entry.epoch != header.producer_epoch:
@@ -112,6 +158,8 @@ class PartitionLog:
         """Drop every batch at or after ``offset`` (whole batches: offset is a boundary or
         inside the last kept batch's successor)."""
         keep = bisect.bisect_left(self._bases, offset)
+        if self.disk is not None:
+            self.disk.truncate_to(offset)
         del self.batches[keep:]
         del self._bases[keep:]
         self.leo = self.batches[-1].last_offset + 1 if self.batches else self.log_start
@@ -127,6 +175,8 @@ class PartitionLog:
         """Whole batches holding offsets in [offset, upto), at least one, about max_bytes."""
         if offset >= upto:
             return b""
+        if self.disk is not None:  # the segments, through their sparse indexes
+            return self.disk.read(offset, max_bytes, upto)
         at = max(0, bisect.bisect_right(self._bases, offset) - 1)
         out: list[bytes] = []
         size = 0
@@ -140,6 +190,17 @@ class PartitionLog:
             out.append(batch.data)
             size += len(batch.data)
         return b"".join(out)
+
+    def apply_retention(self, now_ms: int) -> None:
+        """Durable mode: whole old segments go; the log start moves to the next segment."""
+        if self.disk is None:
+            return
+        start = self.disk.apply_retention(now_ms)
+        if start > self.log_start:
+            drop = bisect.bisect_left(self._bases, start)
+            del self.batches[:drop]
+            del self._bases[:drop]
+            self.log_start = start
 
     def batches_from(self, offset: int) -> list[StoredBatch]:
         at = bisect.bisect_left(self._bases, offset)

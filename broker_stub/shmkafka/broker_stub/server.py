@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.broker_stub.faults import Faults
+from shmkafka.broker_stub.flush import Flusher
 from shmkafka.broker_stub.handlers import (
     UNSUPPORTED_VERSION,
     Handlers,
@@ -43,6 +44,7 @@ from shmkafka.protocol.schema import Message
 
 log = logging.getLogger("shmkafka.broker_stub")
 REPLICATION_TICK_S = 0.002
+RETENTION_CHECK_MS = 1000
 T = TypeVar("T")
 
 
@@ -123,6 +125,8 @@ class _Node:
             response = await self._long_poll(request)
         else:
             response = result
+        if isinstance(request, ProduceRequest) and request.acks != 0:
+            await self._commit()  # --flush sync: the ack waits for the fsync (group commit)
         if isinstance(request, ProduceRequest) and request.acks == 0:
             return not faults.should_drop(self.node_id, header.api_key, "after")
         if faults.should_drop(self.node_id, header.api_key, "after"):
@@ -133,6 +137,20 @@ class _Node:
                                      response))  # fmt: skip
         await writer.drain()
         return True
+
+    async def _commit(self) -> None:
+        flusher = self.stub.flusher
+        if flusher is None or flusher.mode != "sync" or not self.handlers.touched:
+            return
+        logs = {log.disk for p in self.handlers.touched for log in p.logs.values() if log.disk}
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def committed() -> None:
+            loop.call_soon_threadsafe(done.set_result, None)
+
+        flusher.commit(logs, committed)
+        await done
 
     async def _await_replication(self, pending: PendingAck) -> None:
         cluster = self.stub.cluster
@@ -158,9 +176,13 @@ class BrokerStub:
     through ``cluster.faults`` and the leadership methods."""
 
     def __init__(self, nodes: int = 1, *, port: int = 0, host: str = "127.0.0.1",
-                 seed: int = 0, **config: Any) -> None:  # fmt: skip
+                 seed: int = 0, flush: str = "async", flush_interval_ms: int = 1000,
+                 group_commit: bool = True, **config: Any) -> None:  # fmt: skip
         self.host = host
         self.cluster = Cluster(ClusterConfig(nodes=nodes, **config))
+        self.flusher: Flusher | None = None
+        if self.cluster.config.storage_dir is not None:
+            self.flusher = Flusher(flush, flush_interval_ms, group_commit, self.cluster.disk_logs)
         self.faults = Faults(seed=seed)
         self.ports: dict[int, int] = {}
         self._base_port = port
@@ -185,7 +207,14 @@ class BrokerStub:
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
     async def _tick(self) -> None:
+        last_retention = 0
         while True:
+            if now_ms() - last_retention >= RETENTION_CHECK_MS:
+                last_retention = now_ms()
+                for parts in self.cluster.topics.values():
+                    for p in parts:
+                        for log in p.logs.values():
+                            log.apply_retention(last_retention)
             await asyncio.sleep(
                 REPLICATION_TICK_S if self.cluster.config.replication_lag_ms else 0.05
             )
@@ -198,6 +227,10 @@ class BrokerStub:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()
+        if self.flusher is not None:
+            self.flusher.close()
+            for log in self.cluster.disk_logs():
+                log.close()
 
     async def _stop_all(self) -> None:
         if self._ticker is not None:
