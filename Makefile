@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test lint typecheck unit demo perf bench bench-append bench-e2e bench-broker-stub clean
+.PHONY: test lint typecheck unit demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log clean
 
 $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,9 @@ bench-e2e: $(STAMP)
 
 bench-broker-stub: $(STAMP)
 	$(BIN)/python perf/bench_broker_stub.py
+
+bench-durable-log: $(STAMP)
+	$(BIN)/python perf/bench_durable_log.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

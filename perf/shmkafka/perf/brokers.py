@@ -80,7 +80,7 @@ def run_tansu(port: int | None = None) -> Iterator[RunningBroker]:
 
 @contextlib.contextmanager
 def run_broker_stub(
-    nodes: int = 1, partitions: int = 16, port: int | None = None
+    nodes: int = 1, partitions: int = 16, port: int | None = None, extra: tuple[str, ...] = ()
 ) -> Iterator[RunningBroker]:
     """``shmkafka broker-stub`` in its own process; the bootstrap is its first node."""
     import sys
@@ -88,7 +88,7 @@ def run_broker_stub(
     port = port or free_port()
     command = [
         sys.executable, "-m", "shmkafka.broker_stub", "--nodes", str(nodes), "--port", str(port),
-        "--partitions", str(partitions),
+        "--partitions", str(partitions), *extra,
     ]  # fmt: skip
     with _running(command, port, "broker_stub") as broker:
         yield broker
