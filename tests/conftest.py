@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -55,3 +56,15 @@ def pool(pool_name: str) -> Iterator[SharedPool]:
 def publish(pool: SharedPool, topics: dict[str, int]) -> None:
     with pool.locks.held(DIRECTORY_LOCK):
         pool.directory.publish({t: [PartitionLeader(1, 0)] * n for t, n in topics.items()})
+
+
+@pytest.fixture
+def pool_removed(pool_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Senders started by the test exit 300 ms after their last producer and remove their
+    pool; the test waits for that, so nothing is left in /dev/shm."""
+    monkeypatch.setenv("SHMKAFKA_SENDER_IDLE_EXIT_MS", "300")
+    yield
+    deadline = time.monotonic() + 15
+    while os.path.exists(f"/dev/shm/shmkafka.{pool_name}"):
+        assert time.monotonic() < deadline, f"pool {pool_name} was not removed"
+        time.sleep(0.05)

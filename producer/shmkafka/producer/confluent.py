@@ -30,7 +30,7 @@ from typing import Any
 
 from shmkafka.errors import KafkaTimeoutError
 from shmkafka.producer import confluent_config
-from shmkafka.producer.engine import Engine, Settings, normalize_bootstrap
+from shmkafka.producer.engine import Engine, Settings, check_topic, normalize_bootstrap
 from shmkafka.producer.handle import DELIVERY_TIMEOUT, Future, ProducerHandle
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.protocol.errors import for_code
@@ -295,8 +295,7 @@ class Producer:
         headers: Any = None,
     ) -> None:
         self._check_open()
-        if not isinstance(topic, str) or not topic:
-            raise TypeError(f"topic must be a non-empty str, got {topic!r}")
+        check_topic(topic)
         value_bytes, key_bytes = _encode("value", value), _encode("key", key)
         header_list = _headers(headers)
         if not isinstance(partition, int) or partition < -1:

@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,22 @@ from shmkafka.shm.errors import LayoutMismatchError, ShmError
 from shmkafka.shm.segment import Segment
 
 SENDER_KEYS = tuple(f.name for f in dataclasses.fields(SenderConfig))
+TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")  # Kafka's legal topic names
+_valid_topics: set[str] = set()
+
+
+def check_topic(topic: object) -> str:
+    """Kafka's topic name rule, checked before anything reaches shared memory."""
+    if isinstance(topic, str) and topic in _valid_topics:
+        return topic
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+    if not TOPIC_NAME.match(topic) or topic in (".", ".."):
+        raise ValueError(f"invalid topic {topic!r}: use 1-249 characters from a-z A-Z 0-9 . _ -")
+    _valid_topics.add(topic)
+    return topic
+
+
 POOL_KEYS = tuple(f.name for f in dataclasses.fields(PoolConfig) if f.name != "sender_settings")
 DEFAULT_PORT = 9092
 

@@ -29,14 +29,15 @@ from shmkafka.errors import (
     MessageSizeTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from shmkafka.producer.engine import Engine, Settings, normalize_bootstrap
+from shmkafka.producer.accumulator import RECORD_OVERHEAD
+from shmkafka.producer.engine import Engine, Settings, check_topic, normalize_bootstrap
 from shmkafka.producer.handle import Future, ProducerHandle
 from shmkafka.protocol.records import HEADER_SIZE
 from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
 
 log = logging.getLogger("shmkafka.producer")
 
-RECORD_OVERHEAD = 22  # a record's length, attributes, deltas and counts at their largest
+VARINT_ROOM = 2 * 5 + 1  # the key and value lengths at their largest, the header count
 ACKS = {"all": -1, -1: -1, 0: 0, 1: 1, "0": 0, "1": 1, "-1": -1}
 SENDER_ARGS = (
     "client_id", "acks", "compression_type", "compression_level", "linger_ms", "retries",
@@ -186,8 +187,7 @@ class KafkaProducer:
         """Append one record; returns a future of RecordMetadata (kafka-python's)."""
         if self._closed:
             raise IllegalStateError("KafkaProducer already closed!")
-        if not isinstance(topic, str) or not topic:
-            raise TypeError(f"topic must be a non-empty str, got {topic!r}")
+        check_topic(topic)
         if value is None and key is None:
             raise ValueError("Need at least one: key or value")
         headers = _check_headers(headers)
@@ -209,7 +209,8 @@ class KafkaProducer:
             ) from None
 
     def _check_size(self, key: Any, value: Any, headers: list[tuple[str, bytes]]) -> None:
-        size = HEADER_SIZE + RECORD_OVERHEAD + len(key or b"") + len(value or b"")
+        # the accumulator's own bound (accumulator.py), so both agree on the boundary
+        size = HEADER_SIZE + RECORD_OVERHEAD + VARINT_ROOM + len(key or b"") + len(value or b"")
         size += sum(len(k.encode()) + len(v or b"") + 10 for k, v in headers)
         if size > self._max_size:
             raise MessageSizeTooLargeError(

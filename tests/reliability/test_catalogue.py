@@ -1,0 +1,148 @@
+"""Cases of the reliability catalogue (../shared/reference/anchors-reliability.md, section b)
+for shmkafka's own producer, with faults injected by broker_stub. Each case checks the exact
+outcome: the typed error, no accepted record lost, no duplicate with idempotence, order per
+partition, no wait unbounded, and the pool's invariants afterwards."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from shmkafka.broker_stub.server import BrokerStub
+from shmkafka.errors import (
+    IllegalArgumentError,
+    KafkaConfigurationError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+)
+from shmkafka.producer.kafka_python import KafkaProducer
+from shmkafka.shm.pool import SharedPool
+from tests.integration.kafka_io import consume_all
+
+pytestmark = pytest.mark.usefixtures("pool_removed")
+
+
+@pytest.fixture
+def stub() -> Iterator[BrokerStub]:
+    with BrokerStub(nodes=1, partitions=2) as s:
+        yield s
+
+
+def _producer(stub: BrokerStub, pool: str, **kwargs: Any) -> KafkaProducer:
+    settings: dict[str, Any] = {"linger_ms": 5, **kwargs}
+    return KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool, **settings)
+
+
+def _read(stub: BrokerStub, topic: str, count: int, partitions: int = 2) -> list[Any]:
+    return consume_all(
+        SimpleNamespace(bootstrap=stub.bootstrap), topic, list(range(partitions)), count
+    )
+
+
+def _invariants(pool: str) -> list[str]:
+    handle = SharedPool.open(pool)
+    try:
+        return handle.check_invariants()
+    finally:
+        handle.detach()
+
+
+def test_case_01_record_size_limit(stub: BrokerStub, pool_name: str) -> None:
+    """A record over max_request_size fails synchronously; the boundary size is accepted."""
+    with _producer(stub, pool_name, max_request_size=4096) as p:
+        # batch header 61, record framing 21, length varints at their largest 11, key 1
+        largest = 4096 - 61 - 21 - 11 - 1
+        p.send("sizes", b"x" * largest, key=b"k").get(10)
+        for size in (largest + 1, 4096, 4097):
+            with pytest.raises(MessageSizeTooLargeError):
+                p.send("sizes", b"x" * size, key=b"k")
+        assert _invariants(pool_name) == []
+        assert p._handle._outstanding == 0
+
+
+@pytest.mark.parametrize("topic", ["topic abc", "", "x" * 250, None, "a/b"])
+def test_case_02_invalid_topics_fail_before_shared_memory(
+    stub: BrokerStub, pool_name: str, topic: Any
+) -> None:
+    with _producer(stub, pool_name) as p:
+        with pytest.raises((ValueError, TypeError)):
+            p.send(topic, b"v")
+        assert p._handle._outstanding == 0 and _invariants(pool_name) == []
+
+
+def test_case_03_unserialisable_values_and_bad_headers(stub: BrokerStub, pool_name: str) -> None:
+    with _producer(stub, pool_name, value_serializer=lambda v: v.encode()) as p:
+        with pytest.raises(AttributeError):
+            p.send("t", 12)  # the serializer rejects it
+        with pytest.raises(TypeError):
+            p.send("t", "v", headers=[(None, 1)])  # type: ignore[list-item]
+        assert p._handle._outstanding == 0 and _invariants(pool_name) == []
+
+
+def test_case_04_and_05_bad_partitions_and_conflicting_config(
+    stub: BrokerStub, pool_name: str
+) -> None:
+    with _producer(stub, pool_name) as p:
+        with pytest.raises(IllegalArgumentError):
+            p.send("parts", b"v", partition=-1)
+        p.partitions_for("parts")
+        with pytest.raises(Exception, match="does not exist"):
+            p.send("parts", b"v", partition=99)
+    with pytest.raises(KafkaConfigurationError, match="acks=all"):
+        _producer(stub, pool_name, enable_idempotence=True, acks=1)
+
+
+def test_case_17_not_leader_is_retried_once_in_order(stub: BrokerStub, pool_name: str) -> None:
+    stub.control("fail_produce", code=6, count=3, topic="retry")
+    with _producer(stub, pool_name, acks="all") as p:
+        futures = [p.send("retry", b"%d" % i, partition=0) for i in range(50)]
+        offsets = [f.get(30).offset for f in futures]
+    assert offsets == sorted(offsets) and len(set(offsets)) == 50
+    assert stub.errors_sent().get(6) == 3
+    assert [m.value() for m in _read(stub, "retry", 50)] == [b"%d" % i for i in range(50)]
+
+
+def test_case_20_and_28_lost_responses_never_duplicate(stub: BrokerStub, pool_name: str) -> None:
+    """The connection drops after the broker appended (the response is lost): the Sender
+    resends the same sequence, the broker de-duplicates, one copy is kept."""
+    stub.control("drop_connection", when="after", count=3, api_key=0)
+    with _producer(stub, pool_name, acks="all") as p:
+        futures = [p.send("dup", b"%d" % i, key=b"k") for i in range(200)]
+        p.flush(60)
+        assert all(f.succeeded() for f in futures)
+    got = _read(stub, "dup", 200)
+    assert sorted(m.value() for m in got) == sorted(b"%d" % i for i in range(200))
+
+
+def test_case_26_a_broker_slower_than_the_timeouts(stub: BrokerStub, pool_name: str) -> None:
+    """Every future fails with a timeout within delivery_timeout_ms (plus slack); none hangs."""
+    with _producer(stub, pool_name, request_timeout_ms=500, delivery_timeout_ms=1500) as p:
+        p.partitions_for("slow")
+        stub.run(lambda: stub.faults.latency_ms.update({None: 3000}))
+        start = time.monotonic()
+        futures = [p.send("slow", b"%d" % i) for i in range(10)]
+        for f in futures:
+            with pytest.raises(KafkaTimeoutError):
+                f.get(10)
+        assert time.monotonic() - start < 1.5 + 3
+        stub.run(stub.faults.clear)
+
+
+def test_case_30_buffer_exhausted(stub: BrokerStub, pool_name: str) -> None:
+    """Nothing drains (the node is paused): send() blocks up to max_block_ms, then raises."""
+    with _producer(stub, pool_name, buffer_memory=64 * 1024, batch_size=16384, max_block_ms=700,
+                   linger_ms=0, delivery_timeout_ms=60_000) as p:  # fmt: skip
+        p.partitions_for("full")
+        stub.pause_node(1)
+        start = time.monotonic()
+        with pytest.raises(KafkaTimeoutError):
+            for i in range(10_000):
+                p.send("full", b"x" * 1000, partition=i % 2)
+        waited = time.monotonic() - start
+        assert 0.7 <= waited < 0.7 + 1.5
+        stub.resume_node(1)
+        p.flush(30)
