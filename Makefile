@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test lint typecheck unit demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log clean
+.PHONY: test lint typecheck unit stress demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log clean
 
 $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,11 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/pytest -n auto
+	$(BIN)/pytest -n auto -m "not stress"
+
+# The long reliability runs (crash loops at full size, parallel producers and pools).
+stress: $(STAMP)
+	$(BIN)/pytest -n auto -m stress
 
 # The main job: 4 processes through one shared pool for about 10 s on the embedded broker_stub.
 demo: $(STAMP)

@@ -1,6 +1,8 @@
-"""The Sender is killed with SIGKILL ten times during an idempotent run to Tansu: each time a
-new Sender starts by itself and re-sends what was in flight; the broker de-duplicates, so
-every record is read back exactly once, in order, and every future succeeds."""
+"""The Sender is killed with SIGKILL again and again during an idempotent run (10 times on
+Tansu and on broker_stub in ``make test``; 20 times during 200,000 records on each in
+``make stress``): each time a new Sender starts by itself and re-sends what was in flight;
+the broker de-duplicates, so every record is read back exactly once, in order, and every
+future succeeds."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ import multiprocessing as mp
 import os
 import signal
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.shm.cleanup import cleanup_pool
 from shmkafka.shm.errors import ShmError
 from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64
@@ -38,13 +42,37 @@ def _live_sender(pool: str) -> int:
         segment.close()
 
 
-def test_sender_killed_ten_times_loses_and_duplicates_nothing(tansu: Peer, pool_name: str) -> None:
+CASES = [
+    pytest.param("tansu", 10, 50_000, id="tansu-10-kills"),
+    pytest.param("stub", 10, 50_000, id="broker_stub-10-kills"),
+    pytest.param("tansu", 20, 100_000, id="tansu-20-kills-200k", marks=pytest.mark.stress),
+    pytest.param("stub", 20, 100_000, id="broker_stub-20-kills-200k", marks=pytest.mark.stress),
+]
+
+
+@pytest.mark.parametrize(("broker", "kills", "count"), CASES)
+def test_sender_killed_again_and_again_loses_and_duplicates_nothing(
+    request: pytest.FixtureRequest, pool_name: str, broker: str, kills: int, count: int
+) -> None:
+    """``count`` records from each of 2 processes (``kills`` Sender SIGKILLs meanwhile)."""
     topic = unique_topic("sender-crash")
-    with cluster(tansu) as c:
-        partitions = c.ensure_topic(topic, 6)
-    pool = pool_name
-    config = {"bootstrap_servers": [f"{h}:{p}" for h, p in tansu.brokers], "linger_ms": 5}
-    procs_n, count = 2, 50_000
+    if broker == "tansu":
+        tansu: Peer = request.getfixturevalue("tansu")
+        with cluster(tansu) as c:
+            partitions = c.ensure_topic(topic, 6)
+        _crash_loop(tansu.bootstrap, tansu, topic, partitions, pool_name, kills, count)
+        return
+    with BrokerStub(nodes=3, partitions=6, replication_factor=3) as stub:
+        stub.create_topic(topic, 6)
+        peer = SimpleNamespace(bootstrap=stub.bootstrap)
+        _crash_loop(stub.bootstrap, peer, topic, 6, pool_name, kills, count)
+
+
+def _crash_loop(
+    bootstrap: str, peer: Any, topic: str, partitions: int, pool: str, kills: int, count: int
+) -> None:
+    config = {"bootstrap_servers": bootstrap.split(","), "linger_ms": 5}
+    procs_n = 2
     ctx = mp.get_context("spawn")
     out: Any = ctx.Queue()
     procs = [
@@ -55,15 +83,15 @@ def test_sender_killed_ten_times_loses_and_duplicates_nothing(tansu: Peer, pool_
     try:
         for p in procs:
             p.start()
-        deadline = time.monotonic() + 60
-        while len(killed) < 10 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 30 + 6 * kills
+        while len(killed) < kills and time.monotonic() < deadline:
             pid = _live_sender(pool)
             if pid and pid not in killed:
                 time.sleep(0.25)  # let it work a little
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
             time.sleep(0.05)
-        assert len(killed) == 10, f"only {len(killed)} Senders to kill"
+        assert len(killed) == kills, f"only {len(killed)} Senders to kill"
         results = _collect(out, procs, 240)
         for p in procs:
             p.join(60)
@@ -78,7 +106,7 @@ def test_sender_killed_ten_times_loses_and_duplicates_nothing(tansu: Peer, pool_
             os.kill(pid, signal.SIGKILL)
             cleanup_pool(pool)
     assert [r["errors"] for r in results] == [[]] * procs_n
-    messages = consume_all(tansu, topic, list(range(partitions)), procs_n * count, timeout=90)
+    messages = consume_all(peer, topic, list(range(partitions)), procs_n * count, timeout=120)
     seen: dict[tuple[int, int], tuple[int, int]] = {}
     for msg in messages:
         proc, seq = map(int, msg.value().split(b":")[:2])
@@ -86,11 +114,11 @@ def test_sender_killed_ten_times_loses_and_duplicates_nothing(tansu: Peer, pool_
         seen[(proc, seq)] = (msg.partition(), msg.offset())
     assert len(seen) == procs_n * count
     for proc in range(procs_n):
-        last: dict[int, int] = {}
+        last_offsets: dict[int, int] = {}
         for seq in range(count):
             partition, offset = seen[(proc, seq)]
-            assert offset > last.get(partition, -1), "order per process per partition"
-            last[partition] = offset
+            assert offset > last_offsets.get(partition, -1), "order per process per partition"
+            last_offsets[partition] = offset
     for r in results:  # futures agree with the log wherever the broker told the offset
         for seq, partition, offset in r["results"]:
             if offset >= 0:
