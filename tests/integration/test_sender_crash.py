@@ -83,7 +83,7 @@ def _crash_loop(
     try:
         for p in procs:
             p.start()
-        deadline = time.monotonic() + 30 + 6 * kills
+        deadline = time.monotonic() + 30 + 12 * kills  # a restart takes seconds under load
         while len(killed) < kills and time.monotonic() < deadline:
             pid = _live_sender(pool)
             if pid and pid not in killed:

@@ -469,7 +469,8 @@ class RecordAccumulator:
         whose ring was full (the Sender retries them later)."""
         full = []
         rings = self.pool.rings
-        for slot in sorted(batch.info.appenders):
+        slots = self.pool.config.max_processes  # (a corrupt appender set names no others)
+        for slot in sorted(s for s in batch.info.appenders if s < slots):
             if rings.post(slot, completion):
                 if self._deferred is None:
                     rings.wake(slot)
@@ -492,7 +493,8 @@ class RecordAccumulator:
         """The batch is done: free its descriptor and return its slabs."""
         info = batch.info
         self.pool.batches.set_state(info.batch_id, FREE)
-        self.pool.buffers.deallocate(SlabRun(info.first_slab, info.slab_count))
+        if self.pool.batches.run_in_bounds(info):  # a corrupt descriptor frees no other run
+            self.pool.buffers.deallocate(SlabRun(info.first_slab, info.slab_count))
 
     @staticmethod
     def completion_for(

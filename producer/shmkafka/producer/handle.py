@@ -43,7 +43,8 @@ from shmkafka.shm.layout import ALL_DELTAS, DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import Completion
 
-DELIVERY_TIMEOUT = -100  # the Sender's local completion code (see sender.py)
+DELIVERY_TIMEOUT = -100  # the Sender's local completion codes (see sender.py)
+CORRUPT_DESCRIPTOR = -101
 SPAWN_BYTE = 3
 SENDER_START_WAIT_S = 10.0
 SENDER_CHECK_S = 0.2
@@ -576,6 +577,10 @@ class ProducerHandle:
         if completion.error_code == DELIVERY_TIMEOUT:
             return KafkaTimeoutError(
                 "delivery.timeout.ms expired before the record was acknowledged"
+            )
+        if completion.error_code == CORRUPT_DESCRIPTOR:
+            return KafkaError(
+                "the Sender found this record's batch corrupted in shared memory: not sent"
             )
         return error_for(completion.error_code)
 

@@ -34,7 +34,7 @@ from shmkafka.protocol.messages import (
     ProduceResponse,
 )
 from shmkafka.protocol.messages.produce import PartitionProduceData, TopicProduceData
-from shmkafka.protocol.records import BatchMeta
+from shmkafka.protocol.records import HEADER_SIZE, BatchMeta
 from shmkafka.sender.config import SenderConfig
 from shmkafka.sender.connection import ClientResponse, NetworkClient
 from shmkafka.sender.metadata import Metadata
@@ -49,6 +49,7 @@ from shmkafka.shm.layout import (
     U64,
 )
 from shmkafka.shm.pool import SharedPool
+from shmkafka.shm.rings import Completion
 
 try:
     from shmkafka.producer._fastappend import full_fence
@@ -65,6 +66,8 @@ def monotonic_ms() -> int:
 log = logging.getLogger("shmkafka.sender")
 
 DELIVERY_TIMEOUT = -100  # local completion code: delivery.timeout.ms expired
+CORRUPT_DESCRIPTOR = -101  # local completion code: the batch's descriptor was corrupt
+CLOCK_SKEW_MS = 60_000  # a batch time further ahead than this is corrupt
 PRODUCER_STATE_LOST = (45, 47, 59)  # out-of-order sequence, invalid epoch, unknown producer id
 DUPLICATE_SEQUENCE = 46
 OUT_OF_ORDER_SEQUENCE = 45
@@ -137,7 +140,7 @@ class Sender:
         if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
             return self._poll(min(MAX_POLL_MS, self.config.retry_backoff_ms), now_ms)
         self._post_pending()
-        states = self.accumulator.partition_states()
+        states = self._drop_corrupt_heads(self.accumulator.partition_states(), now_ms)
         ctx = self._ready_context()
         result = ready(states, self.metadata.brokers, ctx, now_ms, self._muted)
         if result.unknown_leader_topics:
@@ -233,6 +236,10 @@ class Sender:
         producer_id, epoch = self.pool.producer_identity()
         by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
         for batch in batches:
+            problem = self.pool.batches.problem(batch.info, self.pool.deques_used(), HEADER_SIZE)
+            if problem is not None:
+                self._fail_corrupt(batch, problem)
+                continue
             meta = BatchMeta(
                 compression=self.config.compression,
                 compression_level=self.config.compression_level,
@@ -434,11 +441,38 @@ class Sender:
     def _finish(
         self, batch: DrainedBatch, base_offset: int, code: int, append: int, start: int
     ) -> None:
+        problem = self.pool.batches.problem(batch.info, self.pool.deques_used(), HEADER_SIZE)
+        if problem is not None:  # (expiry and errors reach here without a send's check)
+            self._fail_corrupt(batch, problem)
+            return
         done = self.accumulator.completion_for(batch, base_offset, code, append, start)
         full = self.accumulator.post_completion(batch, done)
         if full:
             self._pending.append(_Pending(batch, base_offset, code, append, start, full))
             return
+        self.accumulator.complete(batch)
+
+    def _drop_corrupt_heads(self, states: list[Any], now_ms: int) -> list[Any]:
+        """A first batch whose times lie in the future would never be ready nor expire:
+        its descriptor is corrupt, so it is drained and failed now."""
+        horizon = now_ms + CLOCK_SKEW_MS
+        bad = [s for s in states if s.created_ms > horizon or s.last_append_ms > horizon]
+        for state in bad:
+            for batch in self.accumulator.drain([state.deque_id], 1):
+                self._fail_corrupt(batch, f"times in the future ({batch.info.created_ms})")
+        return [s for s in states if s not in bad] if bad else states
+
+    def _fail_corrupt(self, batch: DrainedBatch, problem: str) -> None:
+        """A corrupted descriptor: its appenders get CORRUPT_DESCRIPTOR; its slabs go back
+        only if the run it names is its own (``complete``)."""
+        log.error("batch %d has a corrupt descriptor (%s): failing it", batch.batch_id, problem)
+        self.stats.errors += 1
+        # Addressed by the batch itself (its parent fields may be garbage too), and to every
+        # attached process (its appender set may be garbage): others ignore it.
+        done = Completion(batch.batch_id, batch.info.generation, -1, -1, -1, CORRUPT_DESCRIPTOR)
+        for slot, _, _ in self.pool.slots.active():
+            if slot != self.pool.slot and self.pool.rings.post(slot, done):
+                self.pool.rings.wake(slot)
         self.accumulator.complete(batch)
 
     def _post_pending(self) -> None:

@@ -176,6 +176,29 @@ class Batches:
         """Mark the descriptor free (its slabs are returned separately)."""
         self.set_state(batch_id, FREE)
 
+    def problem(self, info: BatchInfo, deques_used: int, header_size: int) -> str | None:
+        """What is wrong with a drained batch's descriptor, or None. The Sender checks every
+        descriptor before it touches the slabs it names: shared memory is writable by every
+        producer process, and a corrupted descriptor must fail its batch, not the Sender."""
+        slabs = self.layout.config.num_slabs
+        if info.first_slab != info.batch_id or not 1 <= info.slab_count <= slabs - info.batch_id:
+            return f"slab run {info.first_slab}+{info.slab_count} is not this batch's"
+        if not header_size < info.write_pos <= self.capacity(info.slab_count):
+            return f"write position {info.write_pos} outside the batch"
+        if not 1 <= info.record_count <= info.write_pos - header_size:
+            return f"record count {info.record_count} does not fit {info.write_pos} bytes"
+        if not 0 <= info.deque_id < deques_used:
+            return f"deque {info.deque_id} does not exist"
+        if info.parent_batch != NO_PARENT and (
+            info.parent_batch >= slabs or info.parent_delta + info.record_count >= 1 << 31
+        ):
+            return f"parent {info.parent_batch}/{info.parent_delta} does not exist"
+        return None
+
+    def run_in_bounds(self, info: BatchInfo) -> bool:
+        slabs = self.layout.config.num_slabs
+        return info.first_slab == info.batch_id and 1 <= info.slab_count <= slabs - info.batch_id
+
     def data(self, info: BatchInfo) -> memoryview:
         """The batch's bytes: header reserve and records up to the published write position."""
         start = self.layout.slab_at(info.first_slab)

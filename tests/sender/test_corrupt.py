@@ -1,0 +1,81 @@
+"""A corrupted batch descriptor in shared memory fails that batch with an error but never
+crashes the Sender: descriptors are fuzzed with random bytes, over and over, while the
+Sender (in this process) produces to broker_stub."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from shmkafka.broker_stub.server import BrokerStub
+from shmkafka.producer.handle import Future, ProducerHandle
+from shmkafka.protocol.errors import KafkaError
+from shmkafka.sender.config import SenderConfig
+from shmkafka.sender.sender import Sender
+from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.layout import B_GENERATION, B_PARENT
+from shmkafka.shm.pool import SharedPool
+
+CONFIG = PoolConfig(batch_size=4096, buffer_memory=1 << 20, max_partitions=16, max_processes=8)
+
+
+@pytest.fixture
+def rig(pool_name: str) -> Iterator[tuple[ProducerHandle, Sender, SharedPool]]:
+    with BrokerStub(nodes=1, partitions=2) as stub:
+        config = SenderConfig(bootstrap_servers=(stub.bootstrap,), linger_ms=0)
+        handle = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
+        sender_pool = SharedPool.open(pool_name)
+        sender = Sender(sender_pool, config)
+        try:
+            handle.request_topic("t")
+            deadline = time.monotonic() + 10
+            while handle.pool.directory.partitions("t") is None:
+                sender.run_once(int(time.monotonic() * 1000))
+                assert time.monotonic() < deadline
+            yield handle, sender, sender_pool
+        finally:
+            sender.close()
+            sender_pool.detach()
+            handle._closed = True
+            handle._thread.join()
+            handle.accumulator.close()
+            handle.pool.destroy()
+
+
+def _run_until_done(sender: Sender, futures: list[Future], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not all(f.is_done for f in futures):
+        sender.run_once(int(time.monotonic() * 1000))  # must never raise
+        assert time.monotonic() < deadline, "futures did not complete"
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_fuzzed_descriptors_fail_their_batch_only(
+    rig: tuple[ProducerHandle, Sender, SharedPool], seed: int
+) -> None:
+    handle, sender, pool = rig
+    rng = random.Random(seed)
+    victims = [handle.send("t", b"v%d" % i, b"k", partition=0) for i in range(20)]
+    others = [handle.send("t", b"w%d" % i, b"k", partition=1) for i in range(20)]
+    entries = pool.directory.partitions("t")
+    assert entries is not None
+    (batch_id,) = pool.deques.batch_ids(entries[0].deque_id)
+    at = pool.layout.batch_at(batch_id)
+    # Random bytes over the descriptor, but its state and generation (so the futures can be
+    # matched to the failure) and the publish fields the appenders wrote last stay.
+    start, end = B_GENERATION + 4, B_PARENT + 12
+    noise = bytearray(rng.randbytes(end - start))
+    for keep in range(24 - start, 48 - start):  # write_pos .. max timestamp: sometimes kept
+        if rng.random() < 0.5:
+            noise[keep] = pool.segment.buf[at + start + keep]
+    pool.segment.buf[at + start : at + end] = bytes(noise)
+    _run_until_done(sender, victims + others)
+    assert all(f.succeeded() for f in others), [f.exception for f in others if f.failed()]
+    for f in victims:  # failed with the typed error, or sent if the noise left it valid
+        assert f.succeeded() or isinstance(f.exception, KafkaError)
+    after = [handle.send("t", b"x", b"k", partition=1) for _ in range(5)]  # the Sender lives on
+    _run_until_done(sender, after)
+    assert all(f.succeeded() for f in after)
