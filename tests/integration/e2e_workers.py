@@ -117,3 +117,15 @@ def produce_through_restart(
         )
     finally:
         handle.close(30)
+
+
+def send_until_killed(pool: str, config: dict[str, Any], topic: str, proc: int, last: Any) -> None:
+    """Send records proc:0, proc:1, ... until SIGKILLed; ``last`` holds the highest seq whose
+    send() has returned (written after it returns)."""
+    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    seq = 0
+    while True:
+        key, value, headers = record(proc, seq)
+        handle.send(topic, value, key, headers)
+        last.value = seq
+        seq += 1
