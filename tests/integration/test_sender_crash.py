@@ -76,7 +76,9 @@ def _crash_loop(
     ctx = mp.get_context("spawn")
     out: Any = ctx.Queue()
     procs = [
-        ctx.Process(target=e2e_workers.produce, args=(pool, config, topic, i, count, out, 8.0))
+        ctx.Process(
+            target=e2e_workers.produce, args=(pool, config, topic, i, count, out, 0.8 * kills)
+        )
         for i in range(procs_n)
     ]
     killed: list[int] = []
