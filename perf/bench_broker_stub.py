@@ -23,6 +23,7 @@ import confluent_kafka.admin
 import psutil
 
 from shmkafka.perf.brokers import RunningBroker, run_broker_stub, run_tansu
+from shmkafka.perf.clients import produce_retrying
 
 VALUE = os.urandom(100)
 PARTITIONS = 16
@@ -55,12 +56,7 @@ def _round(broker: RunningBroker, records: int) -> tuple[float, float]:
     cpu = _cpu(broker.pid)
     start = time.monotonic()
     for key in keys:
-        while True:
-            try:
-                producer.produce(topic, VALUE, key, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_retrying(producer, topic, VALUE, key, on_delivery)
     assert producer.flush(120) == 0 and failed[0] == 0, "records were not delivered"
     seconds = time.monotonic() - start
     return records / seconds, _cpu(broker.pid) - cpu

@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 
 from shmkafka.perf.brokers import run_tansu
+from shmkafka.perf.clients import produce_retrying
 
 VALUE = os.urandom(100)
 PARTITIONS = 16
@@ -100,12 +101,7 @@ def confluent_worker(
     barrier.wait()
     start = time.monotonic()
     for key in keys:
-        while True:
-            try:
-                producer.produce(topic, VALUE, key, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_retrying(producer, topic, VALUE, key, on_delivery)
     producer.flush(600)
     _report(out, start, delivered[0])
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from shmkafka.producer.handle import ProducerHandle
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
@@ -68,3 +69,12 @@ def pool_removed(pool_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[No
     while os.path.exists(f"/dev/shm/shmkafka.{pool_name}"):
         assert time.monotonic() < deadline, f"pool {pool_name} was not removed"
         time.sleep(0.05)
+
+
+def discard(handle: ProducerHandle) -> None:
+    """Close a test's producer handle without flushing (no Sender will complete its
+    records) and remove its pool."""
+    handle._closed = True
+    handle._thread.join()
+    handle.accumulator.close()
+    handle.pool.destroy()

@@ -18,6 +18,7 @@ from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.layout import B_GENERATION, B_PARENT
 from shmkafka.shm.pool import SharedPool
+from tests.conftest import discard
 
 CONFIG = PoolConfig(batch_size=4096, buffer_memory=1 << 20, max_partitions=16, max_processes=8)
 
@@ -39,10 +40,7 @@ def rig(pool_name: str) -> Iterator[tuple[ProducerHandle, Sender, SharedPool]]:
         finally:
             sender.close()
             sender_pool.detach()
-            handle._closed = True
-            handle._thread.join()
-            handle.accumulator.close()
-            handle.pool.destroy()
+            discard(handle)
 
 
 def _run_until_done(sender: Sender, futures: list[Future], seconds: float = 10) -> None:

@@ -12,6 +12,7 @@ from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK, H_SENDER_LINGER, H_SENDER_WAKE_AT, I64
 from shmkafka.shm.pool import SharedPool
+from tests.conftest import discard
 
 CONFIG = PoolConfig(batch_size=1024, buffer_memory=1 << 18, max_partitions=8, max_processes=4)
 
@@ -38,7 +39,4 @@ def test_sleep_is_announced_and_cancelled_by_a_new_batch(pool_name: str) -> None
     finally:
         sender.close()
         sender_pool.detach()
-        handle._closed = True
-        handle._thread.join()
-        handle.accumulator.close()
-        handle.pool.destroy()
+        discard(handle)

@@ -19,6 +19,7 @@ from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import PartitionLeader
 from shmkafka.shm.layout import ALL_DELTAS, DIRECTORY_LOCK
 from shmkafka.shm.rings import Completion
+from tests.conftest import discard
 
 CONFIG = PoolConfig(batch_size=4096, buffer_memory=1 << 20, max_partitions=64, max_processes=4)
 
@@ -195,10 +196,7 @@ def test_batches_opened_in_c_equal_those_opened_in_python(pool_name: str) -> Non
             if route == "c" and h._fast is not None:
                 assert any(f[1] & 2 for f in facts), "no batch was opened in C"
         finally:
-            h._closed = True
-            h._thread.join()
-            h.accumulator.close()
-            h.pool.destroy()
+            discard(h)
     assert seen["c"] == seen["python"]
 
 

@@ -50,6 +50,18 @@ def _paced(work: Workload, keys: Iterator[bytes | None], progress: Any) -> Itera
         yield next(keys)
 
 
+def produce_retrying(
+    producer: Any, topic: str, value: bytes, key: bytes | None, callback: Callable[..., None]
+) -> None:
+    """confluent-kafka's produce(), waiting (serving reports) while its queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value, key, on_delivery=callback)
+            return
+        except BufferError:
+            producer.poll(0.005)
+
+
 def _sample_every(work: Workload) -> int:
     expected = work.records if work.duration_s is None else int(work.duration_s * 200_000)
     return max(1, expected // LATENCY_SAMPLES)
@@ -210,12 +222,7 @@ def _confluent(bootstrap: str, work: Workload, process: int, barrier: Any, progr
         counts["errors"] += err is not None
 
     def produce(key: bytes | None, callback: Callable[..., None]) -> None:
-        while True:
-            try:
-                producer.produce(work.topic, value, key, on_delivery=callback)
-                return
-            except BufferError:
-                producer.poll(0.005)
+        produce_retrying(producer, work.topic, value, key, callback)
 
     for _ in range(work.warmup):
         produce(next(keys), on_delivery)
