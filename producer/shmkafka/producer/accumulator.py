@@ -32,6 +32,7 @@ from shmkafka.protocol.records import (
     finalize_batch,
     frame_record,
 )
+from shmkafka.shm import faultpoints
 from shmkafka.shm.batches import BatchInfo
 from shmkafka.shm.bufferpool import SlabRun
 from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
@@ -258,9 +259,11 @@ class RecordAccumulator:
     ) -> AppendResult:
         buffers = self.pool.buffers
         run = buffers.allocate(max(needed, self._batch_size), self.max_block_ms)
+        faultpoints.reached("append.after_allocate")
         committed = False
         try:
             with self.pool.locks.held(stripe):
+                faultpoints.reached("append.holding_stripe")
                 result = self._try_append(deque_id, timestamp_ms, tail, now_ms)
                 if result is None:
                     if self._deques.length(deque_id) >= self._deques.capacity:
@@ -321,6 +324,7 @@ class RecordAccumulator:
         if self._marked.get(batch_id) != gen:  # the appender bit is set once per batch
             self.pool.batches.add_appender(batch_id, self.pool.slot)
             self._marked[batch_id] = gen
+        faultpoints.reached("append.before_publish")
         PUBLISH.pack_into(buf, at + B_PUBLISH, end, count + 1, max(max_ts, timestamp_ms), now_ms)
         full = capacity - end < len(record)
         return AppendResult(batch_id, gen, count, full, False)

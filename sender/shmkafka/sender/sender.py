@@ -39,6 +39,7 @@ from shmkafka.sender.config import SenderConfig
 from shmkafka.sender.connection import ClientResponse, NetworkClient
 from shmkafka.sender.metadata import Metadata
 from shmkafka.sender.ready import Drainer, ReadyContext, ready
+from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import BufferExhaustedError
 from shmkafka.shm.layout import (
     H_CLOSING,
@@ -154,6 +155,7 @@ class Sender:
         if states and now_ms - min(s.created_ms for s in states) >= self.config.delivery_timeout_ms:
             self._expire(now_ms)
         for node, batches in drained.items():
+            faultpoints.reached("sender.after_drain")
             self._send_produce(node, batches, now_ms)
         timeout = 0 if drained else min(result.next_ready_check_delay_ms, MAX_POLL_MS)
         waited = self._poll(timeout, now_ms)
@@ -274,7 +276,8 @@ class Sender:
         refreshed = [self.accumulator.refresh(b) for b in batches]
         self.network.send(
             node, request, ("produce", refreshed), now_ms, expect_response=self.config.acks != 0
-        )
+        )  # written at once when the socket takes it
+        faultpoints.reached("sender.after_send")
         self.stats.produce_requests += 1
 
     # ------------------------------------------------------------------ responses
@@ -329,6 +332,7 @@ class Sender:
     def _on_produce(
         self, response: ClientResponse, batches: list[DrainedBatch], now_ms: int
     ) -> None:
+        faultpoints.reached("sender.before_complete")
         results: dict[tuple[str, int], tuple[int, int, int, int]] = {}
         answer = response.response
         if isinstance(answer, ProduceResponse):

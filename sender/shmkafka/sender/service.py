@@ -9,6 +9,7 @@ Rules:
 - App processes wake it by posting the pool's Sender semaphore when a batch became full or
   a new one was created; a waker thread turns the semaphore into a readable socket for the
   selector loop.
+- Every second it reclaims the slots of dead producers (their pending slabs, their locks).
 - It exits once no producer has been attached for ``idle_exit_ms`` and every batch is done.
 """
 
@@ -38,6 +39,7 @@ SENDER_BYTE = 2  # byte of the segment file locked by the running Sender
 SPAWN_BYTE = 3  # byte locked by a producer while it checks for and starts a Sender
 IDLE_EXIT_MS = 5000
 HOUSEKEEPING_MS = 100
+RECLAIM_MS = 1000
 
 
 def now_ms() -> int:
@@ -132,7 +134,7 @@ def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int) -> int:
     waker = _Waker(sender_semaphore(pool.name))
     sender.network.add_wakeup(waker.read, waker.drain)
     idle_since: int | None = None
-    next_housekeeping = 0
+    next_housekeeping = next_reclaim = 0
     try:
         while True:
             now = now_ms()
@@ -141,6 +143,9 @@ def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int) -> int:
                 continue
             next_housekeeping = now + HOUSEKEEPING_MS  # heartbeat and exit checks
             pool.set_sender(pool.pid, pool.started, now)
+            if now >= next_reclaim:  # what dead producers held (slots, pending slabs) comes back
+                next_reclaim = now + RECLAIM_MS
+                pool.reclaim_dead()
             busy = sender.busy()
             if stopping.is_set() and not busy:
                 pool.unlink_if_unused()

@@ -1,0 +1,43 @@
+"""Named kill points for reliability tests: ``reached("append.before_publish")`` kills the
+calling process with SIGKILL when the environment armed that point. Unarmed, a point costs
+one set lookup.
+
+    SHMKAFKA_FAULT_AT=append.before_publish,sender.after_send   # the armed points
+    SHMKAFKA_FAULT_FILE=/tmp/fired                               # fire once: the first
+                                                                 # process to create it dies
+
+Points are only on the Python paths (the C append fast path has none): tests that arm app
+points force the Python path with ``SHMKAFKA_PURE_PYTHON=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ARMED = frozenset(p for p in os.environ.get("SHMKAFKA_FAULT_AT", "").split(",") if p)
+POINTS = frozenset({
+    "append.after_allocate",    # app: slabs allocated (pending), no batch owns them yet
+    "append.holding_stripe",    # app: inside the partition's stripe lock, opening a batch
+    "append.before_publish",    # app: record bytes written, write position not yet
+    "sender.after_drain",       # Sender: batches sealed and popped, nothing sent
+    "sender.after_send",        # Sender: the Produce request written to the socket
+    "sender.before_complete",   # Sender: the broker answered, no completion posted yet
+})  # fmt: skip
+
+
+def reached(point: str) -> None:
+    if point in ARMED:
+        _fire(point)
+
+
+def _fire(point: str) -> None:
+    marker = os.environ.get("SHMKAFKA_FAULT_FILE")
+    if marker:
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            return  # fired already, in another process
+        os.write(fd, point.encode())
+        os.close(fd)
+    os.kill(os.getpid(), signal.SIGKILL)
