@@ -24,7 +24,8 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -n auto -m "not stress"
 
-# The long reliability runs (crash loops at full size, parallel producers and pools).
+# The long reliability runs: crash loops at full size, 8 pools in parallel for
+# SHMKAFKA_STRESS_SECONDS (default 30) each.
 stress: $(STAMP)
 	$(BIN)/pytest -n auto -m stress
 
