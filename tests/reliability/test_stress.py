@@ -43,7 +43,7 @@ def test_pools_in_parallel(pool_name: str, pool_index: int, seconds: float | Non
         procs = [
             ctx.Process(
                 target=e2e_workers.produce, args=(pool_name, config, topic, p, count, out, duration)
-            )  # fmt: skip
+            )
             for p in range(PROCESSES)
         ]
         for p in procs:
