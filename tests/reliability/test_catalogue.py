@@ -146,3 +146,59 @@ def test_case_30_buffer_exhausted(stub: BrokerStub, pool_name: str) -> None:
         assert 0.7 <= waited < 0.7 + 1.5
         stub.resume_node(1)
         p.flush(30)
+
+
+def test_case_18_storage_errors_are_retried(stub: BrokerStub, pool_name: str) -> None:
+    stub.control("fail_produce", code=56, count=3, topic="storage")  # KAFKA_STORAGE_ERROR
+    with _producer(stub, pool_name, acks="all") as p:
+        futures = [p.send("storage", b"%d" % i, partition=0) for i in range(20)]
+        assert [f.get(30).offset for f in futures] == list(range(20))
+    assert stub.errors_sent().get(56) == 3
+
+
+@pytest.mark.parametrize(("code", "name"), [(87, "INVALID_RECORD"), (29, "TOPIC_AUTHORIZATION")])
+def test_case_24_and_25_permanent_errors_fail_without_retry(
+    stub: BrokerStub, pool_name: str, code: int, name: str
+) -> None:
+    stub.control("fail_produce", code=code, count=1000, topic="fatal")
+    with _producer(stub, pool_name, acks="all") as p:
+        futures = [p.send("fatal", b"%d" % i, partition=0) for i in range(10)]
+        p.flush(30)
+        for f in futures:
+            assert f.failed() and name in str(f.exception)
+            assert not f.retriable()
+    assert stub.errors_sent().get(code, 0) <= 2  # answered once per request: never retried
+
+
+def test_case_10_a_waiter_on_a_full_buffer_killed(stub: BrokerStub, pool_name: str) -> None:
+    """A process blocked on the full pool is killed: the next ones still get memory once the
+    broker drains, and the pool ends with every slab free."""
+    import multiprocessing as mp
+
+    from tests.integration import e2e_workers
+
+    config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 0}
+    sizes = {"buffer_memory": 64 * 1024, "batch_size": 16 * 1024}
+    with _producer(stub, pool_name, linger_ms=0, max_block_ms=20_000, **sizes) as p:
+        p.partitions_for("full")
+        stub.pause_node(1)  # nothing drains: the pool fills
+        for i in range(4):
+            p.send("full", b"x" * 15_000, partition=i % 2)
+        ctx = mp.get_context("fork")
+        last = ctx.Value("q", -1, lock=False)
+        waiter = ctx.Process(target=e2e_workers.send_until_killed,
+                             args=(pool_name, config, "full", 5, last))  # fmt: skip
+        waiter.start()
+        time.sleep(1.0)  # it is blocked in allocate, queued as a waiter
+        waiter.kill()
+        waiter.join(10)
+        stub.resume_node(1)
+        after = [p.send("full", b"y" * 15_000, partition=0) for _ in range(8)]
+        p.flush(30)
+        assert all(f.succeeded() for f in after)
+        handle = p._handle
+        deadline = time.monotonic() + 10
+        while handle.pool.buffers.free_slabs() < handle.pool.config.num_slabs:
+            assert time.monotonic() < deadline, "slabs were lost"
+            time.sleep(0.05)
+        assert handle.pool.buffers.waiters() == 0
