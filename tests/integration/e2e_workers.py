@@ -129,3 +129,19 @@ def send_until_killed(pool: str, config: dict[str, Any], topic: str, proc: int, 
         handle.send(topic, value, key, headers)
         last.value = seq
         seq += 1
+
+
+def send_and_wait(pool: str, config: dict[str, Any], topic: str, proc: int, count: int,
+                  ready: Any, out: Any) -> None:  # fmt: skip
+    """Send ``count`` records, signal ``ready``, then wait for every future (the test may
+    SIGSTOP this process meanwhile) and report how many succeeded."""
+    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    futures = []
+    for seq in range(count):
+        key, value, headers = record(proc, seq)
+        futures.append(handle.send(topic, value, key, headers))
+    ready.set()
+    for f in futures:
+        f.get(60)
+    out.put(sum(1 for f in futures if f.succeeded()))
+    handle.close(10)

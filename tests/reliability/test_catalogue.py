@@ -190,8 +190,10 @@ def test_case_10_a_waiter_on_a_full_buffer_killed(stub: BrokerStub, pool_name: s
                              args=(pool_name, config, "full", 5, last))  # fmt: skip
         waiter.start()
         time.sleep(1.0)  # it is blocked in allocate, queued as a waiter
+        assert waiter.is_alive() and last.value >= 0  # it attached, sent, and now waits
         waiter.kill()
         waiter.join(10)
+        assert waiter.exitcode == -9
         stub.resume_node(1)
         after = [p.send("full", b"y" * 15_000, partition=0) for _ in range(8)]
         p.flush(30)
@@ -202,3 +204,59 @@ def test_case_10_a_waiter_on_a_full_buffer_killed(stub: BrokerStub, pool_name: s
             assert time.monotonic() < deadline, "slabs were lost"
             time.sleep(0.05)
         assert handle.pool.buffers.waiters() == 0
+
+
+def test_case_11_a_stopped_app_gets_its_results_on_resume(stub: BrokerStub, pool_name: str) -> None:
+    """An app SIGSTOPped right after sending: the Sender delivers its records meanwhile,
+    others are unaffected, and its futures complete once it runs again."""
+    import multiprocessing as mp
+    import os
+    import signal
+
+    from tests.integration import e2e_workers
+
+    config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5}
+    with _producer(stub, pool_name) as p:
+        p.partitions_for("stop")
+        ctx = mp.get_context("spawn")
+        ready, out = ctx.Event(), ctx.Queue()
+        app = ctx.Process(target=e2e_workers.send_and_wait,
+                          args=(pool_name, config, "stop", 3, 200, ready, out))  # fmt: skip
+        app.start()
+        assert ready.wait(60), f"the app did not send (exit code {app.exitcode})"
+        os.kill(app.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+        try:
+            others = [p.send("stop", b"o%d" % i, key=b"k") for i in range(200)]
+            p.flush(30)  # unaffected by the stopped process
+            assert all(f.succeeded() for f in others)
+            time.sleep(1.0)  # its records go out meanwhile: they are in shared memory
+        finally:
+            os.kill(app.pid, signal.SIGCONT)  # type: ignore[arg-type]
+        assert out.get(timeout=60) == 200
+        app.join(30)
+        assert app.exitcode == 0
+    assert len(_read(stub, "stop", 400)) == 400
+
+
+def test_case_15_a_stalled_sender_is_replaced(stub: BrokerStub, pool_name: str) -> None:
+    """A Sender SIGSTOPped (alive, no heartbeat) is killed and replaced after
+    sender_stall_ms; its batches are resent and delivered exactly once."""
+    import os
+    import signal
+
+    from shmkafka.producer.handle import ProducerHandle
+
+    config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5}
+    handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=500, sender_stall_ms=1500)
+    try:
+        handle.partitions_for("stall")
+        stalled = handle.pool.sender()[0]
+        os.kill(stalled, signal.SIGSTOP)
+        futures = [handle.send("stall", b"%d" % i, b"k") for i in range(100)]
+        handle.flush(30)
+        assert all(f.succeeded() for f in futures)
+        assert handle.pool.sender()[0] != stalled  # a new Sender took over
+    finally:
+        handle.close(10)
+    values = [m.value() for m in _read(stub, "stall", 100)]
+    assert sorted(values) == sorted(b"%d" % i for i in range(100))

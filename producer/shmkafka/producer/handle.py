@@ -257,7 +257,12 @@ class ProducerHandle:
         sender_stall_ms: int = SENDER_STALL_MS,
         fast_path: bool = True,
     ) -> None:
-        self.pool = SharedPool.open(pool, pool_config or PoolConfig())
+        # pool_config None: create with the defaults, or attach to the pool as it is
+        self.pool = (
+            SharedPool.open(pool, pool_config or PoolConfig())
+            if pool_config is not None or not SharedPool.exists(pool)
+            else SharedPool.open(pool)
+        )
         self.accumulator = RecordAccumulator(
             self.pool, max_block_ms=max_block_ms, fast_path=fast_path
         )

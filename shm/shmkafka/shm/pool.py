@@ -75,6 +75,12 @@ class SharedPool:
         handle = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _mark_forked(handle))
 
+    @staticmethod
+    def exists(name: str) -> bool:
+        from shmkafka.shm.segment import segment_name
+
+        return os.path.exists("/dev/shm" + segment_name(name))
+
     @classmethod
     def open(cls, name: str, config: PoolConfig | None = None) -> SharedPool:
         """Create or attach. Without ``config`` the pool must exist; with it, it must match."""
