@@ -138,7 +138,12 @@ def _start_stub(directory: Path, port: int) -> subprocess.Popen[bytes]:
     )  # fmt: skip
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    assert b"broker_stub:" in line, line
+    if b"broker_stub:" not in line:  # say why, and leave nothing behind
+        proc.kill()
+        rest = proc.stdout.read()
+        proc.wait()
+        proc.stdout.close()
+        raise AssertionError((line + rest).decode(errors="replace"))
     return proc
 
 

@@ -80,7 +80,10 @@ def _serve_control(stub: BrokerStub, port: int) -> int:
         writer.close()
 
     async def start() -> int:
-        server = await asyncio.start_server(answer, stub.host, port, reuse_address=True)
+        try:
+            server = await asyncio.start_server(answer, stub.host, port, reuse_address=True)
+        except OSError:  # PORT + nodes is taken: any free port (it is printed)
+            server = await asyncio.start_server(answer, stub.host, 0)
         bound: int = server.sockets[0].getsockname()[1]
         return bound
 
