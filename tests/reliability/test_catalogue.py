@@ -189,8 +189,11 @@ def test_case_10_a_waiter_on_a_full_buffer_killed(stub: BrokerStub, pool_name: s
         waiter = ctx.Process(target=e2e_workers.send_until_killed,
                              args=(pool_name, config, "full", 5, last))  # fmt: skip
         waiter.start()
-        time.sleep(1.0)  # it is blocked in allocate, queued as a waiter
-        assert waiter.is_alive() and last.value >= 0  # it attached, sent, and now waits
+        buffers = p._handle.pool.buffers
+        deadline = time.monotonic() + 30
+        while buffers.waiters() < 1:  # it attached and now waits in allocate, queued
+            assert waiter.is_alive() and time.monotonic() < deadline, waiter.exitcode
+            time.sleep(0.02)
         waiter.kill()
         waiter.join(10)
         assert waiter.exitcode == -9
