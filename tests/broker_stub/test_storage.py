@@ -17,6 +17,7 @@ from typing import Any
 
 import confluent_kafka
 
+from shmkafka.broker_stub.flush import Flusher
 from shmkafka.broker_stub.log import PartitionLog
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.broker_stub.storage import DiskLog, StorageConfig, scan
@@ -108,6 +109,35 @@ def test_retention_deletes_whole_segments_only(tmp_path: Path) -> None:
     timed.disk.close()
 
 
+def test_group_commit_completes_waiting_requests_with_one_fsync(tmp_path: Path) -> None:
+    """Requests that arrive while the flusher is busy share its next round: one fsync."""
+    log = _fill(tmp_path, 5)
+    assert log.disk is not None
+    flusher = Flusher("sync", 1000, True, lambda: [])
+    done: list[int] = []
+    with flusher._cond:  # the flusher cannot swap the lists until all five are queued
+        for i in range(5):
+            flusher.commit([log.disk], lambda i=i: done.append(i))  # type: ignore[misc]
+    deadline = time.monotonic() + 5
+    while len(done) < 5:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    assert sorted(done) == [0, 1, 2, 3, 4]
+    assert flusher.rounds == 1 and flusher.requests == 5 and flusher.fsyncs == 1
+    baseline = Flusher("sync", 1000, False, lambda: [])
+    with baseline._cond:
+        for _ in range(5):
+            baseline.commit([log.disk], lambda: None)
+    deadline = time.monotonic() + 5
+    while baseline.requests < 5:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    assert baseline.rounds == 5 and baseline.fsyncs == 5  # one fsync per request
+    flusher.close()
+    baseline.close()
+    log.disk.close()
+
+
 def test_group_commit_fsyncs_once_for_many_requests(tmp_path: Path) -> None:
     with BrokerStub(nodes=1, partitions=8, storage_dir=str(tmp_path), flush="sync") as stub:
         conf = {"bootstrap.servers": stub.bootstrap, "linger.ms": 0, "acks": "all"}
@@ -117,8 +147,7 @@ def test_group_commit_fsyncs_once_for_many_requests(tmp_path: Path) -> None:
         for p in producers:
             assert p.flush(30) == 0
         flusher = stub.flusher
-        assert flusher is not None and flusher.requests > 0
-        assert flusher.rounds < flusher.requests  # requests shared their fsyncs
+        assert flusher is not None and flusher.requests > 0  # every ack waited for a commit
         got = consume_all(SimpleNamespace(bootstrap=stub.bootstrap), "gc", list(range(8)), 2000)
         assert len(got) == 2000
         first = confluent_kafka.Consumer(
