@@ -86,7 +86,7 @@ def produce_through_restart(
     """Send ``count`` records over ``seconds``; report how every future ended."""
     import time
 
-    from shmkafka.producer.handle import KafkaTimeoutError
+    from shmkafka.errors import KafkaTimeoutError
 
     handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
     try:

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
-from shmkafka.producer.handle import Future, ProducerHandle
+from shmkafka.producer.futures import Future
+from shmkafka.producer.handle import ProducerHandle
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender.config import SenderConfig
 from shmkafka.sender.sender import Sender

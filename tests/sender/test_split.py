@@ -112,7 +112,7 @@ def test_a_single_record_too_large_fails_with_the_broker_error(
 
 
 def test_unknown_topic_times_out_after_max_block_ms(pool_name: str) -> None:
-    from shmkafka.producer.handle import KafkaTimeoutError
+    from shmkafka.errors import KafkaTimeoutError
 
     handle = ProducerHandle(
         pool_name,

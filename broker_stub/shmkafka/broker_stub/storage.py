@@ -24,12 +24,11 @@ from dataclasses import dataclass
 
 import crc32c
 
-from shmkafka.protocol.records import HEADER_SIZE, decode_batch_header
+from shmkafka.protocol.records import _ATTRIBUTES_AT, HEADER_SIZE, decode_batch_header
 
 INDEX_ENTRY = struct.Struct(">II")  # relative offset, position
 TIME_ENTRY = struct.Struct(">qI")  # max timestamp, relative offset
 LEFTOVERS = (".deleted", ".cleaned", ".swap")
-_ATTRIBUTES_AT = 21
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ import crc32c
 
 from shmkafka.broker_stub.log import PartitionLog
 from shmkafka.protocol.records import (
+    _ATTRIBUTES_AT,
+    _CRC_AT,
     HEADER_SIZE,
     MAGIC,
     TIMESTAMP_TYPE_BIT,
@@ -26,8 +28,6 @@ DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
 UNKNOWN_PRODUCER_ID = 59
 
-_ATTRIBUTES_AT = 21
-_CRC_AT = 17
 _MAX_TIMESTAMP_AT = 35
 _U16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")

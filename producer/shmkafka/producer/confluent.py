@@ -31,7 +31,8 @@ from typing import Any
 from shmkafka.errors import KafkaTimeoutError
 from shmkafka.producer import confluent_config
 from shmkafka.producer.engine import Engine, Settings, check_topic, normalize_bootstrap
-from shmkafka.producer.handle import DELIVERY_TIMEOUT, Future, ProducerHandle
+from shmkafka.producer.futures import Future
+from shmkafka.producer.handle import DELIVERY_TIMEOUT, ProducerHandle
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.protocol.errors import for_code
 from shmkafka.protocol.hashing import murmur2_partition

@@ -31,7 +31,8 @@ from shmkafka.errors import (
 )
 from shmkafka.producer.accumulator import RECORD_OVERHEAD
 from shmkafka.producer.engine import Engine, Settings, check_topic, normalize_bootstrap
-from shmkafka.producer.handle import Future, ProducerHandle
+from shmkafka.producer.futures import Future
+from shmkafka.producer.handle import ProducerHandle
 from shmkafka.protocol.records import HEADER_SIZE
 from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
 
