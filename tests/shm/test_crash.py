@@ -1,4 +1,4 @@
-"""SIGKILL an appending process at chosen and random points, 200 trials in all.
+"""SIGKILL an appending process at chosen and random points, 220 trials in all.
 
 After each kill a process that was appending alongside it must finish within a bounded time,
 and the pool must pass the invariant checks: every slab free or owned by exactly one batch,
@@ -19,6 +19,7 @@ import pytest
 import shmkafka.producer.accumulator as accumulator_module
 from shmkafka.producer.accumulator import RecordAccumulator, verify_batches
 from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.layout import OPEN
 from shmkafka.shm.pool import SharedPool
 from tests.conftest import publish
 
@@ -80,15 +81,23 @@ def _install(point: str, acc: RecordAccumulator, pool: SharedPool, n: int) -> No
             return run
 
         pool.buffers._take = take  # type: ignore[method-assign]
+    elif point == "opening_batch":
+        original_state = pool.batches.set_state
+
+        def set_state(batch_id: int, state: int) -> None:
+            if state == OPEN:
+                tick()  # the descriptor is written, its state still FREE
+            original_state(batch_id, state)
+
+        pool.batches.set_state = set_state  # type: ignore[method-assign]
     elif point == "just_after_publish":
-        publish_struct = accumulator_module.PUBLISH
+        original_publish = accumulator_module.publish_record
 
-        class Publish:
-            def pack_into(self, *args: Any) -> None:
-                publish_struct.pack_into(*args)
-                tick()
+        def publish_record(*args: Any) -> None:
+            original_publish(*args)
+            tick()
 
-        accumulator_module.PUBLISH = Publish()  # type: ignore[assignment]
+        accumulator_module.publish_record = publish_record
 
 
 def _appender(name: str, point: str, n: int, count: int, seed: int, fast: bool) -> None:
@@ -119,9 +128,10 @@ POINTS = [
     ("mid_record", 40),
     ("holding_pool_lock", 40),
     ("just_after_publish", 40),
+    ("opening_batch", 20),
     ("random", 20),
     ("random-c-fast-path", 20),
-]  # 200 trials
+]  # 220 trials
 
 
 @pytest.mark.parametrize(("point", "trials"), POINTS)
@@ -155,5 +165,34 @@ def test_sigkill_at_random_points(pool_name: str, point: str, trials: int) -> No
             # The survivor's 400 records are all there (each trial starts from an empty pool).
             assert _drain_all(pool) >= 400, trial
             assert pool.buffers.free_slabs() == CONFIG.num_slabs, trial
+    finally:
+        pool.destroy()
+
+
+def _die_with_a_torn_descriptor(name: str) -> None:
+    pool = SharedPool.open(name)
+    run = pool.buffers.allocate(100, 1000)  # recorded as pending in our slot
+    # What a kill inside an unordered descriptor write would leave: OPEN, the rest zeros.
+    pool.batches.open(run.first, 0, 1, 61, 0, 0)
+    pool.segment.buf[pool.layout.batch_at(run.first) + 4 : pool.layout.batch_at(run.first) + 64] = (
+        bytes(60)
+    )
+    _die()
+
+
+def test_reclaim_clears_a_torn_descriptor_of_a_dead_process(pool_name: str) -> None:
+    pool = SharedPool.open(pool_name, CONFIG)
+    try:
+        publish(pool, {"t": PARTITIONS})
+        victim = mp.get_context("fork").Process(
+            target=_die_with_a_torn_descriptor, args=(pool_name,)
+        )
+        victim.start()
+        victim.join(30)
+        assert victim.exitcode == -signal.SIGKILL
+        assert pool.check_invariants() != []  # the torn batch and its dead slot
+        assert pool.reclaim_dead(timeout=10) == 1
+        assert pool.check_invariants() == []
+        assert pool.buffers.free_slabs() == CONFIG.num_slabs
     finally:
         pool.destroy()

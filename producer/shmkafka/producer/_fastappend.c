@@ -59,6 +59,14 @@ static inline uint32_t rd32(const char *p) { uint32_t v; memcpy(&v, p, 4); retur
 static inline uint64_t rd64(const char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline void wr32(char *p, uint32_t v) { memcpy(p, &v, 4); }
 static inline void wr64(char *p, uint64_t v) { memcpy(p, &v, 8); }
+/* One store, ordered after every earlier store (the compiler may not sink those past it):
+ * what a publish needs when the writer can be killed between any two instructions. */
+static inline void store_release32(char *p, uint32_t v) {
+    __atomic_store_n((uint32_t *)(void *)p, v, __ATOMIC_RELEASE);
+}
+static inline void store_release64(char *p, uint64_t v) {
+    __atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELEASE);
+}
 
 /* Zigzag varint of a signed 64-bit value; returns bytes written (at most 10). */
 static inline int put_varlong(unsigned char *out, int64_t n) {
@@ -264,15 +272,13 @@ static int append_to_last(FastAppend *self, char *deque, int64_t timestamp, int6
     char *bits = batch + self->b_appenders + (self->slot >> 3);
     unsigned char bit = (unsigned char)(1u << (self->slot & 7));
     if (!(*bits & bit)) *bits |= bit;
-    /* publish last */
-    unsigned char pub[24];
+    /* publish last: the times, then write_pos | count << 32 in one aligned 8-byte store
+     * (layout.py), so a process killed at any instruction leaves no partial record */
     uint32_t new_count = count + 1;
     int64_t new_max = timestamp > max_ts ? timestamp : max_ts;
-    memcpy(pub, &end, 4); /* little-endian low 32 bits */
-    memcpy(pub + 4, &new_count, 4);
-    memcpy(pub + 8, &new_max, 8);
-    memcpy(pub + 16, &now_ms, 8);
-    memcpy(publish, pub, 24);
+    wr64(publish + 8, (uint64_t)new_max);
+    wr64(publish + 16, (uint64_t)now_ms);
+    store_release64(publish, (uint64_t)(uint32_t)end | (uint64_t)new_count << 32);
     hit->batch_id = batch_id;
     hit->generation = rd32(batch + self->b_generation);
     hit->offset_delta = count;
@@ -361,9 +367,9 @@ static int open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id, int64_
     wr32(batch + self->b_parent, self->no_parent);
     wr32(batch + self->b_parent + 4, 0);
     wr32(batch + self->b_parent + 8, 0);
-    wr32(batch + self->b_state, self->open_state);
+    store_release32(batch + self->b_state, self->open_state); /* last: the descriptor is whole */
     wr32(deque + self->deque_ring_at + 4 * (tail_index % self->deque_capacity), (uint32_t)slab);
-    wr64(deque + 8, tail_index + 1); /* publish: the batch is queued */
+    store_release64(deque + 8, tail_index + 1); /* publish: the batch is queued */
     char *pending = buf + self->pending_at;
     wr32(pending, self->no_slab); /* committed: the batch owns the slab */
     wr32(pending + 4, 0);

@@ -6,8 +6,8 @@ Rules:
   process may have opened a batch meanwhile; then the memory goes back) → open a batch.
 - Records are written in their final RecordBatch v2 form after the reserved 61-byte header;
   the Sender only fills the header (``finalize``), it never re-encodes a record.
-- Publish last: the record's bytes, then the appender bit, then one ``pack_into`` of
-  (write_pos, record_count, max_timestamp, last_append_ms).
+- Publish last: the record's bytes, then the appender bit, then ``publish_record``
+  (max_timestamp and last_append_ms, then write_pos and record_count in one 8-byte store).
 - Bad input (unknown topic or partition, a record that can never fit) is rejected before
   anything is written to shared memory.
 - Only the last batch of a deque accepts appends, and only while OPEN. Drained batches are
@@ -33,19 +33,17 @@ from shmkafka.protocol.records import (
     frame_record,
 )
 from shmkafka.shm import faultpoints
-from shmkafka.shm.batches import BatchInfo
+from shmkafka.shm.batches import BatchInfo, publish_record
 from shmkafka.shm.bufferpool import SlabRun
 from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
 from shmkafka.shm.layout import (
     APPEND_VIEW,
-    B_PUBLISH,
     FIRST_STRIPE_LOCK,
     FREE,
     IN_FLIGHT,
     NO_PARENT,
     OPEN,
     POOL_LOCK,
-    PUBLISH,
     SEALED,
 )
 from shmkafka.shm.pool import SharedPool
@@ -117,6 +115,7 @@ class RecordAccumulator:
         self.pool = pool
         self.max_block_ms = max_block_ms
         self._buf = pool.segment.buf
+        self._words = pool.segment.words
         self._layout = pool.layout
         self._batch_size = pool.config.batch_size
         self._limit = min(pool.config.max_request_size, pool.config.buffer_memory)
@@ -325,7 +324,7 @@ class RecordAccumulator:
             self.pool.batches.add_appender(batch_id, self.pool.slot)
             self._marked[batch_id] = gen
         faultpoints.reached("append.before_publish")
-        PUBLISH.pack_into(buf, at + B_PUBLISH, end, count + 1, max(max_ts, timestamp_ms), now_ms)
+        publish_record(buf, self._words, at, end, count + 1, max(max_ts, timestamp_ms), now_ms)
         full = capacity - end < len(record)
         return AppendResult(batch_id, gen, count, full, False)
 

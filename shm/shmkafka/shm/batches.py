@@ -4,9 +4,12 @@ Rules:
 - A batch's id is its first slab's index: a batch owns its slab run, so ids never collide
   and need no allocator of their own. ``generation`` grows each time the id is reused, so a
   (batch id, generation) pair names one batch for the life of the pool.
-- A queued batch (in a deque) is written only under its deque's stripe lock. Appenders change
-  ``write_pos``/``record_count``/``max_ts`` in one ``pack_into`` after the record bytes
-  (publish last). Once drained, only the Sender writes it.
+- A queued batch (in a deque) is written only under its deque's stripe lock. Appenders
+  publish a record with ``publish_record``: record bytes, times, then ``write_pos`` and
+  ``record_count`` in one 8-byte store (see layout.py). Once drained, only the Sender
+  writes it.
+- ``open`` writes the descriptor with state FREE and sets the state last, so a process
+  killed midway leaves a FREE descriptor, never a torn OPEN one.
 - A deque is a ring of batch ids with monotonic ``head``/``tail``; a new batch is written to
   ``ring[tail]`` before ``tail`` moves (publish last). All under the stripe lock.
 """
@@ -26,6 +29,7 @@ from shmkafka.shm.layout import (
     B_PRODUCER_EPOCH,
     B_PRODUCER_ID,
     B_PUBLISH,
+    B_PUBLISH_TIMES,
     B_STATE,
     BATCH,
     BATCH_SIZE_BYTES,
@@ -41,7 +45,7 @@ from shmkafka.shm.layout import (
     NO_PARENT,
     OPEN,
     PARENT,
-    PUBLISH,
+    PUBLISH_TIMES,
     U32,
     U64,
     Layout,
@@ -50,6 +54,21 @@ from shmkafka.shm.segment import Segment
 
 HEAD_TAIL = struct.Struct("<QQ")
 assert D_HEAD == 0 and D_TAIL == 8 and DEQUE_HEADER.size == 32
+
+
+def publish_record(
+    buf: memoryview,
+    words: memoryview,
+    at: int,
+    write_pos: int,
+    count: int,
+    max_ts: int,
+    now_ms: int,
+) -> None:
+    """Publish a batch's records up to ``write_pos`` (the descriptor at ``at``): the times,
+    then write_pos and count in one aligned 8-byte store (``words`` is the segment as u64)."""
+    PUBLISH_TIMES.pack_into(buf, at + B_PUBLISH_TIMES, max_ts, now_ms)
+    words[(at + B_PUBLISH) >> 3] = write_pos | count << 32
 
 
 class BatchInfo(NamedTuple):
@@ -120,10 +139,11 @@ class Batches:
         buf = self.segment.buf
         generation: int = (U32.unpack_from(buf, at + B_GENERATION)[0] + 1) & 0xFFFFFFFF
         BATCH.pack_into(
-            buf, at, OPEN, generation, deque_id, batch_id, slab_count, 0, write_pos, 0,
+            buf, at, FREE, generation, deque_id, batch_id, slab_count, 0, write_pos, 0,
             base_ts, now_ms, base_ts, now_ms, -1, -1, -1, bytes(32),
         )  # fmt: skip
         PARENT.pack_into(buf, at + B_PARENT, NO_PARENT, 0, 0)
+        self.set_state(batch_id, OPEN)  # last: a descriptor that is not FREE is whole
         return generation
 
     def set_parent(self, batch_id: int, parent: int, generation: int, delta: int) -> None:
@@ -144,14 +164,10 @@ class Batches:
         return state
 
     def publish(self, batch_id: int, write_pos: int, count: int, max_ts: int, now_ms: int) -> None:
-        PUBLISH.pack_into(
-            self.segment.buf,
-            self.layout.batch_at(batch_id) + B_PUBLISH,
-            write_pos,
-            count,
-            max_ts,
-            now_ms,
-        )
+        publish_record(
+            self.segment.buf, self.segment.words, self.layout.batch_at(batch_id),
+            write_pos, count, max_ts, now_ms,
+        )  # fmt: skip
 
     def add_appender(self, batch_id: int, slot: int) -> None:
         at = self.layout.batch_at(batch_id) + B_APPENDERS + (slot >> 3)

@@ -7,7 +7,9 @@ a pure function of ``PoolConfig``, so every process computes the same map.
 Rules:
 - A field is written only by the process named for it, or under the lock named for it.
 - "Publish last": multi-field updates readers may see without a lock are ordered so that the
-  field that makes new data visible is written last, in one ``pack_into``.
+  field that makes new data visible is written last, in one store of at most 8 aligned
+  bytes (a process may be killed between any two instructions, and ``pack_into`` of a
+  multi-field struct is many stores).
 - Nothing outside this module hard-codes an offset.
 
 Region 1 - HEADER (512 bytes)
@@ -166,8 +168,14 @@ D_MUTED = 20
 D_NEXT_SEQUENCE = 24
 D_STICKY = 28
 
-# The batch descriptor. PUBLISH (write_pos, record_count, max_ts, last_append_ms) is one
-# pack_into, written last by an appender: a reader that trusts it never sees a partial record.
+# The batch descriptor. Two stores make it crash-consistent, because a process can be
+# killed between any two instructions (and struct.pack_into is no single store: it zeroes
+# its target, then writes field by field):
+# - Publishing a record: the record's bytes, then PUBLISH_TIMES (max_ts, last_append_ms),
+#   then the publish word (write_pos | record_count << 32) as one aligned 8-byte store. A
+#   reader sees the old word or the new one, never a partial record.
+# - Opening a batch: every field is written while the state is FREE, the state last. A
+#   descriptor whose state is not FREE is whole (its deque, slab run, times).
 BATCH = struct.Struct("<IIIIIIIIqqqqqhxxi32s")
 B_STATE = 0
 B_GENERATION = 4
@@ -176,7 +184,9 @@ B_FIRST_SLAB = 12
 B_SLAB_COUNT = 16
 B_ATTEMPTS = 20
 B_PUBLISH = 24  # u32 write_pos, u32 record_count, i64 max_ts, i64 last_append_ms
-PUBLISH = struct.Struct("<IIqq")
+PUBLISH = struct.Struct("<IIqq")  # for reading; writes go through batches.publish_record
+B_PUBLISH_TIMES = 32
+PUBLISH_TIMES = struct.Struct("<qq")
 B_BASE_TS = 48
 B_CREATED = 56
 B_PRODUCER_ID = 64
@@ -241,6 +251,7 @@ class Layout:
         deques_at = directory_at + 2 * directory_copy_size
         deque_size = _align(DEQUE_HEADER.size + 4 * config.deque_capacity)
         batches_at = deques_at + config.max_partitions * deque_size
+        assert batches_at % 8 == 0  # the publish words are aligned
         freemap_at = batches_at + num_slabs * BATCH_SIZE_BYTES
         waitq_at = _align(freemap_at + num_slabs)
         topic_requests_at = _align(waitq_at + 4 * config.max_processes)
@@ -343,3 +354,4 @@ class Layout:
 assert BATCH.size <= BATCH_SIZE_BYTES
 assert SLOT_HEADER.size == SLOT_HEADER_SIZE
 assert PUBLISH.size == B_BASE_TS - B_PUBLISH
+assert B_PUBLISH % 8 == 0 and BATCH_SIZE_BYTES % 8 == 0  # the publish word is aligned

@@ -176,8 +176,11 @@ class SharedPool:
         Its record may be stale (the run was already handed to a batch, even completed and
         reused), so each slab is checked against every owner. Under the pool lock."""
         info = self.batches.read(first)
-        if info.state == OPEN and info.first_slab == first and not self._queued(info, timeout):
-            self.batches.clear(first)  # opened but never queued: nobody can reach it
+        if info.state == OPEN and not self._queued(info, timeout):
+            # Opened but never queued: nobody can reach it. (A live process opening a batch
+            # on these slabs holds the stripe lock _queued takes, and its descriptor is whole
+            # once OPEN; so this is the dead process's batch, or one torn by memory damage.)
+            self.batches.clear(first)
         owned: set[int] = set()
         for batch_id in range(self.config.num_slabs):
             other = self.batches.read(batch_id)
@@ -196,6 +199,8 @@ class SharedPool:
                 self.buffers._mark(SlabRun(slab, 1), 0)
 
     def _queued(self, info: BatchInfo, timeout: float) -> bool:
+        if info.deque_id >= self.deques_used():
+            return False
         with self.locks.held(self.layout.stripe_lock(info.deque_id), timeout):
             return info.batch_id in self.deques.batch_ids(info.deque_id)
 

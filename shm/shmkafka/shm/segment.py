@@ -63,6 +63,9 @@ class Segment:
         self.fd: int = shm.fd
         self._map = mmap.mmap(shm.fd, layout.size)
         self.buf = memoryview(self._map)
+        # The mapping as u64 words: an item store is one aligned 8-byte store, which a
+        # process killed at any instruction either made or did not (layout.py's publish word).
+        self.words = self.buf.cast("Q")
 
     # ------------------------------------------------------------------ creation
 
@@ -155,6 +158,7 @@ class Segment:
         memoryview), the mapping stays until the last of them is gone, instead of failing.
         """
         try:
+            self.words.release()
             self.buf.release()
             self._map.close()
         except BufferError:
