@@ -6,8 +6,6 @@ partition, no wait unbounded, and the pool's invariants afterwards."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,48 +17,21 @@ from shmkafka.errors import (
     KafkaTimeoutError,
     MessageSizeTooLargeError,
 )
-from shmkafka.producer.kafka_python import KafkaProducer
-from shmkafka.shm.pool import SharedPool
-from tests.integration.kafka_io import consume_all
+from tests.reliability.conftest import invariants, producer, read_back
 
 pytestmark = pytest.mark.usefixtures("pool_removed")
 
 
-@pytest.fixture
-def stub() -> Iterator[BrokerStub]:
-    with BrokerStub(nodes=1, partitions=2) as s:
-        yield s
-
-
-def _producer(stub: BrokerStub, pool: str, **kwargs: Any) -> KafkaProducer:
-    settings: dict[str, Any] = {"linger_ms": 5, **kwargs}
-    return KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool, **settings)
-
-
-def _read(stub: BrokerStub, topic: str, count: int, partitions: int = 2) -> list[Any]:
-    return consume_all(
-        SimpleNamespace(bootstrap=stub.bootstrap), topic, list(range(partitions)), count
-    )
-
-
-def _invariants(pool: str) -> list[str]:
-    handle = SharedPool.open(pool)
-    try:
-        return handle.check_invariants()
-    finally:
-        handle.detach()
-
-
 def test_case_01_record_size_limit(stub: BrokerStub, pool_name: str) -> None:
     """A record over max_request_size fails synchronously; the boundary size is accepted."""
-    with _producer(stub, pool_name, max_request_size=4096) as p:
+    with producer(stub, pool_name, max_request_size=4096) as p:
         # batch header 61, record framing 21, length varints at their largest 11, key 1
         largest = 4096 - 61 - 21 - 11 - 1
         p.send("sizes", b"x" * largest, key=b"k").get(10)
         for size in (largest + 1, 4096, 4097):
             with pytest.raises(MessageSizeTooLargeError):
                 p.send("sizes", b"x" * size, key=b"k")
-        assert _invariants(pool_name) == []
+        assert invariants(pool_name) == []
         assert p._handle._outstanding == 0
 
 
@@ -68,59 +39,59 @@ def test_case_01_record_size_limit(stub: BrokerStub, pool_name: str) -> None:
 def test_case_02_invalid_topics_fail_before_shared_memory(
     stub: BrokerStub, pool_name: str, topic: Any
 ) -> None:
-    with _producer(stub, pool_name) as p:
+    with producer(stub, pool_name) as p:
         with pytest.raises((ValueError, TypeError)):
             p.send(topic, b"v")
-        assert p._handle._outstanding == 0 and _invariants(pool_name) == []
+        assert p._handle._outstanding == 0 and invariants(pool_name) == []
 
 
 def test_case_03_unserialisable_values_and_bad_headers(stub: BrokerStub, pool_name: str) -> None:
-    with _producer(stub, pool_name, value_serializer=lambda v: v.encode()) as p:
+    with producer(stub, pool_name, value_serializer=lambda v: v.encode()) as p:
         with pytest.raises(AttributeError):
             p.send("t", 12)  # the serializer rejects it
         with pytest.raises(TypeError):
             p.send("t", "v", headers=[(None, 1)])  # type: ignore[list-item]
-        assert p._handle._outstanding == 0 and _invariants(pool_name) == []
+        assert p._handle._outstanding == 0 and invariants(pool_name) == []
 
 
 def test_case_04_and_05_bad_partitions_and_conflicting_config(
     stub: BrokerStub, pool_name: str
 ) -> None:
-    with _producer(stub, pool_name) as p:
+    with producer(stub, pool_name) as p:
         with pytest.raises(IllegalArgumentError):
             p.send("parts", b"v", partition=-1)
         p.partitions_for("parts")
         with pytest.raises(Exception, match="does not exist"):
             p.send("parts", b"v", partition=99)
     with pytest.raises(KafkaConfigurationError, match="acks=all"):
-        _producer(stub, pool_name, enable_idempotence=True, acks=1)
+        producer(stub, pool_name, enable_idempotence=True, acks=1)
 
 
 def test_case_17_not_leader_is_retried_once_in_order(stub: BrokerStub, pool_name: str) -> None:
     stub.control("fail_produce", code=6, count=3, topic="retry")
-    with _producer(stub, pool_name, acks="all") as p:
+    with producer(stub, pool_name, acks="all") as p:
         futures = [p.send("retry", b"%d" % i, partition=0) for i in range(50)]
         offsets = [f.get(30).offset for f in futures]
     assert offsets == sorted(offsets) and len(set(offsets)) == 50
     assert stub.errors_sent().get(6) == 3
-    assert [m.value() for m in _read(stub, "retry", 50)] == [b"%d" % i for i in range(50)]
+    assert [m.value() for m in read_back(stub, "retry", 50)] == [b"%d" % i for i in range(50)]
 
 
 def test_case_20_and_28_lost_responses_never_duplicate(stub: BrokerStub, pool_name: str) -> None:
     """The connection drops after the broker appended (the response is lost): the Sender
     resends the same sequence, the broker de-duplicates, one copy is kept."""
     stub.control("drop_connection", when="after", count=3, api_key=0)
-    with _producer(stub, pool_name, acks="all") as p:
+    with producer(stub, pool_name, acks="all") as p:
         futures = [p.send("dup", b"%d" % i, key=b"k") for i in range(200)]
         p.flush(60)
         assert all(f.succeeded() for f in futures)
-    got = _read(stub, "dup", 200)
+    got = read_back(stub, "dup", 200)
     assert sorted(m.value() for m in got) == sorted(b"%d" % i for i in range(200))
 
 
 def test_case_26_a_broker_slower_than_the_timeouts(stub: BrokerStub, pool_name: str) -> None:
     """Every future fails with a timeout within delivery_timeout_ms (plus slack); none hangs."""
-    with _producer(stub, pool_name, request_timeout_ms=500, delivery_timeout_ms=1500) as p:
+    with producer(stub, pool_name, request_timeout_ms=500, delivery_timeout_ms=1500) as p:
         p.partitions_for("slow")
         stub.run(lambda: stub.faults.latency_ms.update({None: 3000}))
         start = time.monotonic()
@@ -134,7 +105,7 @@ def test_case_26_a_broker_slower_than_the_timeouts(stub: BrokerStub, pool_name: 
 
 def test_case_30_buffer_exhausted(stub: BrokerStub, pool_name: str) -> None:
     """Nothing drains (the node is paused): send() blocks up to max_block_ms, then raises."""
-    with _producer(stub, pool_name, buffer_memory=64 * 1024, batch_size=16384, max_block_ms=700,
+    with producer(stub, pool_name, buffer_memory=64 * 1024, batch_size=16384, max_block_ms=700,
                    linger_ms=0, delivery_timeout_ms=60_000) as p:  # fmt: skip
         p.partitions_for("full")
         stub.pause_node(1)
@@ -150,7 +121,7 @@ def test_case_30_buffer_exhausted(stub: BrokerStub, pool_name: str) -> None:
 
 def test_case_18_storage_errors_are_retried(stub: BrokerStub, pool_name: str) -> None:
     stub.control("fail_produce", code=56, count=3, topic="storage")  # KAFKA_STORAGE_ERROR
-    with _producer(stub, pool_name, acks="all") as p:
+    with producer(stub, pool_name, acks="all") as p:
         futures = [p.send("storage", b"%d" % i, partition=0) for i in range(20)]
         assert [f.get(30).offset for f in futures] == list(range(20))
     assert stub.errors_sent().get(56) == 3
@@ -161,7 +132,7 @@ def test_case_24_and_25_permanent_errors_fail_without_retry(
     stub: BrokerStub, pool_name: str, code: int, name: str
 ) -> None:
     stub.control("fail_produce", code=code, count=1000, topic="fatal")
-    with _producer(stub, pool_name, acks="all") as p:
+    with producer(stub, pool_name, acks="all") as p:
         futures = [p.send("fatal", b"%d" % i, partition=0) for i in range(10)]
         p.flush(30)
         for f in futures:
@@ -179,7 +150,7 @@ def test_case_10_a_waiter_on_a_full_buffer_killed(stub: BrokerStub, pool_name: s
 
     config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 0}
     sizes = {"buffer_memory": 64 * 1024, "batch_size": 16 * 1024}
-    with _producer(stub, pool_name, linger_ms=0, max_block_ms=20_000, **sizes) as p:
+    with producer(stub, pool_name, linger_ms=0, max_block_ms=20_000, **sizes) as p:
         p.partitions_for("full")
         stub.pause_node(1)  # nothing drains: the pool fills
         for i in range(4):
@@ -219,7 +190,7 @@ def test_case_11_a_stopped_app_gets_its_results_on_resume(stub: BrokerStub, pool
     from tests.integration import e2e_workers
 
     config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5}
-    with _producer(stub, pool_name) as p:
+    with producer(stub, pool_name) as p:
         p.partitions_for("stop")
         ctx = mp.get_context("spawn")
         ready, out = ctx.Event(), ctx.Queue()
@@ -238,7 +209,7 @@ def test_case_11_a_stopped_app_gets_its_results_on_resume(stub: BrokerStub, pool
         assert out.get(timeout=60) == 200
         app.join(30)
         assert app.exitcode == 0
-    assert len(_read(stub, "stop", 400)) == 400
+    assert len(read_back(stub, "stop", 400)) == 400
 
 
 def test_case_15_a_stalled_sender_is_replaced(stub: BrokerStub, pool_name: str) -> None:
@@ -261,5 +232,5 @@ def test_case_15_a_stalled_sender_is_replaced(stub: BrokerStub, pool_name: str) 
         assert handle.pool.sender()[0] != stalled  # a new Sender took over
     finally:
         handle.close(10)
-    values = [m.value() for m in _read(stub, "stall", 100)]
+    values = [m.value() for m in read_back(stub, "stall", 100)]
     assert sorted(values) == sorted(b"%d" % i for i in range(100))

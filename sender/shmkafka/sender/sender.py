@@ -47,7 +47,6 @@ from shmkafka.shm.layout import (
     H_SENDER_BYTES,
     H_SENDER_STATS,
     SENDER_STATS,
-    U64,
 )
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import Completion
@@ -69,7 +68,7 @@ log = logging.getLogger("shmkafka.sender")
 DELIVERY_TIMEOUT = -100  # local completion code: delivery.timeout.ms expired
 CORRUPT_DESCRIPTOR = -101  # local completion code: the batch's descriptor was corrupt
 CLOCK_SKEW_MS = 60_000  # a batch time further ahead than this is corrupt
-PRODUCER_STATE_LOST = (45, 47, 59)  # out-of-order sequence, invalid epoch, unknown producer id
+PRODUCER_STATE_LOST = (47, 59)  # invalid epoch, unknown producer id
 DUPLICATE_SEQUENCE = 46
 OUT_OF_ORDER_SEQUENCE = 45
 UNKNOWN_PRODUCER_ID = 59
@@ -168,7 +167,7 @@ class Sender:
             self.pool.segment.buf, H_SENDER_STATS, s.produce_requests, s.batches_sent,
             s.records_sent, s.retries, s.errors, s.expired,
         )  # fmt: skip
-        U64.pack_into(self.pool.segment.buf, H_SENDER_BYTES, self.network.bytes_sent)
+        self.pool.segment.store_u64(H_SENDER_BYTES, self.network.bytes_sent)
 
     def busy(self) -> bool:
         """Anything queued, in flight or waiting to be posted."""
@@ -370,12 +369,21 @@ class Sender:
     ) -> None:
         info = batch.info
         retriable = isinstance(error, RetriableError)
-        if code == OUT_OF_ORDER_SEQUENCE and self._earlier_retry_pending(batch):
-            retriable = True  # the gap an earlier failed batch left; it goes first
+        if code == OUT_OF_ORDER_SEQUENCE and (
+            self._reset_producer or self._earlier_retry_pending(batch)
+        ):
+            # The gap an earlier failed batch left: it goes first, or (it failed for good)
+            # this one goes again under the new producer id.
+            retriable = True
+        elif self.config.enable_idempotence and code == OUT_OF_ORDER_SEQUENCE:
+            # Head of line: the broker lost batches it had acknowledged (an unclean leader
+            # change). Resending cannot bring them back, so, as the Java client, this batch
+            # fails with the error and the producer continues under a new id and epoch.
+            self._reset_producer = True
         elif self.config.enable_idempotence and code in PRODUCER_STATE_LOST:
-            # The broker lost or refused our producer state (a restart without its log, a
-            # fenced epoch): as the Java client (KIP-360), get a new producer id and epoch,
-            # restart the sequences, and send the batch again.
+            # The broker dropped or refused our producer state (its retention removed it, a
+            # restart without its log, a fenced epoch): as the Java client (KIP-360), get a
+            # new producer id and epoch, restart the sequences, and send the batch again.
             self._reset_producer = True
             retriable = True
         in_time = now_ms - info.created_ms < self.config.delivery_timeout_ms

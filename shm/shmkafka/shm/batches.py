@@ -47,7 +47,6 @@ from shmkafka.shm.layout import (
     PARENT,
     PUBLISH_TIMES,
     U32,
-    U64,
     Layout,
 )
 from shmkafka.shm.segment import Segment
@@ -157,7 +156,7 @@ class Batches:
         self.segment.buf[at : at + 32] = raw
 
     def set_state(self, batch_id: int, state: int) -> None:
-        U32.pack_into(self.segment.buf, self.layout.batch_at(batch_id) + B_STATE, state)
+        self.segment.store_u32(self.layout.batch_at(batch_id) + B_STATE, state)
 
     def state(self, batch_id: int) -> int:
         state: int = U32.unpack_from(self.segment.buf, self.layout.batch_at(batch_id) + B_STATE)[0]
@@ -175,18 +174,18 @@ class Batches:
         buf[at] |= 1 << (slot & 7)
 
     def set_attempts(self, batch_id: int, attempts: int) -> None:
-        U32.pack_into(self.segment.buf, self.layout.batch_at(batch_id) + B_ATTEMPTS, attempts)
+        self.segment.store_u32(self.layout.batch_at(batch_id) + B_ATTEMPTS, attempts)
 
     def set_producer_state(
         self, batch_id: int, producer_id: int, epoch: int, sequence: int
     ) -> None:
         at = self.layout.batch_at(batch_id)
         buf = self.segment.buf
-        U64.pack_into(buf, at + B_PRODUCER_ID, producer_id & 0xFFFFFFFFFFFFFFFF)
+        self.segment.store_u64(at + B_PRODUCER_ID, producer_id & 0xFFFFFFFFFFFFFFFF)
         buf[at + B_PRODUCER_EPOCH : at + B_PRODUCER_EPOCH + 2] = (epoch & 0xFFFF).to_bytes(
             2, "little"
         )
-        I32.pack_into(buf, at + B_BASE_SEQUENCE, sequence)
+        self.segment.store_u32(at + B_BASE_SEQUENCE, sequence)
 
     def clear(self, batch_id: int) -> None:
         """Mark the descriptor free (its slabs are returned separately)."""
@@ -280,8 +279,8 @@ class Deques:
         at, head, tail = self._ends(deque_id)
         if tail - head >= self.capacity:
             raise CapacityError(f"deque {deque_id} holds deque_capacity={self.capacity} batches")
-        U32.pack_into(self.segment.buf, self._slot(at, tail), batch_id)
-        U64.pack_into(self.segment.buf, at + D_TAIL, tail + 1)  # publish last
+        self.segment.store_u32(self._slot(at, tail), batch_id)
+        self.segment.store_u64(at + D_TAIL, tail + 1)  # publish last
 
     def push_first(self, deque_id: int, batch_id: int) -> None:
         at, head, tail = self._ends(deque_id)
@@ -292,26 +291,26 @@ class Deques:
                 raise CapacityError(f"deque {deque_id} is full")
             base = self.capacity
             for i, b in enumerate(ids):
-                U32.pack_into(self.segment.buf, self._slot(at, base + i), b)
-            U64.pack_into(self.segment.buf, at + D_TAIL, base + len(ids))
-            U64.pack_into(self.segment.buf, at + D_HEAD, base)
+                self.segment.store_u32(self._slot(at, base + i), b)
+            self.segment.store_u64(at + D_TAIL, base + len(ids))
+            self.segment.store_u64(at + D_HEAD, base)
             return
-        U32.pack_into(self.segment.buf, self._slot(at, head - 1), batch_id)
-        U64.pack_into(self.segment.buf, at + D_HEAD, head - 1)
+        self.segment.store_u32(self._slot(at, head - 1), batch_id)
+        self.segment.store_u64(at + D_HEAD, head - 1)
 
     def pop_first(self, deque_id: int) -> int:
         at, head, tail = self._ends(deque_id)
         assert head < tail, "pop from an empty deque"
         batch_id: int = U32.unpack_from(self.segment.buf, self._slot(at, head))[0]
-        U64.pack_into(self.segment.buf, at + D_HEAD, head + 1)
+        self.segment.store_u64(at + D_HEAD, head + 1)
         return batch_id
 
     def remove(self, deque_id: int, batch_id: int) -> None:
         at, head, _ = self._ends(deque_id)
         ids = [b for b in self.batch_ids(deque_id) if b != batch_id]
         for i, b in enumerate(ids):
-            U32.pack_into(self.segment.buf, self._slot(at, head + i), b)
-        U64.pack_into(self.segment.buf, at + D_TAIL, head + len(ids))
+            self.segment.store_u32(self._slot(at, head + i), b)
+        self.segment.store_u64(at + D_TAIL, head + len(ids))
 
     def partition(self, deque_id: int) -> int:
         partition: int = I32.unpack_from(
@@ -328,10 +327,10 @@ class Deques:
         return value - 1 if value else None
 
     def set_sticky(self, deque_id: int, partition: int) -> None:
-        U32.pack_into(self.segment.buf, self.layout.deque_at(deque_id) + D_STICKY, partition + 1)
+        self.segment.store_u32(self.layout.deque_at(deque_id) + D_STICKY, partition + 1)
 
     def set_muted(self, deque_id: int, muted: bool) -> None:
-        U32.pack_into(self.segment.buf, self.layout.deque_at(deque_id) + D_MUTED, int(muted))
+        self.segment.store_u32(self.layout.deque_at(deque_id) + D_MUTED, int(muted))
 
     def next_sequence(self, deque_id: int) -> int:
         seq: int = I32.unpack_from(
@@ -340,4 +339,4 @@ class Deques:
         return seq
 
     def set_next_sequence(self, deque_id: int, sequence: int) -> None:
-        I32.pack_into(self.segment.buf, self.layout.deque_at(deque_id) + D_NEXT_SEQUENCE, sequence)
+        self.segment.store_u32(self.layout.deque_at(deque_id) + D_NEXT_SEQUENCE, sequence)

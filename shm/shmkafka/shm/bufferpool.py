@@ -179,20 +179,20 @@ class BufferPool:
         head = U64.unpack_from(buf, H_WAITQ_HEAD)[0]
         cap = self.layout.config.max_processes
         for i, slot in enumerate(queue):
-            U32.pack_into(buf, self.layout.waitq_at + 4 * ((head + i) % cap), slot)
-        U64.pack_into(buf, H_WAITQ_TAIL, head + len(queue))
+            self.segment.store_u32(self.layout.waitq_at + 4 * ((head + i) % cap), slot)
+        self.segment.store_u64(H_WAITQ_TAIL, head + len(queue))
 
     def _enqueue(self) -> None:
         queue = [s for s in self._queue() if s != self.slot]
         self._write_queue([*queue, self.slot])
-        U32.pack_into(self.segment.buf, self.layout.slot_at(self.slot) + S_WAITING_ALLOC, 1)
+        self.segment.store_u32(self.layout.slot_at(self.slot) + S_WAITING_ALLOC, 1)
 
     def _dequeue(self) -> None:
         self.remove_waiter(self.slot)
 
     def remove_waiter(self, slot: int) -> None:
         self._write_queue([s for s in self._queue() if s != slot])
-        U32.pack_into(self.segment.buf, self.layout.slot_at(slot) + S_WAITING_ALLOC, 0)
+        self.segment.store_u32(self.layout.slot_at(slot) + S_WAITING_ALLOC, 0)
 
     def _drop_dead_head(self) -> list[int]:
         queue = self._queue()

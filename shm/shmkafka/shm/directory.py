@@ -166,8 +166,8 @@ class Directory:
             )
             index += len(leaders)
         DIR_COPY_HEADER.pack_into(buf, at, len(topics), index)
-        U32.pack_into(buf, H_DEQUES_USED, deques_used)
-        U64.pack_into(buf, H_DIRECTORY_VERSION, version)  # publish last
+        self.segment.store_u32(H_DEQUES_USED, deques_used)
+        self.segment.store_u64(H_DIRECTORY_VERSION, version)  # publish last
         return self.snapshot()
 
     # ------------------------------------------------------------------ topic requests
@@ -186,7 +186,7 @@ class Directory:
         TOPIC_REQUEST.pack_into(
             buf, self.layout.topic_requests_at + count * TOPIC_REQUEST.size, len(encoded), encoded
         )
-        U32.pack_into(buf, H_TOPIC_REQUESTS, count + 1)
+        self.segment.store_u32(H_TOPIC_REQUESTS, count + 1)
 
     def requested_topics(self) -> list[str]:
         buf = self.segment.buf
@@ -202,7 +202,7 @@ class Directory:
     def take_topic_requests(self) -> list[str]:
         """The Sender's side: read and clear the requests. The caller holds the lock."""
         topics = self.requested_topics()
-        U32.pack_into(self.segment.buf, H_TOPIC_REQUESTS, 0)
+        self.segment.store_u32(H_TOPIC_REQUESTS, 0)
         return topics
 
     def _init_deque(self, deque_id: int, partition: int) -> None:

@@ -212,20 +212,19 @@ class SharedPool:
         return I64.unpack_from(buf, H_PRODUCER_ID)[0], I32.unpack_from(buf, H_PRODUCER_EPOCH)[0]
 
     def set_producer_identity(self, producer_id: int, epoch: int) -> None:
-        I32.pack_into(self.segment.buf, H_PRODUCER_EPOCH, epoch)
-        I64.pack_into(self.segment.buf, H_PRODUCER_ID, producer_id)
+        self.segment.store_u32(H_PRODUCER_EPOCH, epoch)
+        self.segment.store_u64(H_PRODUCER_ID, producer_id)
 
     def set_sender(self, pid: int, started: int, heartbeat_ms: int) -> None:
-        buf = self.segment.buf
-        I64.pack_into(buf, H_SENDER_START, started)
-        I32.pack_into(buf, H_SENDER_PID, pid)
-        I64.pack_into(buf, H_SENDER_HEARTBEAT, heartbeat_ms)
+        self.segment.store_u64(H_SENDER_START, started)
+        self.segment.store_u32(H_SENDER_PID, pid)
+        self.segment.store_u64(H_SENDER_HEARTBEAT, heartbeat_ms)
 
     def set_sender_wake_at(self, wake_at_ms: int) -> None:
-        I64.pack_into(self.segment.buf, H_SENDER_WAKE_AT, wake_at_ms)
+        self.segment.store_u64(H_SENDER_WAKE_AT, wake_at_ms)
 
     def set_sender_linger(self, linger_ms: int) -> None:
-        I64.pack_into(self.segment.buf, H_SENDER_LINGER, linger_ms)
+        self.segment.store_u64(H_SENDER_LINGER, linger_ms)
 
     def new_batches(self) -> int:
         """How many batches the C append path has opened (a change counter, see layout.py)."""

@@ -84,7 +84,7 @@ class CompletionRings:
             completion.first_delta,
             completion.last_delta,
         )
-        U64.pack_into(self.segment.buf, at + S_RING_TAIL, tail + 1)
+        self.segment.store_u64(at + S_RING_TAIL, tail + 1)
         return True
 
     def wake(self, slot: int) -> None:
@@ -99,7 +99,7 @@ class CompletionRings:
             )
             for i in range(head, tail)
         ]
-        U64.pack_into(self.segment.buf, at + S_RING_HEAD, tail)
+        self.segment.store_u64(at + S_RING_HEAD, tail)
         return out
 
     def wait(self, slot: int, timeout: float) -> bool:

@@ -63,9 +63,21 @@ class Segment:
         self.fd: int = shm.fd
         self._map = mmap.mmap(shm.fd, layout.size)
         self.buf = memoryview(self._map)
-        # The mapping as u64 words: an item store is one aligned 8-byte store, which a
-        # process killed at any instruction either made or did not (layout.py's publish word).
+        # The mapping as u32 and u64 words: an item store is one aligned store, which a
+        # process killed at any instruction either made or did not. (U64.pack_into is no
+        # such store: it zeroes the field, then writes it byte by byte.)
         self.words = self.buf.cast("Q")
+        self.halfwords = self.buf.cast("I")
+
+    def store_u32(self, offset: int, value: int) -> None:
+        """Write a 4-aligned 32-bit field in one store (negative values as two's complement)."""
+        assert offset & 3 == 0, f"unaligned u32 field at {offset}"
+        self.halfwords[offset >> 2] = value & 0xFFFFFFFF
+
+    def store_u64(self, offset: int, value: int) -> None:
+        """Write an 8-aligned 64-bit field in one store (negative values as two's complement)."""
+        assert offset & 7 == 0, f"unaligned u64 field at {offset}"
+        self.words[offset >> 3] = value & 0xFFFFFFFFFFFFFFFF
 
     # ------------------------------------------------------------------ creation
 
@@ -159,6 +171,7 @@ class Segment:
         """
         try:
             self.words.release()
+            self.halfwords.release()
             self.buf.release()
             self._map.close()
         except BufferError:

@@ -54,9 +54,9 @@ class SlotTable:
                     size = self.layout.slot_size
                     buf[at : at + size] = bytes(size)  # fresh counters, ring, intents
                     PENDING.pack_into(buf, at + S_PENDING, NO_SLAB, 0)
-                    I32.pack_into(buf, at + S_PID, pid)
-                    I64.pack_into(buf, at + S_START, started)
-                    U32.pack_into(buf, at + S_STATE, ACTIVE_SLOT)
+                    self.segment.store_u32(at + S_PID, pid)
+                    self.segment.store_u64(at + S_START, started)
+                    self.segment.store_u32(at + S_STATE, ACTIVE_SLOT)
                     return slot
         raise CapacityError(
             f"all {self.layout.config.max_processes} process slots of pool "
@@ -66,8 +66,8 @@ class SlotTable:
     def free(self, slot: int) -> None:
         with self._lock():
             at = self.layout.slot_at(slot)
-            U32.pack_into(self.segment.buf, at + S_STATE, FREE_SLOT)
-            I32.pack_into(self.segment.buf, at + S_PID, 0)
+            self.segment.store_u32(at + S_STATE, FREE_SLOT)
+            self.segment.store_u32(at + S_PID, 0)
 
     def identity(self, slot: int) -> tuple[int, int, int]:
         at = self.layout.slot_at(slot)
