@@ -17,7 +17,15 @@ from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender.config import SenderConfig
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.layout import B_GENERATION, B_PARENT
+from shmkafka.shm.layout import (
+    B_GENERATION,
+    B_PARENT,
+    D_STICKY,
+    DEQUE_HEADER,
+    H_TOPIC_REQUESTS,
+    H_WAITQ_HEAD,
+    TOPIC_REQUEST,
+)
 from shmkafka.shm.pool import SharedPool
 from tests.conftest import discard
 
@@ -78,3 +86,46 @@ def test_fuzzed_descriptors_fail_their_batch_only(
     after = [handle.send("t", b"x", b"k", partition=1) for _ in range(5)]  # the Sender lives on
     _run_until_done(sender, after)
     assert all(f.succeeded() for f in after)
+
+
+def _region(pool: SharedPool, deque_id: int, name: str) -> tuple[int, int]:
+    """(offset, length) of a part of the pool that producer processes write."""
+    layout = pool.layout
+    if name == "deque":  # head, tail and the ring of batch ids
+        at = layout.deque_at(deque_id)
+        return at, DEQUE_HEADER.size + 4 * pool.config.deque_capacity
+    if name == "sticky":
+        return layout.deque_at(deque_id) + D_STICKY, 4
+    if name == "wait_queue":
+        return H_WAITQ_HEAD, 16
+    assert name == "topic_requests"
+    return layout.topic_requests_at, pool.config.max_topics * TOPIC_REQUEST.size
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("region", ["deque", "sticky", "wait_queue", "topic_requests"])
+def test_fuzzed_shared_structures_never_crash_the_sender(
+    rig: tuple[ProducerHandle, Sender, SharedPool], region: str, seed: int
+) -> None:
+    """Random bytes over what producers write besides descriptors: a damaged deque is
+    emptied and its batches failed with the typed error; the other partition, and later
+    sends to both, are delivered; nothing is sent twice."""
+    handle, sender, pool = rig
+    rng = random.Random(seed)
+    victims = [handle.send("t", b"v%d" % i, b"k", partition=0) for i in range(20)]
+    others = [handle.send("t", b"w%d" % i, b"k", partition=1) for i in range(20)]
+    entries = pool.directory.partitions("t")
+    assert entries is not None
+    at, length = _region(pool, entries[0].deque_id, region)
+    pool.segment.buf[at : at + length] = rng.randbytes(length)
+    if region == "topic_requests":
+        pool.segment.store_u32(H_TOPIC_REQUESTS, rng.randrange(1 << 32))
+    _run_until_done(sender, victims + others)
+    assert all(f.succeeded() for f in others), [f.exception for f in others if f.failed()]
+    for f in victims:
+        assert f.succeeded() or isinstance(f.exception, KafkaError)
+    after = [handle.send("t", b"x", b"k", partition=p) for p in (0, 1) for _ in range(5)]
+    _run_until_done(sender, after)
+    assert all(f.succeeded() for f in after), [f.exception for f in after if f.failed()]
+    offsets = [f.get(0).offset for f in victims + after[:5] if f.succeeded()]
+    assert len(offsets) == len(set(offsets))  # partition 0: no record written twice

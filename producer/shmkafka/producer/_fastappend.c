@@ -253,7 +253,10 @@ static int append_to_last(FastAppend *self, char *deque, int64_t timestamp, int6
     char *buf = (char *)self->view.buf;
     uint64_t head = rd64(deque), tail_index = rd64(deque + 8);
     if (head == tail_index) return NEEDS_NEW_BATCH;
+    if (tail_index < head || tail_index - head > (uint64_t)self->deque_capacity)
+        return NEEDS_NEW_BATCH; /* damaged ends: the Sender quarantines the deque */
     uint32_t batch_id = rd32(deque + self->deque_ring_at + 4 * ((tail_index - 1) % self->deque_capacity));
+    if (batch_id >= (uint32_t)self->num_slabs) return NEEDS_NEW_BATCH; /* a damaged ring */
     char *batch = buf + self->batches_at + (Py_ssize_t)batch_id * self->batch_stride;
     if (rd32(batch + self->b_state) != self->open_state) return NEEDS_NEW_BATCH;
     uint32_t first_slab = rd32(batch + self->b_first_slab);

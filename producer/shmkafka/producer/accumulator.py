@@ -118,6 +118,7 @@ class RecordAccumulator:
         self._words = pool.segment.words
         self._layout = pool.layout
         self._batch_size = pool.config.batch_size
+        self._num_slabs = pool.config.num_slabs
         self._limit = min(pool.config.max_request_size, pool.config.buffer_memory)
         self._deferred: set[int] | None = None
         self._marked: dict[int, int] = {}  # batch id → generation whose appender bit we set
@@ -294,7 +295,7 @@ class RecordAccumulator:
         self, deque_id: int, timestamp_ms: int, tail: bytes, now_ms: int
     ) -> AppendResult | None:
         last, length = self._deques.last_and_length(deque_id)
-        if last is None:
+        if last is None or last >= self._num_slabs:  # (a damaged ring: the Sender resets it)
             return None
         result = self._try_append_to(last, timestamp_ms, tail, now_ms)
         if result is not None and length > 1 and not result.batch_is_full:
@@ -376,7 +377,13 @@ class RecordAccumulator:
                 first = self.pool.deques.first(deque_id)
                 if first is None:
                     continue
-                size = self.pool.batches.read(first).write_pos
+                queued = self.pool.batches.read(first)
+                if queued.state not in (OPEN, SEALED) or self._queued_elsewhere(queued, deque_id):
+                    # A damaged ring entry names a batch that is not queued here (free, in
+                    # flight, another deque's): sending it would resend or steal records.
+                    self.pool.deques.pop_first(deque_id)
+                    continue
+                size = queued.write_pos
                 if out and total + size > max_bytes:
                     break
                 self.pool.batches.set_state(first, SEALED)
@@ -385,6 +392,34 @@ class RecordAccumulator:
             topic, partition = names[deque_id]
             out.append(DrainedBatch(topic, partition, info))
             total += size
+        return out
+
+    def _queued_elsewhere(self, info: BatchInfo, deque_id: int) -> bool:
+        other = info.deque_id
+        return (
+            other != deque_id
+            and other < self.pool.deques_used()
+            and info.batch_id in self._deques.batch_ids(other)
+        )
+
+    def quarantine_damaged(self) -> list[tuple[DrainedBatch, str]]:
+        """Empty every deque whose ends or ring are damaged; return the batches that were
+        queued there (found by their descriptors), each with the problem, for the Sender to
+        fail. Appenders open new batches on the emptied deque."""
+        out: list[tuple[DrainedBatch, str]] = []
+        for deque_id, (topic, partition) in self.pool.directory.snapshot().by_deque().items():
+            if self._deques.problem(deque_id) is None:  # the common case: no lock
+                continue
+            with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
+                problem = self._deques.problem(deque_id)
+                if problem is None:
+                    continue
+                self._deques.reset(deque_id)
+                for batch_id in range(self.pool.config.num_slabs):
+                    info = self.pool.batches.read(batch_id)
+                    if info.deque_id == deque_id and info.state in (OPEN, SEALED):
+                        self.pool.batches.set_state(batch_id, SEALED)
+                        out.append((DrainedBatch(topic, partition, info), problem))
         return out
 
     def expire(self, now_ms: int, delivery_timeout_ms: int) -> list[DrainedBatch]:

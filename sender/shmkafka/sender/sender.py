@@ -140,6 +140,8 @@ class Sender:
         if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
             return self._poll(min(MAX_POLL_MS, self.config.retry_backoff_ms), now_ms)
         self._post_pending()
+        for batch, problem in self.accumulator.quarantine_damaged():
+            self._fail_corrupt(batch, problem)
         states = self._drop_corrupt_heads(self.accumulator.partition_states(), now_ms)
         ctx = self._ready_context()
         result = ready(states, self.metadata.brokers, ctx, now_ms, self._muted)

@@ -243,6 +243,26 @@ class Deques:
     def _slot(self, at: int, index: int) -> int:  # DEQUE_HEADER.size == 32
         return at + DEQUE_HEADER.size + 4 * (index % self.capacity)
 
+    def problem(self, deque_id: int) -> str | None:
+        """What is wrong with a deque's ends or ring, or None: a deque is read without locks
+        by the Sender and written by every producer, so memory damage must be caught before
+        a ring is walked or an id in it is used."""
+        at, head, tail = self._ends(deque_id)
+        if not head <= tail <= head + self.capacity:
+            return f"deque {deque_id} has head {head} and tail {tail}"
+        buf, slabs = self.segment.buf, self.layout.config.num_slabs
+        for i in range(head, tail):
+            batch_id: int = U32.unpack_from(buf, self._slot(at, i))[0]
+            if batch_id >= slabs:
+                return f"deque {deque_id} holds batch id {batch_id} (of {slabs})"
+        return None
+
+    def reset(self, deque_id: int) -> None:
+        """Empty a damaged deque (under its stripe lock)."""
+        at = self._base + deque_id * self._size
+        self.segment.store_u64(at + D_TAIL, 0)
+        self.segment.store_u64(at + D_HEAD, 0)
+
     def batch_ids(self, deque_id: int) -> list[int]:
         at, head, tail = self._ends(deque_id)
         buf = self.segment.buf

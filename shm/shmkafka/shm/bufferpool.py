@@ -170,9 +170,24 @@ class BufferPool:
         head = U64.unpack_from(buf, H_WAITQ_HEAD)[0]
         tail = U64.unpack_from(buf, H_WAITQ_TAIL)[0]
         cap = self.layout.config.max_processes
-        return [
-            U32.unpack_from(buf, self.layout.waitq_at + 4 * (i % cap))[0] for i in range(head, tail)
-        ]
+        if head <= tail <= head + cap:
+            queue = [
+                U32.unpack_from(buf, self.layout.waitq_at + 4 * (i % cap))[0]
+                for i in range(head, tail)
+            ]
+            if all(slot < cap for slot in queue):
+                return queue
+        return self._rebuild_queue()
+
+    def _rebuild_queue(self) -> list[int]:
+        """The wait queue's memory is damaged: queue again every slot flagged as waiting
+        (in slot order; their arrival order is lost with the damage)."""
+        buf, cap = self.segment.buf, self.layout.config.max_processes
+        flags = (self.layout.slot_at(slot) + S_WAITING_ALLOC for slot in range(cap))
+        queue = [slot for slot, at in enumerate(flags) if U32.unpack_from(buf, at)[0] == 1]
+        self.segment.store_u64(H_WAITQ_HEAD, 0)
+        self._write_queue(queue)
+        return queue
 
     def _write_queue(self, queue: list[int]) -> None:
         buf = self.segment.buf
@@ -217,7 +232,8 @@ class BufferPool:
 
     def waiters(self) -> int:
         buf = self.segment.buf
-        return int(U64.unpack_from(buf, H_WAITQ_TAIL)[0] - U64.unpack_from(buf, H_WAITQ_HEAD)[0])
+        count = U64.unpack_from(buf, H_WAITQ_TAIL)[0] - U64.unpack_from(buf, H_WAITQ_HEAD)[0]
+        return int(min(max(count, 0), self.layout.config.max_processes))  # (damage is bounded)
 
     @staticmethod
     def used_slabs(segment: Segment) -> int:

@@ -14,6 +14,7 @@ Kafka's CopyOnWriteMap across processes. Rules:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,6 +34,8 @@ from shmkafka.shm.layout import (
     Layout,
 )
 from shmkafka.shm.segment import Segment
+
+LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's legal topic names
 
 MAX_READ_RETRIES = 1000
 
@@ -201,9 +204,9 @@ class Directory:
 
     def take_topic_requests(self) -> list[str]:
         """The Sender's side: read and clear the requests. The caller holds the lock."""
-        topics = self.requested_topics()
+        topics = [t for t in self.requested_topics() if LEGAL_TOPIC.fullmatch(t)]
         self.segment.store_u32(H_TOPIC_REQUESTS, 0)
-        return topics
+        return topics  # (producers check names before asking: others are memory damage)
 
     def _init_deque(self, deque_id: int, partition: int) -> None:
         DEQUE_HEADER.pack_into(
