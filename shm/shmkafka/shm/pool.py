@@ -99,6 +99,8 @@ class SharedPool:
     def unlink_if_unused(self) -> bool:
         """Remove the pool if no other process is attached (the Sender, when it exits idle).
         Checked and done under the slot-table lock, which attaching processes also take."""
+        if not self.segment.is_current():
+            return True  # our segment was unlinked already; the name is another pool's now
         with self.slots.lock():
             others = [
                 s
