@@ -122,6 +122,12 @@ class Segment:
             shm = posix_ipc.SharedMemory(name)
         except posix_ipc.ExistentialError:
             raise PoolNotFoundError(f"no pool named {pool!r} ({name} does not exist)") from None
+        except posix_ipc.PermissionsError:
+            owner = _owner_of(name)
+            raise SegmentOwnerError(
+                f"pool {pool!r} belongs to uid {owner}, not {os.getuid()}: refused "
+                "(a pool is private to the user that created it)"
+            ) from None
         try:
             st = os.fstat(shm.fd)
             if st.st_uid != os.getuid():
@@ -180,6 +186,13 @@ class Segment:
 
     def unlink(self) -> None:
         unlink_segment(self.pool)
+
+
+def _owner_of(name: str) -> int | str:
+    try:
+        return os.stat(f"/dev/shm{name}").st_uid
+    except OSError:
+        return "another user"
 
 
 def _wait_for_header(fd: int) -> PoolConfig:
