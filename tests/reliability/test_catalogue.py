@@ -234,3 +234,24 @@ def test_case_15_a_stalled_sender_is_replaced(stub: BrokerStub, pool_name: str) 
         handle.close(10)
     values = [m.value() for m in read_back(stub, "stall", 100)]
     assert sorted(values) == sorted(b"%d" % i for i in range(100))
+
+
+def test_case_35_flush_and_close_with_records_pending(stub: BrokerStub, pool_name: str) -> None:
+    """flush() sends at once, linger.ms notwithstanding, and completes every future;
+    close(0) fails the 100 pending futures; a second close is a no-op. The records close(0)
+    gave up on stay in the shared pool (other processes' records share their batches), so
+    the Sender still delivers them after linger.ms, unreported, as the README says."""
+    p = producer(stub, pool_name, linger_ms=3000, batch_size=1 << 20,
+                 delivery_timeout_ms=900_000)  # fmt: skip
+    flushed = [p.send("pending", b"f%d" % i, partition=0) for i in range(50)]
+    started = time.monotonic()
+    p.flush(30)
+    assert all(f.succeeded() for f in flushed) and time.monotonic() - started < 1.5
+    pending = [p.send("pending", b"c%d" % i, partition=1) for i in range(100)]
+    assert not any(f.is_done for f in pending)
+    p.close(0)
+    assert all(isinstance(f.exception, KafkaTimeoutError) for f in pending)
+    assert "close(0)" in str(pending[0].exception)
+    p.close(0)
+    p.close()
+    assert len(read_back(stub, "pending", 150)) == 150

@@ -122,6 +122,7 @@ class ProducerHandle:
         self.on_done: Callable[[list[Future]], None] | None = None
         self._closed = False
         self._outstanding = 0
+        self._flushers = 0  # threads waiting in flush(), under self._cond
         self._idle = self._cond
         self.start_sender = start_sender
         if start_sender:
@@ -423,15 +424,28 @@ class ProducerHandle:
         return error_for(completion.error_code)
 
     def flush(self, timeout: float | None = None) -> None:
-        self._wake_sender()
+        """Wait until every record sent so far is done. Meanwhile our slot is flagged as
+        flushing, so the Sender sends every batch at once instead of lingering."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._idle:
-            while self._outstanding:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise KafkaTimeoutError(f"{self._outstanding} records not done in {timeout} s")
-                self._wake_sender()
-                self._idle.wait(min(0.05, remaining) if remaining is not None else 0.05)
+            if not self._outstanding:
+                return
+            self._flushers += 1
+            self.pool.slots.set_flushing(self.pool.slot, True)
+            try:
+                self._wait_idle(deadline, timeout)
+            finally:
+                self._flushers -= 1
+                if not self._flushers:
+                    self.pool.slots.set_flushing(self.pool.slot, False)
+
+    def _wait_idle(self, deadline: float | None, timeout: float | None) -> None:
+        while self._outstanding:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise KafkaTimeoutError(f"{self._outstanding} records not done in {timeout} s")
+            self._wake_sender()
+            self._idle.wait(min(0.05, remaining) if remaining is not None else 0.05)
 
     def close(self, timeout: float | None = None) -> None:
         if self._closed:

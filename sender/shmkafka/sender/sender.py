@@ -42,8 +42,6 @@ from shmkafka.sender.ready import Drainer, ReadyContext, ready
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import BufferExhaustedError
 from shmkafka.shm.layout import (
-    H_CLOSING,
-    H_FLUSH_REQUESTS,
     H_SENDER_BYTES,
     H_SENDER_STATS,
     SENDER_STATS,
@@ -220,8 +218,7 @@ class Sender:
             retry_backoff_ms=self.config.retry_backoff_ms,
             retry_backoff_max_ms=self.config.retry_backoff_max_ms,
             exhausted=self.pool.buffers.waiters() > 0,
-            flushing=self.pool.flag(H_FLUSH_REQUESTS) > 0,
-            closing=self.pool.flag(H_CLOSING) > 0,
+            flushing=self.pool.slots.flushing(),
         )
 
     def _muted(self, state: Any) -> bool:

@@ -22,9 +22,9 @@ Region 1 - HEADER (512 bytes)
      56  i64      created_ms             creator, once
      64  u64      directory_version      directory writer (the Sender), under the directory lock
      72  u32      deques_used            directory writer, under the directory lock
-     76  u32      closing                any producer (a flag)
+     76  u32      reserved (flushes and closes are flagged per slot: flushing)
      80  i32      sender_pid             the Sender
-     84  u32      flush_requests         producers, under the pool lock
+     84  u32      reserved
      88  i64      sender_start           the Sender
      96  i64      sender_heartbeat_ms    the Sender
     104  u64      waitq_head             allocating processes, under the pool lock
@@ -56,7 +56,8 @@ Region 4 - SLOTS: per process slot, SLOT_HEADER then the intent bytes then the c
      40  u64 appended_records             owner
      48  u64 reserved
      56  u32 waiting_alloc                owner, under the pool lock (1 while in the wait queue)
-     60  u32 reserved
+     60  u32 flushing                     owner (1 while its flush() or close() waits: the
+                                          Sender then sends every batch without lingering)
     then n_locks intent bytes: byte X is 1 while the owner acquires, holds or releases lock X
     (written by that process only; lets a waiter recover a lock whose holder died between
     taking the semaphore and recording itself as owner). Then ring_capacity completion
@@ -99,9 +100,7 @@ HEADER_SIZE = 512
 HEADER_FIXED = struct.Struct("<8sIIQ32sq")  # magic .. created_ms at offset 0
 H_DIRECTORY_VERSION = 64
 H_DEQUES_USED = 72
-H_CLOSING = 76
 H_SENDER_PID = 80
-H_FLUSH_REQUESTS = 84
 H_SENDER_START = 88
 H_SENDER_HEARTBEAT = 96
 H_WAITQ_HEAD = 104
@@ -145,6 +144,7 @@ S_RING_HEAD = 24
 S_RING_TAIL = 32
 S_APPENDED = 40
 S_WAITING_ALLOC = 56
+S_FLUSHING = 60
 PENDING = struct.Struct("<II")
 NO_SLAB = 0xFFFFFFFF
 

@@ -18,6 +18,7 @@ from shmkafka.shm.layout import (
     I64,
     NO_SLAB,
     PENDING,
+    S_FLUSHING,
     S_PENDING,
     S_PID,
     S_START,
@@ -86,6 +87,17 @@ class SlotTable:
             if state == ACTIVE_SLOT:
                 out.append((slot, pid, started))
         return out
+
+    def flushing(self) -> bool:
+        """True while a process waits in flush() or close()."""
+        buf = self.segment.buf
+        return any(
+            U32.unpack_from(buf, self.layout.slot_at(slot) + S_FLUSHING)[0]
+            for slot, _, _ in self.active()
+        )
+
+    def set_flushing(self, slot: int, flushing: bool) -> None:
+        self.segment.store_u32(self.layout.slot_at(slot) + S_FLUSHING, int(flushing))
 
     def dead(self) -> list[int]:
         return [slot for slot, pid, started in self.active() if not is_alive(pid, started)]
