@@ -137,7 +137,18 @@ POINTS = [
 @pytest.mark.parametrize(("point", "trials"), POINTS)
 def test_sigkill_at_random_points(pool_name: str, point: str, trials: int) -> None:
     fast = point == "random-c-fast-path"
-    point = "random" if fast else point
+    _kill_trials(pool_name, "random" if fast else point, trials, fast)
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("fast", [False, True], ids=["python-path", "c-fast-path"])
+def test_sigkill_at_random_times_long(pool_name: str, fast: bool) -> None:
+    """The random kills at length (SHMKAFKA_KILL_TRIALS, default 1,500 per path): torn
+    shared writes showed up only after several hundred trials."""
+    _kill_trials(pool_name, "random", int(os.environ.get("SHMKAFKA_KILL_TRIALS", "1500")), fast)
+
+
+def _kill_trials(pool_name: str, point: str, trials: int, fast: bool) -> None:
     pool = SharedPool.open(pool_name, CONFIG)
     ctx = mp.get_context("fork")
     rng = random.Random(sum(map(ord, point)) + int(fast))
