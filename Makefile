@@ -21,13 +21,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The reliability tests tally what they checked (kills, records, catalogue cases) in a
+# ledger; its totals are printed after the run (tests/ledger.py).
 unit: $(STAMP)
-	$(BIN)/pytest -n auto -m "not stress"
+	rm -f .ledger-test.jsonl
+	SHMKAFKA_LEDGER=$(CURDIR)/.ledger-test.jsonl $(BIN)/pytest -n auto -m "not stress"
+	$(BIN)/python -m tests.ledger .ledger-test.jsonl
 
 # The long reliability runs: crash loops at full size, 8 pools in parallel for
 # SHMKAFKA_STRESS_SECONDS (default 30) each.
 stress: $(STAMP)
-	$(BIN)/pytest -n auto -m stress
+	rm -f .ledger-stress.jsonl
+	SHMKAFKA_LEDGER=$(CURDIR)/.ledger-stress.jsonl $(BIN)/pytest -n auto -m stress
+	$(BIN)/python -m tests.ledger .ledger-stress.jsonl
 
 # The main job: 4 processes through one shared pool for about 10 s on the embedded broker_stub.
 demo: $(STAMP)

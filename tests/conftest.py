@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from typing import Any
 
 import pytest
 
@@ -12,6 +14,7 @@ from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
+from tests import ledger
 
 
 def _prefix() -> str:
@@ -78,3 +81,18 @@ def discard(handle: ProducerHandle) -> None:
     handle._thread.join()
     handle.accumulator.close()
     handle.pool.destroy()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, Any, None]:
+    """A passed test of catalogue cases (``test_case_NN...`` or ``@pytest.mark.catalogue``)
+    goes into the ledger."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.passed:
+        return
+    cases = [int(n) for n in re.findall(r"(?:case|and)_(\d\d)", item.name.split("[")[0])]
+    for mark in item.iter_markers("catalogue"):
+        cases.extend(mark.args)
+    if cases:
+        ledger.note(item.nodeid, cases=tuple(cases))

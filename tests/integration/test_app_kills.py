@@ -18,6 +18,7 @@ import pytest
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.shm.stat import pool_stat
+from tests import ledger
 from tests.integration import e2e_workers
 from tests.integration.kafka_io import consume_all
 
@@ -76,3 +77,4 @@ def test_app_processes_killed_at_random_lose_nothing_they_returned(
             assert offset > offsets.get(partition, -1), "order per process per partition"
             offsets[partition] = offset
     assert sum(1 for n in returned.values() if n > 0) >= kills // 2  # the kills landed mid-run
+    ledger.note(f"{kills} app kills", app_kills=kills, records=len(seen))

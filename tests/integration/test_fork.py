@@ -52,6 +52,7 @@ def _check_read_back(tansu: Peer, topic: str, children: int, extra: list[bytes])
     assert set(extra) <= set(values)
 
 
+@pytest.mark.catalogue(12)
 def test_gunicorn_style_prefork(tansu: Peer, topic: str, pool_name: str) -> None:
     producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name, linger_ms=5)
     producer.send(topic, b"parent-before", key=b"parent").get(30)  # threads running at fork

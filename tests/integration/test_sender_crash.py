@@ -21,6 +21,7 @@ from shmkafka.shm.errors import ShmError
 from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64
 from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import Segment
+from tests import ledger
 from tests.integration import e2e_workers
 from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.integration.test_sender_e2e import _collect, _wait_for_sender_exit
@@ -51,6 +52,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("broker", "kills", "count"), CASES)
+@pytest.mark.catalogue(16)
 def test_sender_killed_again_and_again_loses_and_duplicates_nothing(
     request: pytest.FixtureRequest, pool_name: str, broker: str, kills: int, count: int
 ) -> None:
@@ -125,3 +127,4 @@ def _crash_loop(
         for seq, partition, offset in r["results"]:
             if offset >= 0:
                 assert seen[(r["proc"], seq)] == (partition, offset)
+    ledger.note(f"{kills} Sender kills, {topic}", sender_kills=kills, records=len(seen))

@@ -18,6 +18,7 @@ import pytest
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.shm.stat import pool_stat
+from tests import ledger
 from tests.integration import e2e_workers
 from tests.integration.kafka_io import consume_all
 
@@ -47,6 +48,7 @@ def _values(stub: BrokerStub, topic: str, count: int) -> list[bytes]:
     return [m.value() for m in got]
 
 
+@pytest.mark.catalogue(7, 8, 9)
 @pytest.mark.parametrize("point", APP_POINTS)
 def test_an_app_killed_inside_an_append(
     pool_name: str, point: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -82,8 +84,10 @@ def test_an_app_killed_inside_an_append(
     assert len(values) == len(set(values))
     mine = {v for v in values if v.startswith(b"1:")}
     assert {e2e_workers.record(1, s)[1] for s in range(returned + 1)} <= mine
+    ledger.note(f"app killed at {point}", app_kills=1, records=len(values))
 
 
+@pytest.mark.catalogue(13, 14)
 @pytest.mark.parametrize("point", SENDER_POINTS)
 def test_a_sender_killed_mid_round(
     pool_name: str, point: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -105,3 +109,4 @@ def test_a_sender_killed_mid_round(
         assert marker.read_text() == point  # the first Sender died there; the next took over
         values = _values(stub, "ks", 3000)
     assert len(values) == 3000 == len(set(values))  # idempotence: resent, not duplicated
+    ledger.note(f"Sender killed at {point}", sender_kills=1, records=len(values))

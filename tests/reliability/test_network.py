@@ -32,6 +32,7 @@ def proxied() -> Iterator[tuple[BrokerStub, Proxy]]:
             proxy.close()
 
 
+@pytest.mark.catalogue(27, 28, 29)
 @pytest.mark.parametrize(
     ("kind", "seconds"),
     [("delay", 2.0), ("blackhole", 2.0), ("reset", 0.3), ("truncate", 0.3)],

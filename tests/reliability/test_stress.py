@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
+from tests import ledger
 from tests.integration import e2e_workers
 from tests.integration.kafka_io import consume_all
 
@@ -67,3 +68,4 @@ def test_pools_in_parallel(pool_name: str, pool_index: int, seconds: float | Non
             partition, offset = seen[(proc, seq)]
             assert offset > last.get(partition, -1)
             last[partition] = offset
+    ledger.note(f"pool {pool_index} for {duration} s", records=len(seen))

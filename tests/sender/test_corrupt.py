@@ -59,6 +59,7 @@ def _run_until_done(sender: Sender, futures: list[Future], seconds: float = 10) 
         assert time.monotonic() < deadline, "futures did not complete"
 
 
+@pytest.mark.catalogue(34)
 @pytest.mark.parametrize("seed", range(25))
 def test_fuzzed_descriptors_fail_their_batch_only(
     rig: tuple[ProducerHandle, Sender, SharedPool], seed: int
@@ -102,6 +103,7 @@ def _region(pool: SharedPool, deque_id: int, name: str) -> tuple[int, int]:
     return layout.topic_requests_at, pool.config.max_topics * TOPIC_REQUEST.size
 
 
+@pytest.mark.catalogue(34)
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("region", ["deque", "sticky", "wait_queue", "topic_requests"])
 def test_fuzzed_shared_structures_never_crash_the_sender(

@@ -21,6 +21,7 @@ from shmkafka.producer.accumulator import RecordAccumulator, verify_batches
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.layout import OPEN
 from shmkafka.shm.pool import SharedPool
+from tests import ledger
 from tests.conftest import publish
 
 PARTITIONS = 3
@@ -178,6 +179,7 @@ def _kill_trials(pool_name: str, point: str, trials: int, fast: bool) -> None:
             assert pool.buffers.free_slabs() == CONFIG.num_slabs, trial
     finally:
         pool.destroy()
+    ledger.note(f"{trials} kills {point} (C path: {fast})", kill_trials=trials)
 
 
 def _die_with_a_torn_descriptor(name: str) -> None:

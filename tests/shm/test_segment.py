@@ -85,6 +85,7 @@ def test_segment_of_another_user_is_refused(pool: SharedPool) -> None:
         os.chown(path, original, -1)
 
 
+@pytest.mark.catalogue(31)
 def test_full_dev_shm_is_a_clear_error_and_leaves_nothing(pool_name: str) -> None:
     total = os.statvfs("/dev/shm")
     too_big = min(64 * 1024**3, total.f_blocks * total.f_frsize * 2)
