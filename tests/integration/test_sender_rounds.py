@@ -31,20 +31,20 @@ def test_one_request_per_node_per_round(mock_cluster: Peer, pool_name: str) -> N
     bootstrap = tuple(f"{h}:{p}" for h, p in mock_cluster.brokers)
     sender = Sender(sender_pool, SenderConfig(bootstrap_servers=bootstrap, linger_ms=0))
     try:
-        with app.locks.held(DIRECTORY_LOCK):
-            app.directory.request_topic("rounds")
-        deadline = time.monotonic() + 10
-        while app.directory.partitions("rounds") is None or sender_pool.producer_identity()[0] < 0:
-            sender.run_once(now())
-            assert time.monotonic() < deadline
-        partitions = app.directory.partitions("rounds")
-        assert partitions is not None
-        leaders = {e.leader for e in partitions}
+        # The mock cluster picks each partition's leader at random: a 4-partition topic has
+        # all of them on one node 1 time in 27. Such a topic proves nothing here, so take
+        # the first of a few topics whose partitions spread over nodes.
+        for attempt in range(6):
+            topic = f"rounds-{attempt}"
+            partitions = _discover(app, sender, sender_pool, topic)
+            leaders = {e.leader for e in partitions}
+            if len(leaders) > 1:
+                break
         assert len(leaders) > 1, partitions  # the partitions really spread over nodes
         acc = RecordAccumulator(app)
         for p in range(len(partitions)):
             for _ in range(12):  # about three 1 KiB batches per partition
-                acc.append("rounds", p, 1, b"k", bytes(200), now_ms=now())
+                acc.append(topic, p, 1, b"k", bytes(200), now_ms=now())
         sent: list[tuple[int, ProduceRequest]] = []
         original = sender.network.send
 
@@ -73,3 +73,13 @@ def test_one_request_per_node_per_round(mock_cluster: Peer, pool_name: str) -> N
         sender.close()
         sender_pool.detach()
         app.destroy()
+
+
+def _discover(app: SharedPool, sender: Sender, sender_pool: SharedPool, topic: str) -> Any:
+    with app.locks.held(DIRECTORY_LOCK):
+        app.directory.request_topic(topic)
+    deadline = time.monotonic() + 10
+    while app.directory.partitions(topic) is None or sender_pool.producer_identity()[0] < 0:
+        sender.run_once(now())
+        assert time.monotonic() < deadline
+    return app.directory.partitions(topic)

@@ -24,6 +24,7 @@ from shmkafka.shm.layout import (
     B_APPENDERS,
     B_ATTEMPTS,
     B_BASE_SEQUENCE,
+    B_DEQUE,
     B_GENERATION,
     B_PARENT,
     B_PRODUCER_EPOCH,
@@ -52,6 +53,8 @@ from shmkafka.shm.layout import (
 from shmkafka.shm.segment import Segment
 
 HEAD_TAIL = struct.Struct("<QQ")
+BATCH_BODY = struct.Struct("<" + BATCH.format[3:])  # the descriptor after state, generation
+assert BATCH_BODY.size == BATCH.size - B_DEQUE
 assert D_HEAD == 0 and D_TAIL == 8 and DEQUE_HEADER.size == 32
 
 
@@ -137,8 +140,11 @@ class Batches:
         at = self.layout.batch_at(batch_id)
         buf = self.segment.buf
         generation: int = (U32.unpack_from(buf, at + B_GENERATION)[0] + 1) & 0xFFFFFFFF
-        BATCH.pack_into(
-            buf, at, FREE, generation, deque_id, batch_id, slab_count, 0, write_pos, 0,
+        # The generation in one store (a pack_into would zero it first: a kill then would
+        # restart the id's generations), then the body; the state stays FREE meanwhile.
+        self.segment.store_u32(at + B_GENERATION, generation)
+        BATCH_BODY.pack_into(
+            buf, at + B_DEQUE, deque_id, batch_id, slab_count, 0, write_pos, 0,
             base_ts, now_ms, base_ts, now_ms, -1, -1, -1, bytes(32),
         )  # fmt: skip
         PARENT.pack_into(buf, at + B_PARENT, NO_PARENT, 0, 0)
