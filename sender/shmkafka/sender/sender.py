@@ -69,6 +69,7 @@ CLOCK_SKEW_MS = 60_000  # a batch time further ahead than this is corrupt
 PRODUCER_STATE_LOST = (47, 59)  # invalid epoch, unknown producer id
 DUPLICATE_SEQUENCE = 46
 OUT_OF_ORDER_SEQUENCE = 45
+QUARANTINE_INTERVAL_MS = 100  # how often damaged deques are looked for
 UNKNOWN_PRODUCER_ID = 59
 MESSAGE_TOO_LARGE = 10
 INVALID_PRODUCER_EPOCH = 47
@@ -115,6 +116,7 @@ class Sender:
         self.in_flight: dict[int, int] = defaultdict(int)  # deque id → batches in flight
         self.in_flight_sequences: dict[int, set[int]] = defaultdict(set)
         self._pending: list[_Pending] = []
+        self._next_quarantine_ms = 0
         self._init_pid_in_flight = False
         self._reset_producer = False
         self._bootstrap = [
@@ -138,8 +140,10 @@ class Sender:
         if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
             return self._poll(min(MAX_POLL_MS, self.config.retry_backoff_ms), now_ms)
         self._post_pending()
-        for batch, problem in self.accumulator.quarantine_damaged():
-            self._fail_corrupt(batch, problem)
+        if now_ms >= self._next_quarantine_ms:  # (reads every ring: not every round)
+            self._next_quarantine_ms = now_ms + QUARANTINE_INTERVAL_MS
+            for batch, problem in self.accumulator.quarantine_damaged():
+                self._fail_corrupt(batch, problem)
         states = self._drop_corrupt_heads(self.accumulator.partition_states(), now_ms)
         ctx = self._ready_context()
         result = ready(states, self.metadata.brokers, ctx, now_ms, self._muted)

@@ -240,6 +240,7 @@ class Deques:
         self.capacity = self.layout.config.deque_capacity
         self._base = self.layout.deques_at
         self._size = self.layout.deque_size
+        self._num_slabs = self.layout.config.num_slabs
 
     def _ends(self, deque_id: int) -> tuple[int, int, int]:
         at = self._base + deque_id * self._size
@@ -270,20 +271,27 @@ class Deques:
         self.segment.store_u64(at + D_HEAD, 0)
 
     def batch_ids(self, deque_id: int) -> list[int]:
+        """The queued batch ids, first to last; a damaged deque shows only its valid ids
+        (``problem`` reports the damage)."""
         at, head, tail = self._ends(deque_id)
         buf = self.segment.buf
-        return [U32.unpack_from(buf, self._slot(at, i))[0] for i in range(head, tail)]
+        ids = (U32.unpack_from(buf, self._slot(at, i))[0] for i in range(head, tail))
+        if head <= tail <= head + self.capacity:
+            return [b for b in ids if b < self._num_slabs]
+        return []
 
     def length(self, deque_id: int) -> int:
         _, head, tail = self._ends(deque_id)
         return int(tail - head)
 
     def first(self, deque_id: int) -> int | None:
+        """The first batch id, or None when empty or damaged (the Sender's periodic
+        ``quarantine_damaged`` then empties the deque)."""
         at, head, tail = self._ends(deque_id)
-        if head == tail:
+        if not head < tail <= head + self.capacity:
             return None
         first: int = U32.unpack_from(self.segment.buf, self._slot(at, head))[0]
-        return first
+        return first if first < self._num_slabs else None
 
     def last_and_length(self, deque_id: int) -> tuple[int | None, int]:
         at = self._base + deque_id * self._size

@@ -265,6 +265,8 @@ class SharedPool:
 
         queued: dict[int, int] = {}
         for deque_id in range(self.deques_used()):
+            if (damage := self.deques.problem(deque_id)) is not None:
+                problems.append(damage)
             for batch_id in self.deques.batch_ids(deque_id):
                 if batch_id in queued:
                     problems.append(f"batch {batch_id} queued twice")
