@@ -59,6 +59,27 @@ def _run_until_done(sender: Sender, futures: list[Future], seconds: float = 10) 
         assert time.monotonic() < deadline, "futures did not complete"
 
 
+def _send_to_both(
+    handle: ProducerHandle, pool: SharedPool
+) -> tuple[list[Future], list[Future], int]:
+    """20 records to partition 0 (whose structures the test damages) and 20 to partition
+    1; returns both futures lists and partition 0's deque id."""
+    victims = [handle.send("t", b"v%d" % i, b"k", partition=0) for i in range(20)]
+    others = [handle.send("t", b"w%d" % i, b"k", partition=1) for i in range(20)]
+    entries = pool.directory.partitions("t")
+    assert entries is not None
+    return victims, others, entries[0].deque_id
+
+
+def _others_delivered_victims_typed(
+    sender: Sender, victims: list[Future], others: list[Future]
+) -> None:
+    _run_until_done(sender, victims + others)
+    assert all(f.succeeded() for f in others), [f.exception for f in others if f.failed()]
+    for f in victims:  # failed with the typed error, or sent if the noise left it valid
+        assert f.succeeded() or isinstance(f.exception, KafkaError)
+
+
 @pytest.mark.catalogue(34)
 @pytest.mark.parametrize("seed", range(25))
 def test_fuzzed_descriptors_fail_their_batch_only(
@@ -66,11 +87,8 @@ def test_fuzzed_descriptors_fail_their_batch_only(
 ) -> None:
     handle, sender, pool = rig
     rng = random.Random(seed)
-    victims = [handle.send("t", b"v%d" % i, b"k", partition=0) for i in range(20)]
-    others = [handle.send("t", b"w%d" % i, b"k", partition=1) for i in range(20)]
-    entries = pool.directory.partitions("t")
-    assert entries is not None
-    (batch_id,) = pool.deques.batch_ids(entries[0].deque_id)
+    victims, others, deque_id = _send_to_both(handle, pool)
+    (batch_id,) = pool.deques.batch_ids(deque_id)
     at = pool.layout.batch_at(batch_id)
     # Random bytes over the descriptor, but its state and generation (so the futures can be
     # matched to the failure) and the publish fields the appenders wrote last stay.
@@ -80,10 +98,7 @@ def test_fuzzed_descriptors_fail_their_batch_only(
         if rng.random() < 0.5:
             noise[keep] = pool.segment.buf[at + start + keep]
     pool.segment.buf[at + start : at + end] = bytes(noise)
-    _run_until_done(sender, victims + others)
-    assert all(f.succeeded() for f in others), [f.exception for f in others if f.failed()]
-    for f in victims:  # failed with the typed error, or sent if the noise left it valid
-        assert f.succeeded() or isinstance(f.exception, KafkaError)
+    _others_delivered_victims_typed(sender, victims, others)
     after = [handle.send("t", b"x", b"k", partition=1) for _ in range(5)]  # the Sender lives on
     _run_until_done(sender, after)
     assert all(f.succeeded() for f in after)
@@ -114,18 +129,12 @@ def test_fuzzed_shared_structures_never_crash_the_sender(
     sends to both, are delivered; nothing is sent twice."""
     handle, sender, pool = rig
     rng = random.Random(seed)
-    victims = [handle.send("t", b"v%d" % i, b"k", partition=0) for i in range(20)]
-    others = [handle.send("t", b"w%d" % i, b"k", partition=1) for i in range(20)]
-    entries = pool.directory.partitions("t")
-    assert entries is not None
-    at, length = _region(pool, entries[0].deque_id, region)
+    victims, others, deque_id = _send_to_both(handle, pool)
+    at, length = _region(pool, deque_id, region)
     pool.segment.buf[at : at + length] = rng.randbytes(length)
     if region == "topic_requests":
         pool.segment.store_u32(H_TOPIC_REQUESTS, rng.randrange(1 << 32))
-    _run_until_done(sender, victims + others)
-    assert all(f.succeeded() for f in others), [f.exception for f in others if f.failed()]
-    for f in victims:
-        assert f.succeeded() or isinstance(f.exception, KafkaError)
+    _others_delivered_victims_typed(sender, victims, others)
     after = [handle.send("t", b"x", b"k", partition=p) for p in (0, 1) for _ in range(5)]
     _run_until_done(sender, after)
     assert all(f.succeeded() for f in after), [f.exception for f in after if f.failed()]

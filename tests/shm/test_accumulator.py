@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from shmkafka.producer.accumulator import RecordAccumulator, verify_batches
+from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.producer.integrity import verify_batches
 from shmkafka.protocol.errors import InvalidMetadataError
 from shmkafka.protocol.records import BatchMeta, decode_batch
 from shmkafka.shm.config import PoolConfig

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import shmkafka.producer.accumulator as accumulator_module
-from shmkafka.producer.accumulator import RecordAccumulator, verify_batches
+from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.producer.integrity import verify_batches
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.layout import OPEN
 from shmkafka.shm.pool import SharedPool

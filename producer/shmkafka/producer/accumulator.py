@@ -22,12 +22,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from shmkafka.protocol.errors import DecodeError, for_code
+from shmkafka.protocol.errors import for_code
 from shmkafka.protocol.records import (
     HEADER_SIZE,
     BatchMeta,
     HeaderInput,
-    decode_batch,
     encode_record_tail,
     finalize_batch,
     frame_record,
@@ -118,7 +117,6 @@ class RecordAccumulator:
         self._words = pool.segment.words
         self._layout = pool.layout
         self._batch_size = pool.config.batch_size
-        self._num_slabs = pool.config.num_slabs
         self._limit = min(pool.config.max_request_size, pool.config.buffer_memory)
         self._deferred: set[int] | None = None
         self._marked: dict[int, int] = {}  # batch id → generation whose appender bit we set
@@ -295,7 +293,7 @@ class RecordAccumulator:
         self, deque_id: int, timestamp_ms: int, tail: bytes, now_ms: int
     ) -> AppendResult | None:
         last, length = self._deques.last_and_length(deque_id)
-        if last is None or last >= self._num_slabs:  # (a damaged ring: the Sender resets it)
+        if last is None:
             return None
         result = self._try_append_to(last, timestamp_ms, tail, now_ms)
         if result is not None and length > 1 and not result.batch_is_full:
@@ -401,26 +399,6 @@ class RecordAccumulator:
             and other < self.pool.deques_used()
             and info.batch_id in self._deques.batch_ids(other)
         )
-
-    def quarantine_damaged(self) -> list[tuple[DrainedBatch, str]]:
-        """Empty every deque whose ends or ring are damaged; return the batches that were
-        queued there (found by their descriptors), each with the problem, for the Sender to
-        fail. Appenders open new batches on the emptied deque."""
-        out: list[tuple[DrainedBatch, str]] = []
-        for deque_id, (topic, partition) in self.pool.directory.snapshot().by_deque().items():
-            if self._deques.problem(deque_id) is None:  # the common case: no lock
-                continue
-            with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
-                problem = self._deques.problem(deque_id)
-                if problem is None:
-                    continue
-                self._deques.reset(deque_id)
-                for batch_id in range(self.pool.config.num_slabs):
-                    info = self.pool.batches.read(batch_id)
-                    if info.deque_id == deque_id and info.state in (OPEN, SEALED):
-                        self.pool.batches.set_state(batch_id, SEALED)
-                        out.append((DrainedBatch(topic, partition, info), problem))
-        return out
 
     def expire(self, now_ms: int, delivery_timeout_ms: int) -> list[DrainedBatch]:
         """Pop queued batches created more than ``delivery_timeout_ms`` ago (oldest first)."""
@@ -574,34 +552,3 @@ def _fast_path(pool: SharedPool) -> FastAppend | None:
         for i in range(pool.config.lock_stripes)
     ]
     return FastAppend(pool.segment.buf, names, offsets, semaphore_name(pool.name, "l", POOL_LOCK))
-
-
-def verify_batches(pool: SharedPool) -> list[str]:
-    """Check that no batch exposes a partial record: each live batch's published bytes hold
-    exactly ``record_count`` whole records (decoded from a finalized copy). For tests and
-    ``shmkafka`` diagnostics, while no process appends."""
-    problems = []
-    for batch_id in range(pool.config.num_slabs):
-        info = pool.batches.read(batch_id)
-        if info.state == FREE:
-            continue
-        if info.record_count == 0:
-            problems.append(f"batch {batch_id} is queued with no record")
-            continue
-        copy = bytearray(pool.batches.data(info))
-        data = finalize_batch(
-            copy,
-            info.write_pos,
-            record_count=info.record_count,
-            last_offset_delta=info.record_count - 1,
-            base_timestamp=info.base_timestamp,
-            max_timestamp=info.max_timestamp,
-        )
-        try:
-            decoded = decode_batch(bytes(data))
-        except DecodeError as exc:
-            problems.append(f"batch {batch_id}: {exc}")
-            continue
-        if len(decoded.records) != info.record_count:
-            problems.append(f"batch {batch_id}: {len(decoded.records)} != {info.record_count}")
-    return problems

@@ -19,7 +19,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,11 +27,11 @@ from shmkafka.producer.handle import ProducerHandle
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender.config import SenderConfig
 from shmkafka.shm.config import PoolConfig, validate_pool_name
+from shmkafka.shm.directory import LEGAL_TOPIC
 from shmkafka.shm.errors import LayoutMismatchError, ShmError
 from shmkafka.shm.segment import Segment
 
 SENDER_KEYS = tuple(f.name for f in dataclasses.fields(SenderConfig))
-TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")  # Kafka's legal topic names
 _valid_topics: set[str] = set()
 
 
@@ -42,7 +41,7 @@ def check_topic(topic: object) -> str:
         return topic
     if not isinstance(topic, str):
         raise TypeError(f"topic must be a str, got {type(topic).__name__}")
-    if not TOPIC_NAME.match(topic) or topic in (".", ".."):
+    if not LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
         raise ValueError(f"invalid topic {topic!r}: use 1-249 characters from a-z A-Z 0-9 . _ -")
     _valid_topics.add(topic)
     return topic

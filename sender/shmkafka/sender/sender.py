@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shmkafka.producer.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.producer.integrity import quarantine_damaged
 from shmkafka.producer.split import split_batch
 from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError, for_code
 from shmkafka.protocol.messages import (
@@ -142,7 +143,7 @@ class Sender:
         self._post_pending()
         if now_ms >= self._next_quarantine_ms:  # (reads every ring: not every round)
             self._next_quarantine_ms = now_ms + QUARANTINE_INTERVAL_MS
-            for batch, problem in self.accumulator.quarantine_damaged():
+            for batch, problem in quarantine_damaged(self.pool):
                 self._fail_corrupt(batch, problem)
         states = self._drop_corrupt_heads(self.accumulator.partition_states(), now_ms)
         ctx = self._ready_context()

@@ -286,7 +286,7 @@ class Deques:
 
     def first(self, deque_id: int) -> int | None:
         """The first batch id, or None when empty or damaged (the Sender's periodic
-        ``quarantine_damaged`` then empties the deque)."""
+        ``integrity.quarantine_damaged`` then empties the deque)."""
         at, head, tail = self._ends(deque_id)
         if not head < tail <= head + self.capacity:
             return None
@@ -297,10 +297,10 @@ class Deques:
         at = self._base + deque_id * self._size
         buf = self.segment.buf
         head, tail = HEAD_TAIL.unpack_from(buf, at)
-        if head == tail:
-            return None, 0
+        if not head < tail <= head + self.capacity:
+            return None, 0  # empty, or damaged (see ``first``)
         last: int = U32.unpack_from(buf, at + 32 + 4 * ((tail - 1) % self.capacity))[0]
-        return last, tail - head
+        return (last, tail - head) if last < self._num_slabs else (None, 0)
 
     def last(self, deque_id: int) -> int | None:
         at, head, tail = self._ends(deque_id)

@@ -35,7 +35,7 @@ from shmkafka.shm.layout import (
 )
 from shmkafka.shm.segment import Segment
 
-LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's legal topic names
+LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's legal topic names (use fullmatch)
 
 MAX_READ_RETRIES = 1000
 
