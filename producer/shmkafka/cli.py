@@ -1,60 +1,114 @@
-"""The ``shmkafka`` command: one subcommand per job (more arrive with later parts)."""
+"""The ``shmkafka`` command: one subcommand per job.
+
+Rules:
+- A subcommand's module is imported only when that subcommand runs (``shmkafka stat`` loads
+  no Sender, no broker_stub and no benchmark): ``COMMANDS`` names each one's module, the
+  function that adds its arguments to a parser, and the function that runs it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from shmkafka import __version__
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="shmkafka", description=__doc__)
+@dataclass(frozen=True)
+class Command:
+    help: str
+    module: str
+    arguments: str  # (parser) -> parser: adds the subcommand's arguments
+    run: str  # (args) -> exit status
+
+
+COMMANDS = {
+    "version": Command("print the version", "shmkafka.cli", "_no_arguments", "_version"),
+    "sender": Command(
+        "run a pool's Sender (a sidecar)", "shmkafka.sender.__main__", "build_parser", "run"
+    ),
+    "stat": Command(
+        "show a pool's state, read from shared memory", "shmkafka.cli", "_stat_arguments", "_stat"
+    ),
+    "cleanup": Command(
+        "remove shared-memory pools whose processes are all dead",
+        "shmkafka.cli",
+        "_cleanup_arguments",
+        "_cleanup",
+    ),
+    "broker-stub": Command(
+        "run a broker_stub cluster (foreground)",
+        "shmkafka.broker_stub.__main__",
+        "build_parser",
+        "run",
+    ),
+    "broker-stub-control": Command(
+        "send a fault-injection operation to a running broker_stub",
+        "shmkafka.broker_stub.__main__",
+        "control_parser",
+        "control",
+    ),
+    "perf": Command(
+        "throughput/latency side by side with other clients",
+        "shmkafka.perf.tool",
+        "build_parser",
+        "run",
+    ),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="shmkafka",
+        description="shmkafka: a Kafka producer for many processes, one shared pool per host.",
+    )
     parser.add_argument("--version", action="version", version=f"shmkafka {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("version", help="print the version")
-    from shmkafka.sender.__main__ import build_parser as sender_parser
-
-    sender_parser(sub.add_parser("sender", help="run a pool's Sender (a sidecar)"))
-    stat = sub.add_parser("stat", help="show a pool's state, read from shared memory")
-    stat.add_argument("--pool", help="only this pool (default: every shmkafka pool)")
-    stat.add_argument("--json", action="store_true", help="print JSON")
-    clean = sub.add_parser(
-        "cleanup", help="remove shared-memory pools whose processes are all dead"
-    )
-    clean.add_argument("--pool", help="only this pool (default: every shmkafka pool)")
-    from shmkafka.broker_stub.__main__ import build_parser as stub_parser
-    from shmkafka.broker_stub.__main__ import control_parser
-
-    stub_parser(sub.add_parser("broker-stub", help="run a broker_stub cluster (foreground)"))
-    from shmkafka.perf.tool import build_parser as perf_parser
-
-    perf_parser(sub.add_parser("perf", help="throughput/latency side by side with other clients"))
-    control_parser(
-        sub.add_parser("broker-stub-control", help="send a fault-injection operation to it")
-    )
+    for name, command in COMMANDS.items():
+        sub.add_parser(name, help=command.help, add_help=False)
     return parser
 
 
-def _stat(pool: str | None, as_json: bool) -> int:
-    import json
+def _no_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    return parser
 
+
+def _version(args: argparse.Namespace) -> int:
+    print(f"shmkafka {__version__}")
+    return 0
+
+
+def _stat_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--pool", help="only this pool (default: every shmkafka pool)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def _stat(args: argparse.Namespace) -> int:
     from shmkafka.shm.segment import list_pools
     from shmkafka.shm.stat import format_stat, pool_stat
 
-    stats = [pool_stat(name) for name in ([pool] if pool else list_pools())]
-    if as_json:
-        print(json.dumps(stats if pool is None else stats[0], indent=2))
+    stats = [pool_stat(name) for name in ([args.pool] if args.pool else list_pools())]
+    if args.json:
+        print(json.dumps(stats if args.pool is None else stats[0], indent=2))
     else:
         print("\n".join(format_stat(s) for s in stats) or "no shmkafka pools found")
     return 0
 
 
-def _cleanup(pool: str | None) -> int:
+def _cleanup_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--pool", help="only this pool (default: every shmkafka pool)")
+    return parser
+
+
+def _cleanup(args: argparse.Namespace) -> int:
     from shmkafka.shm.cleanup import cleanup
 
-    results = cleanup(pool)
+    results = cleanup(args.pool)
     for result in results:
         verb = "removed" if result.removed else "kept"
         print(f"{verb} {result.pool}: {result.reason}")
@@ -64,33 +118,17 @@ def _cleanup(pool: str | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "version":
-        print(f"shmkafka {__version__}")
-        return 0
-    if args.command == "cleanup":
-        return _cleanup(args.pool)
-    if args.command == "stat":
-        return _stat(args.pool, args.json)
-    if args.command == "broker-stub":
-        from shmkafka.broker_stub.__main__ import run as run_stub
-
-        return run_stub(args)
-    if args.command == "broker-stub-control":
-        from shmkafka.broker_stub.__main__ import control
-
-        return control(args)
-    if args.command == "perf":
-        from shmkafka.perf.tool import run as run_perf
-
-        return run_perf(args)
-    if args.command == "sender":
-        from shmkafka.sender.__main__ import run
-
-        return run(args)
-    parser.print_help(sys.stderr)
-    return 2
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = COMMANDS.get(argv[0]) if argv else None
+    if command is None:
+        _top_parser().parse_args(argv)  # --help, --version, or an unknown command: exits
+        _top_parser().print_help(sys.stderr)
+        return 2
+    module = importlib.import_module(command.module)
+    parser = argparse.ArgumentParser(prog=f"shmkafka {argv[0]}", description=command.help)
+    getattr(module, command.arguments)(parser)
+    status: int = getattr(module, command.run)(parser.parse_args(argv[1:]))
+    return status
 
 
 if __name__ == "__main__":

@@ -6,13 +6,15 @@ protocol table, and the ones kafka-python names differently get its name as an a
 
 from __future__ import annotations
 
-from shmkafka.protocol.errors import (
+from shmkafka.protocol.broker_errors import (
     BrokerResponseError,
-    InvalidMetadataError,
-    KafkaError,
-    RetriableError,
+    MessageTooLargeError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
     for_code,
 )
+from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError
 
 __all__ = [
     "BrokerResponseError",
@@ -22,8 +24,11 @@ __all__ = [
     "KafkaConfigurationError",
     "KafkaError",
     "KafkaTimeoutError",
+    "MemoryExhaustedError",
     "MessageSizeTooLargeError",
     "NotLeaderForPartitionError",
+    "PoolError",
+    "PoolSettingsMismatchError",
     "RetriableError",
     "UnknownTopicOrPartitionError",
     "UnsupportedVersionError",
@@ -40,6 +45,21 @@ class KafkaConfigurationError(KafkaError, ValueError):
     """A configuration key or value is not accepted; the message names it."""
 
 
+class MemoryExhaustedError(KafkaTimeoutError):
+    """The pool had no memory for the record within ``max_block_ms`` (kafka-python raises
+    ``KafkaTimeoutError`` here; confluent-kafka's ``produce`` raises ``BufferError``)."""
+
+
+class PoolSettingsMismatchError(KafkaConfigurationError):
+    """The pool exists with other pool-level or Sender-level settings."""
+
+
+class PoolError(KafkaError):
+    """The host's shared-memory pool cannot serve the call: /dev/shm is full, a fixed
+    capacity of the pool (topics, partitions, processes) is reached, the pool belongs to
+    another user, or it vanished."""
+
+
 class IllegalStateError(KafkaError):
     """The producer cannot do this now (for example it is closed)."""
 
@@ -48,8 +68,6 @@ class IllegalArgumentError(KafkaError, ValueError):
     """An argument is out of range."""
 
 
-# Broker error codes whose kafka-python names differ from Kafka's own.
-MessageSizeTooLargeError = for_code(10)  # MESSAGE_TOO_LARGE
-UnknownTopicOrPartitionError = for_code(3)
-NotLeaderForPartitionError = for_code(6)  # NOT_LEADER_OR_FOLLOWER
-UnsupportedVersionError = for_code(35)
+# Broker errors whose kafka-python names differ from Kafka's own.
+MessageSizeTooLargeError = MessageTooLargeError
+NotLeaderForPartitionError = NotLeaderOrFollowerError

@@ -8,15 +8,8 @@ import pytest
 
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.broker_stub.log import PartitionLog
-from shmkafka.broker_stub.validate import (
-    CORRUPT_MESSAGE,
-    DUPLICATE_SEQUENCE_NUMBER,
-    INVALID_PRODUCER_EPOCH,
-    OUT_OF_ORDER_SEQUENCE_NUMBER,
-    UNKNOWN_PRODUCER_ID,
-    check_sequence,
-    split_batches,
-)
+from shmkafka.broker_stub.validate import check_sequence, split_batches
+from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.records import BatchMeta, build_batch, decode_batch, decode_batch_header
 
 
@@ -99,11 +92,11 @@ def test_validation_refuses_corrupt_batches() -> None:
     good = bytearray(_batch(2))
     assert isinstance(split_batches(bytes(good)), list)
     good[-1] ^= 0xFF  # a record byte: the CRC no longer matches
-    assert split_batches(bytes(good)) == CORRUPT_MESSAGE
-    assert split_batches(_batch(1)[:-3]) == CORRUPT_MESSAGE  # truncated
+    assert split_batches(bytes(good)) == ErrorCode.CORRUPT_MESSAGE
+    assert split_batches(_batch(1)[:-3]) == ErrorCode.CORRUPT_MESSAGE  # truncated
     wrong_magic = bytearray(_batch(1))
     wrong_magic[16] = 1
-    assert split_batches(bytes(wrong_magic)) == CORRUPT_MESSAGE
+    assert split_batches(bytes(wrong_magic)) == ErrorCode.CORRUPT_MESSAGE
 
 
 def test_idempotent_sequences() -> None:
@@ -117,15 +110,18 @@ def test_idempotent_sequences() -> None:
             log.append_as_leader(data, header, 0, None)
         return code, at
 
-    assert send(3) == (UNKNOWN_PRODUCER_ID, -1)  # a new producer starts at 0
+    assert send(3) == (ErrorCode.UNKNOWN_PRODUCER_ID, -1)  # a new producer starts at 0
     assert send(0) == (0, -1)
     assert send(2) == (0, -1)
-    assert send(0) == (DUPLICATE_SEQUENCE_NUMBER, 0)  # answered with its first offset
-    assert send(2) == (DUPLICATE_SEQUENCE_NUMBER, 2)
-    assert send(6) == (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)  # a gap
-    assert send(4, epoch=1) == (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)  # a new epoch restarts at 0
+    assert send(0) == (ErrorCode.DUPLICATE_SEQUENCE_NUMBER, 0)  # answered with its first offset
+    assert send(2) == (ErrorCode.DUPLICATE_SEQUENCE_NUMBER, 2)
+    assert send(6) == (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1)  # a gap
+    assert send(4, epoch=1) == (
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        -1,
+    )  # a new epoch restarts at 0
     assert send(0, epoch=1) == (0, -1)
-    assert send(2, epoch=0) == (INVALID_PRODUCER_EPOCH, -1)  # fenced
+    assert send(2, epoch=0) == (ErrorCode.INVALID_PRODUCER_EPOCH, -1)  # fenced
     for seq in range(2, 14, 2):  # only the last five batches are remembered
         assert send(seq, epoch=1) == (0, -1)
-    assert send(0, epoch=1) == (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
+    assert send(0, epoch=1) == (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.producer.settings import SenderConfig
 from shmkafka.protocol.messages import ProduceRequest
-from shmkafka.sender.config import SenderConfig
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.layout import DIRECTORY_LOCK

@@ -8,7 +8,7 @@ import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.errors import MessageSizeTooLargeError
-from shmkafka.protocol.errors import for_code
+from shmkafka.protocol.broker_errors import for_code
 from tests.reliability.conftest import invariants, producer, read_back
 
 pytestmark = pytest.mark.usefixtures("pool_removed")

@@ -13,8 +13,8 @@ import pytest
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.settings import SenderConfig
 from shmkafka.protocol.errors import KafkaError
-from shmkafka.sender.config import SenderConfig
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.layout import (

@@ -10,11 +10,11 @@ import pytest
 
 from shmkafka.producer.accumulator import DrainedBatch
 from shmkafka.producer.handle import ProducerHandle
-from shmkafka.protocol.errors import for_code
+from shmkafka.producer.settings import SenderConfig
+from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.messages import ProduceResponse
 from shmkafka.protocol.messages.produce import PartitionProduceResponse, TopicProduceResponse
 from shmkafka.protocol.records import BatchMeta
-from shmkafka.sender.config import SenderConfig
 from shmkafka.sender.connection import ClientResponse
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from shmkafka.producer.handle import ProducerHandle
-from shmkafka.sender.config import SenderConfig
+from shmkafka.producer.settings import SenderConfig
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import PartitionLeader

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from shmkafka.producer.accumulator import RecordAccumulator
-from shmkafka.producer.integrity import verify_batches
 from shmkafka.protocol.errors import InvalidMetadataError
 from shmkafka.protocol.records import BatchMeta, decode_batch
+from shmkafka.sender.integrity import verify_batches
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import RecordTooLargeError, ShmError
 from shmkafka.shm.layout import FREE, OPEN, SEALED

@@ -18,7 +18,7 @@ import pytest
 
 import shmkafka.producer.accumulator as accumulator_module
 from shmkafka.producer.accumulator import RecordAccumulator
-from shmkafka.producer.integrity import verify_batches
+from shmkafka.sender.integrity import verify_batches
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.layout import OPEN
 from shmkafka.shm.pool import SharedPool

@@ -169,7 +169,7 @@ def test_callbacks_run_once_with_the_future(handle: ProducerHandle) -> None:
 def test_batches_opened_in_c_equal_those_opened_in_python(pool_name: str) -> None:
     """The same sends through both routes give the same descriptors (but timestamps) and the
     same record bytes; pools stay consistent and every batch decodes."""
-    from shmkafka.producer.integrity import verify_batches
+    from shmkafka.sender.integrity import verify_batches
 
     small = PoolConfig(batch_size=512, buffer_memory=256 * 1024, max_partitions=16)
     seen = {}

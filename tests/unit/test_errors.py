@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from shmkafka.protocol import errors
+from shmkafka.protocol import broker_errors as errors
 
 
 def test_table_covers_codes_without_gaps() -> None:

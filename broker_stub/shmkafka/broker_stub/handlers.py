@@ -10,18 +10,14 @@ Rules:
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass
 
 from shmkafka.broker_stub.cluster import NO_LEADER, Cluster, Partition
 from shmkafka.broker_stub.faults import Faults
-from shmkafka.broker_stub.validate import (
-    DUPLICATE_SEQUENCE_NUMBER,
-    MESSAGE_TOO_LARGE,
-    check_sequence,
-    split_batches,
-)
+from shmkafka.broker_stub.validate import check_sequence, split_batches
+from shmkafka.protocol.clock import wall_ms
+from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -53,11 +49,6 @@ from shmkafka.protocol.messages.metadata import (
 from shmkafka.protocol.messages.produce import PartitionProduceResponse, TopicProduceResponse
 from shmkafka.protocol.schema import Message
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-OFFSET_OUT_OF_RANGE = 1
-NOT_ENOUGH_REPLICAS = 19
-INVALID_REQUIRED_ACKS = 21
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 # What the stub serves: (api key, lowest, highest version)
 SUPPORTED = (
@@ -67,7 +58,6 @@ SUPPORTED = (
 )  # fmt: skip
 
 
-UNSUPPORTED_VERSION = 35
 _RANGES = {cls.API_KEY: (lo, hi) for cls, lo, hi in SUPPORTED}
 
 
@@ -78,10 +68,6 @@ def supported(api_key: int, version: int) -> bool:
 
 def api_keys() -> tuple[ApiVersion, ...]:
     return tuple(ApiVersion(key, lo, hi) for key, (lo, hi) in sorted(_RANGES.items()))
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass
@@ -131,7 +117,7 @@ class Handlers:
             parts = self.cluster.topics.get(name)
             if parts is None:
                 topics.append(
-                    MetadataResponseTopic(UNKNOWN_TOPIC_OR_PARTITION, name, partitions=())
+                    MetadataResponseTopic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name, partitions=())
                 )
                 continue
             topics.append(MetadataResponseTopic(0, name, partitions=tuple(
@@ -170,7 +156,7 @@ class Handlers:
     def _produce(self, request: ProduceRequest) -> ProduceResponse | PendingAck:
         self.touched = set()
         if request.acks not in (-1, 0, 1):
-            return self._produce_error(request, INVALID_REQUIRED_ACKS)
+            return self._produce_error(request, ErrorCode.INVALID_REQUIRED_ACKS)
         waits: list[tuple[Partition, int]] = []
         topics = []
         for topic in request.topic_data:
@@ -202,9 +188,9 @@ class Handlers:
             self.cluster.create_topic(topic)
             p = self.cluster.partition(topic, index)
         if p is None:
-            return PartitionProduceResponse(index, UNKNOWN_TOPIC_OR_PARTITION, -1), None
+            return PartitionProduceResponse(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1), None
         if p.leader != self.node:
-            return PartitionProduceResponse(index, NOT_LEADER_OR_FOLLOWER, -1), None
+            return PartitionProduceResponse(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1), None
         injected = self.faults.produce_error(self.node, topic, index)
         if injected:
             return PartitionProduceResponse(index, injected, -1), None
@@ -213,18 +199,18 @@ class Handlers:
             and len([r for r in p.isr if r in self.cluster.live])
             < self.cluster.config.min_insync_replicas
         ):
-            return PartitionProduceResponse(index, NOT_ENOUGH_REPLICAS, -1), None
+            return PartitionProduceResponse(index, ErrorCode.NOT_ENOUGH_REPLICAS, -1), None
         if records is not None and len(records) > self.cluster.config.max_message_bytes:
-            return PartitionProduceResponse(index, MESSAGE_TOO_LARGE, -1), None
+            return PartitionProduceResponse(index, ErrorCode.MESSAGE_TOO_LARGE, -1), None
         batches = split_batches(records)
         if isinstance(batches, int):
             return PartitionProduceResponse(index, batches, -1), None
         log = p.leader_log
         first_offset = -1
-        append_time = now_ms() if topic in self.cluster.config.log_append_time_topics else None
+        append_time = wall_ms() if topic in self.cluster.config.log_append_time_topics else None
         for header, data in batches:
             code, duplicate_at = check_sequence(log, header)
-            if code == DUPLICATE_SEQUENCE_NUMBER:
+            if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 first_offset = duplicate_at if first_offset < 0 else first_offset
                 continue
             if code:
@@ -241,11 +227,11 @@ class Handlers:
                     header.base_sequence,
                     last_seq,
                 )
-            self.cluster.record_append(p, stored, producer, now_ms())
+            self.cluster.record_append(p, stored, producer, wall_ms())
             self.touched.add(p)
             first_offset = stored.base_offset if first_offset < 0 else first_offset
         if self.cluster.config.replication_lag_ms == 0:
-            self.cluster.replicate(now_ms())
+            self.cluster.replicate(wall_ms())
         answer = PartitionProduceResponse(
             index, 0, first_offset, log_append_time_ms=append_time if append_time else -1,
             log_start_offset=log.log_start,
@@ -269,14 +255,16 @@ class Handlers:
             for fp in topic.partitions:
                 p = self.cluster.partition(topic.topic, fp.partition)
                 if p is None:
-                    parts.append(PartitionData(fp.partition, UNKNOWN_TOPIC_OR_PARTITION, -1))
+                    parts.append(
+                        PartitionData(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)
+                    )
                     continue
                 if p.leader != self.node:
-                    parts.append(PartitionData(fp.partition, NOT_LEADER_OR_FOLLOWER, -1))
+                    parts.append(PartitionData(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1))
                     continue
                 log = p.leader_log
                 if not log.log_start <= fp.fetch_offset <= log.hw:
-                    parts.append(PartitionData(fp.partition, OFFSET_OUT_OF_RANGE, log.hw,
+                    parts.append(PartitionData(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, log.hw,
                                                log.hw, log.log_start))  # fmt: skip
                     continue
                 data = log.read(fp.fetch_offset, fp.partition_max_bytes, log.hw)
@@ -292,7 +280,11 @@ class Handlers:
             for lp in topic.partitions:
                 p = self.cluster.partition(topic.name, lp.partition_index)
                 if p is None or p.leader != self.node:
-                    code = UNKNOWN_TOPIC_OR_PARTITION if p is None else NOT_LEADER_OR_FOLLOWER
+                    code = (
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        if p is None
+                        else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    )
                     parts.append(ListOffsetsPartitionResponse(lp.partition_index, code))
                     continue
                 log = p.leader_log

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import bisect
 import struct
-import time
 from collections import deque
 from dataclasses import dataclass, field
 
 from shmkafka.broker_stub.storage import DiskLog
+from shmkafka.protocol.clock import wall_ms
 from shmkafka.protocol.records import BatchHeader, decode_batch_header
 
 _OFFSET_AND_EPOCH = struct.Struct(">q")  # base offset at 0
@@ -139,11 +139,7 @@ class PartitionLog:
     def _write(self, batch: StoredBatch) -> None:
         if self.disk is not None:
             self.disk.append(batch.data, batch.base_offset, batch.last_offset,
-                             batch.max_timestamp, self.clock())  # fmt: skip
-
-    @staticmethod
-    def clock() -> int:
-        return int(time.time() * 1000)
+                             batch.max_timestamp, wall_ms())  # fmt: skip
 
     def _record_producer(self, header: BatchHeader, base_offset: int) -> None:
         entry = self.producers.get(header.producer_id)

@@ -24,13 +24,13 @@ from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.broker_stub.faults import Faults
 from shmkafka.broker_stub.flush import Flusher
 from shmkafka.broker_stub.handlers import (
-    UNSUPPORTED_VERSION,
     Handlers,
     PendingAck,
     api_keys,
-    now_ms,
     supported,
 )
+from shmkafka.protocol.clock import wall_ms
+from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.frames import FrameDecoder, decode_request_header, encode_response
 from shmkafka.protocol.messages import (
@@ -110,7 +110,9 @@ class _Node:
             if header.api_key != ApiVersionsRequest.API_KEY:
                 return False  # versions are negotiated: a client beyond them is broken
             # An ApiVersions we cannot read: UNSUPPORTED_VERSION with our ranges, in v0.
-            refusal = ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=api_keys())
+            refusal = ApiVersionsResponse(
+                error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=api_keys()
+            )
             writer.write(encode_response(header.api_key, 0, header.correlation_id, refusal))
             await writer.drain()
             return True
@@ -156,7 +158,7 @@ class _Node:
         cluster = self.stub.cluster
         while not all(cluster.acked(p, last) for p, last in pending.waits):
             await asyncio.sleep(REPLICATION_TICK_S)
-            cluster.replicate(now_ms())
+            cluster.replicate(wall_ms())
 
     async def _long_poll(self, request: FetchRequest) -> Message:
         deadline = asyncio.get_running_loop().time() + request.max_wait_ms / 1000
@@ -209,8 +211,8 @@ class BrokerStub:
     async def _tick(self) -> None:
         last_retention = 0
         while True:
-            if now_ms() - last_retention >= RETENTION_CHECK_MS:
-                last_retention = now_ms()
+            if wall_ms() - last_retention >= RETENTION_CHECK_MS:
+                last_retention = wall_ms()
                 for parts in self.cluster.topics.values():
                     for p in parts:
                         for log in p.logs.values():
@@ -218,7 +220,7 @@ class BrokerStub:
             await asyncio.sleep(
                 REPLICATION_TICK_S if self.cluster.config.replication_lag_ms else 0.05
             )
-            self.cluster.replicate(now_ms())
+            self.cluster.replicate(wall_ms())
 
     def close(self) -> None:
         if not self._thread.is_alive():

@@ -10,6 +10,7 @@ import struct
 import crc32c
 
 from shmkafka.broker_stub.log import PartitionLog
+from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.records import (
     _ATTRIBUTES_AT,
     _CRC_AT,
@@ -20,14 +21,6 @@ from shmkafka.protocol.records import (
     decode_batch_header,
 )
 
-CORRUPT_MESSAGE = 2
-MESSAGE_TOO_LARGE = 10
-INVALID_RECORD = 87
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-DUPLICATE_SEQUENCE_NUMBER = 46
-INVALID_PRODUCER_EPOCH = 47
-UNKNOWN_PRODUCER_ID = 59
-
 _MAX_TIMESTAMP_AT = 35
 _U16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
@@ -37,23 +30,23 @@ _U32 = struct.Struct(">I")
 def split_batches(records: bytes | None) -> list[tuple[BatchHeader, bytes]] | int:
     """The batches of a Produce record set, each checked, or an error code."""
     if not records:
-        return INVALID_RECORD
+        return ErrorCode.INVALID_RECORD
     view = memoryview(records)
     out = []
     pos = 0
     while pos < len(view):
         if len(view) - pos < HEADER_SIZE:
-            return CORRUPT_MESSAGE
+            return ErrorCode.CORRUPT_MESSAGE
         header = decode_batch_header(view, pos)
         end = pos + header.size
         if header.batch_length < HEADER_SIZE - 12 or end > len(view):
-            return CORRUPT_MESSAGE
+            return ErrorCode.CORRUPT_MESSAGE
         if header.magic != MAGIC:
-            return CORRUPT_MESSAGE
+            return ErrorCode.CORRUPT_MESSAGE
         if crc32c.crc32c(view[pos + _ATTRIBUTES_AT : end]) != header.crc:
-            return CORRUPT_MESSAGE
+            return ErrorCode.CORRUPT_MESSAGE
         if header.record_count != header.last_offset_delta + 1 or header.record_count < 1:
-            return INVALID_RECORD
+            return ErrorCode.INVALID_RECORD
         out.append((header, bytes(view[pos:end])))
         pos = end
     return out
@@ -68,16 +61,18 @@ def check_sequence(log: PartitionLog, header: BatchHeader) -> tuple[int, int]:
     last_seq = header.base_sequence + header.last_offset_delta
     if entry is None:
         # A producer we do not know may only start a sequence (or resume after retention).
-        return (0, -1) if header.base_sequence == 0 else (UNKNOWN_PRODUCER_ID, -1)
+        return (0, -1) if header.base_sequence == 0 else (ErrorCode.UNKNOWN_PRODUCER_ID, -1)
     if header.producer_epoch < entry.epoch:
-        return INVALID_PRODUCER_EPOCH, -1
+        return ErrorCode.INVALID_PRODUCER_EPOCH, -1
     if header.producer_epoch > entry.epoch:
-        return (0, -1) if header.base_sequence == 0 else (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
+        return (
+            (0, -1) if header.base_sequence == 0 else (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
+        )
     for first, last, base_offset in entry.batches:
         if first == header.base_sequence and last == last_seq:
-            return DUPLICATE_SEQUENCE_NUMBER, base_offset
+            return ErrorCode.DUPLICATE_SEQUENCE_NUMBER, base_offset
     if header.base_sequence != entry.last_sequence + 1:
-        return OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+        return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
     return 0, -1
 
 

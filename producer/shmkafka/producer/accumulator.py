@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from shmkafka.protocol.errors import for_code
+from shmkafka.protocol.broker_errors import UnknownTopicOrPartitionError
 from shmkafka.protocol.records import (
     HEADER_SIZE,
     BatchMeta,
@@ -54,7 +54,6 @@ try:
 except ImportError:  # not built (no C compiler): the pure-Python path serves
     FastAppend = None  # type: ignore[assignment,misc]
 
-UnknownTopicOrPartitionError = for_code(3)
 DEQUE_FULL_POLL_S = 0.001
 
 
@@ -63,6 +62,19 @@ class DequeFullError(Exception):
 
 
 RECORD_OVERHEAD = 1 + 10 + 5 + 5  # attributes, timestamp delta, offset delta, length prefix
+VARINT_ROOM = 2 * 5 + 1  # the key and value lengths at their largest, the header count
+HEADER_ROOM = 2 * 5  # a header's key and value lengths at their largest
+
+
+def record_size_bound(
+    key: bytes | None, value: bytes | None, headers: Sequence[HeaderInput] = ()
+) -> int:
+    """An upper bound of the bytes a record takes in a batch of its own, the batch header
+    included: a record above the limit can never be sent, whatever the batch."""
+    size = HEADER_SIZE + RECORD_OVERHEAD + VARINT_ROOM + len(key or b"") + len(value or b"")
+    for name, data in headers:
+        size += HEADER_ROOM + len(name.encode()) + len(data or b"")
+    return size
 
 
 class AppendResult(NamedTuple):
@@ -186,12 +198,7 @@ class RecordAccumulator:
             # append_kv takes bytes or None (a bytearray or memoryview goes the general way)
             plain = (key is None or type(key) is bytes) and (value is None or type(value) is bytes)
             if plain:
-                size = len(key or b"") + len(value or b"") + 2 * 5 + 1
-                if HEADER_SIZE + size + RECORD_OVERHEAD > self._limit:
-                    raise RecordTooLargeError(
-                        f"a record of about {HEADER_SIZE + size + RECORD_OVERHEAD} bytes "
-                        f"exceeds max_request_size/buffer_memory ({self._limit})"
-                    )
+                self._check_fits(record_size_bound(key, value))
                 hit = fast.append_kv(deque_id, timestamp_ms, key, value, now_ms)
                 if hit is not None:
                     batch_id, generation, offset_delta, full, queued = hit
@@ -199,12 +206,8 @@ class RecordAccumulator:
                         batch_id, generation, offset_delta, bool(full) or queued > 1, False
                     )
         tail = encode_record_tail(key, value, headers)
-        needed = HEADER_SIZE + len(tail) + RECORD_OVERHEAD
-        if needed > self._limit:
-            raise RecordTooLargeError(
-                f"a record of about {needed} bytes exceeds max_request_size/buffer_memory "
-                f"({self._limit})"
-            )
+        needed = HEADER_SIZE + RECORD_OVERHEAD + len(tail)
+        self._check_fits(needed)
         stripe = FIRST_STRIPE_LOCK + deque_id % self._stripes
         if new_batch:
             return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, needed, now_ms)
@@ -225,12 +228,12 @@ class RecordAccumulator:
             return result
         return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, needed, now_ms)
 
-    def _check_size(self, size: int) -> None:
+    def _check_fits(self, size: int) -> None:
         """Reject, before anything is written, a record no batch could ever hold."""
-        if size + RECORD_OVERHEAD > self._limit:
+        if size > self._limit:
             raise RecordTooLargeError(
-                f"a record of about {size + RECORD_OVERHEAD} bytes exceeds "
-                f"max_request_size/buffer_memory ({self._limit})"
+                f"a record of about {size} bytes exceeds max_request_size/buffer_memory "
+                f"({self._limit})"
             )
 
     def _append_new_batch(
@@ -533,11 +536,6 @@ class RecordAccumulator:
             log_start_offset, error_code, info.parent_delta,
             info.parent_delta + info.record_count - 1,
         )  # fmt: skip
-
-
-def _fast_result(hit: tuple[int, int, int, int, int]) -> AppendResult:
-    batch_id, generation, offset_delta, full, queued = hit
-    return AppendResult(batch_id, generation, offset_delta, bool(full) or queued > 1, False)
 
 
 def _fast_path(pool: SharedPool) -> FastAppend | None:

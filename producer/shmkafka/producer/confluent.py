@@ -25,37 +25,28 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from shmkafka.errors import KafkaTimeoutError
+from shmkafka.errors import (
+    KafkaConfigurationError,
+    KafkaTimeoutError,
+    MemoryExhaustedError,
+    MessageSizeTooLargeError,
+)
 from shmkafka.producer import confluent_config
-from shmkafka.producer.engine import Engine, Settings, check_topic, normalize_bootstrap
+from shmkafka.producer.engine import Engine, Settings, check_topic
 from shmkafka.producer.futures import Future
-from shmkafka.producer.handle import DELIVERY_TIMEOUT, ProducerHandle
+from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.settings import normalize_bootstrap
+from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
-from shmkafka.protocol.errors import for_code
 from shmkafka.protocol.hashing import murmur2_partition
-from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
 
 log = logging.getLogger("shmkafka.producer")
 
 TIMESTAMP_NOT_AVAILABLE, TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME = 0, 1, 2
-# librdkafka's local error codes used here: (code, name, description)
-_LOCAL = {
-    -192: ("_MSG_TIMED_OUT", "Local: Message timed out"),
-    -184: ("_QUEUE_FULL", "Local: Queue full"),
-    -152: ("_PURGE_QUEUE", "Local: Purged in queue"),
-    -151: ("_PURGE_INFLIGHT", "Local: Purged in flight"),
-    -186: ("_INVALID_ARG", "Local: Invalid argument or configuration"),
-    -190: ("_UNKNOWN_PARTITION", "Local: Unknown partition"),
-    -188: ("_UNKNOWN_TOPIC", "Local: Unknown topic"),
-    -185: ("_TIMED_OUT", "Local: Timed out"),
-    -172: ("_STATE", "Local: Erroneous state"),
-    -196: ("_FAIL", "Local: Failed"),
-}
-
-
 class KafkaError:
     """confluent-kafka's error object: ``code()``, ``name()``, ``str()``, ``retriable()``,
     ``fatal()``; it compares equal to its code."""
@@ -118,6 +109,26 @@ class KafkaError:
 
     def __repr__(self) -> builtins.str:
         return f'KafkaError{{code={self._name},val={self._code},str="{self._str}"}}'
+
+
+# librdkafka's local error codes used here, by their names in KafkaError: (name, description)
+_LOCAL_TEXT = {
+    KafkaError._MSG_TIMED_OUT: "Local: Message timed out",
+    KafkaError._QUEUE_FULL: "Local: Queue full",
+    KafkaError._PURGE_QUEUE: "Local: Purged in queue",
+    KafkaError._PURGE_INFLIGHT: "Local: Purged in flight",
+    KafkaError._INVALID_ARG: "Local: Invalid argument or configuration",
+    KafkaError._UNKNOWN_PARTITION: "Local: Unknown partition",
+    KafkaError._UNKNOWN_TOPIC: "Local: Unknown topic",
+    KafkaError._TIMED_OUT: "Local: Timed out",
+    KafkaError._STATE: "Local: Erroneous state",
+    KafkaError._FAIL: "Local: Failed",
+}
+_LOCAL = {
+    code: (name, _LOCAL_TEXT[code])
+    for name, code in vars(KafkaError).items()
+    if name.startswith("_") and isinstance(code, int) and code in _LOCAL_TEXT
+}
 
 
 class KafkaException(Exception):
@@ -207,6 +218,24 @@ def _headers(headers: Any) -> list[tuple[str, bytes | None]]:
     return out
 
 
+@contextmanager
+def _confluent_errors() -> Iterator[None]:
+    """shmkafka's errors as confluent-kafka raises them: ``BufferError`` when the pool has
+    no memory now, ``KafkaException`` for everything else."""
+    try:
+        yield
+    except MemoryExhaustedError:
+        raise BufferError("Local: Queue full") from None
+    except MessageSizeTooLargeError as exc:
+        raise KafkaException(KafkaError.MSG_SIZE_TOO_LARGE, str(exc)) from None
+    except KafkaConfigurationError as exc:
+        raise KafkaException(KafkaError._INVALID_ARG, str(exc)) from None
+    except KafkaTimeoutError as exc:
+        raise KafkaException(KafkaError._TIMED_OUT, str(exc)) from None
+    except ProtocolKafkaError as exc:
+        raise KafkaException(KafkaError.from_exception(exc)) from None
+
+
 class Producer:
     """confluent-kafka's Producer, its records batched with every other process of the
     pool (``shmkafka.pool`` picks it; default: one per distinct configuration)."""
@@ -226,7 +255,8 @@ class Producer:
 
         log_ignored_once(ignored, "Producer")
         self._conf = conf
-        self._engine = Engine(settings, sender_log=s["sender_log"])
+        with _confluent_errors():
+            self._engine = Engine(settings, sender_log=s["sender_log"])
         # (future or None, (topic, report), error for a record that never reached the pool)
         self._reports: deque[tuple[Future | None, Any, KafkaError | None]] = deque()
         self._reports_ready = threading.Condition()
@@ -305,18 +335,19 @@ class Producer:
             raise BufferError("Local: Queue full")
         report = (callback or on_delivery or self._settings["on_delivery"], key, value, headers,
                   time.monotonic())  # fmt: skip
-        self._serve_unassigned()
-        handle = self._handle
-        entries = handle.pool.directory.partitions(topic)
-        if entries is None:
-            handle.request_topic(topic)
-            deadline = time.monotonic() + self._settings["delivery_timeout_ms"] / 1000
-            self._unassigned.append(
-                (topic, value_bytes, key_bytes, header_list, partition, report, deadline)
-            )
-            return
-        self._append(handle, topic, value_bytes, key_bytes, header_list, partition, timestamp,
-                     report, len(entries))  # fmt: skip
+        with _confluent_errors():
+            self._serve_unassigned()
+            handle = self._handle
+            entries = handle.pool.directory.partitions(topic)
+            if entries is None:
+                handle.request_topic(topic)
+                deadline = time.monotonic() + self._settings["delivery_timeout_ms"] / 1000
+                self._unassigned.append(
+                    (topic, value_bytes, key_bytes, header_list, partition, report, deadline)
+                )
+                return
+            self._append(handle, topic, value_bytes, key_bytes, header_list, partition,
+                         timestamp, report, len(entries))  # fmt: skip
 
     def _append(self, handle: ProducerHandle, topic: str, value: bytes | None, key: bytes | None,
                 headers: list[tuple[str, bytes | None]], partition: int, timestamp: int,
@@ -324,12 +355,7 @@ class Producer:
         chosen = self._partition(topic, key, count) if partition == -1 else partition
         if chosen is not None and chosen >= count:
             raise KafkaException(KafkaError._UNKNOWN_PARTITION, f"{topic} [{partition}]")
-        try:
-            future = handle.send(topic, value, key, headers, chosen, timestamp or None)
-        except BufferExhaustedError:
-            raise BufferError("Local: Queue full") from None
-        except RecordTooLargeError as exc:
-            raise KafkaException(KafkaError.MSG_SIZE_TOO_LARGE, str(exc)) from None
+        future = handle.send(topic, value, key, headers, chosen, timestamp or None)
         future.report = report
         if report[0] is not None and future.is_done and not handle.on_done:
             self._queue_reports([future])
@@ -378,7 +404,8 @@ class Producer:
         self._maybe_stats()
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:
-            self._serve_unassigned()
+            with _confluent_errors():
+                self._serve_unassigned()
             with self._reports_ready:
                 if not self._reports:
                     remaining = 0.05 if deadline is None else deadline - time.monotonic()
@@ -411,7 +438,8 @@ class Producer:
         self._check_open()
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while len(self):
-            self._handle._wake_sender()
+            with _confluent_errors():
+                self._handle._wake_sender()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 break
@@ -447,14 +475,15 @@ class Producer:
         """Topics and partitions as the pool's Sender last saw them (``topic``: wait up to
         ``timeout`` s for it)."""
         self._check_open()
-        handle = self._handle
-        if topic is not None and handle.pool.directory.partitions(topic) is None:
-            handle.request_topic(topic)
-            deadline = time.monotonic() + (300 if timeout is None or timeout < 0 else timeout)
-            while handle.pool.directory.partitions(topic) is None:
-                if time.monotonic() >= deadline:
-                    raise KafkaException(KafkaError._TIMED_OUT, f"no metadata for {topic!r}")
-                time.sleep(0.01)
+        with _confluent_errors():
+            handle = self._handle
+            if topic is not None and handle.pool.directory.partitions(topic) is None:
+                handle.request_topic(topic)
+                deadline = time.monotonic() + (300 if timeout is None or timeout < 0 else timeout)
+                while handle.pool.directory.partitions(topic) is None:
+                    if time.monotonic() >= deadline:
+                        raise KafkaException(KafkaError._TIMED_OUT, f"no metadata for {topic!r}")
+                    time.sleep(0.01)
         snapshot = handle.pool.directory.snapshot()
         names = [topic] if topic is not None else list(snapshot.topics)
         return ClusterMetadata({
@@ -530,4 +559,4 @@ class ClusterMetadata:
         self.brokers: dict[int, Any] = {}
 
 
-__all__ = ["DELIVERY_TIMEOUT", "KafkaError", "KafkaException", "Message", "Producer"]
+__all__ = ["KafkaError", "KafkaException", "Message", "Producer"]

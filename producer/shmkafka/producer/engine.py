@@ -22,16 +22,15 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from shmkafka.errors import KafkaConfigurationError
-from shmkafka.producer.handle import ProducerHandle
+from shmkafka.errors import KafkaConfigurationError, PoolSettingsMismatchError
+from shmkafka.producer.handle import ProducerHandle, kafka_errors
+from shmkafka.producer.settings import SenderConfig
 from shmkafka.protocol.errors import KafkaError
-from shmkafka.sender.config import SenderConfig
 from shmkafka.shm.config import PoolConfig, validate_pool_name
 from shmkafka.shm.directory import LEGAL_TOPIC
-from shmkafka.shm.errors import LayoutMismatchError, ShmError
+from shmkafka.shm.errors import ShmError
 from shmkafka.shm.segment import Segment
 
-SENDER_KEYS = tuple(f.name for f in dataclasses.fields(SenderConfig))
 _valid_topics: set[str] = set()
 
 
@@ -48,25 +47,6 @@ def check_topic(topic: object) -> str:
 
 
 POOL_KEYS = tuple(f.name for f in dataclasses.fields(PoolConfig) if f.name != "sender_settings")
-DEFAULT_PORT = 9092
-
-
-def normalize_bootstrap(servers: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """``"a:1,b"`` or ``["a:1", "b"]`` → ``("a:1", "b:9092")`` (Kafka's default port)."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    out = []
-    for item in items:
-        if not isinstance(item, str):
-            raise KafkaConfigurationError(f"bootstrap server {item!r} is not a string")
-        item = item.strip()
-        if not item:
-            continue
-        if ":" not in item or item.endswith("]"):  # "host" or "[::1]": no port given
-            item = f"{item}:{DEFAULT_PORT}"
-        out.append(item)
-    if not out:
-        raise KafkaConfigurationError("bootstrap_servers is empty")
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -93,10 +73,8 @@ class Settings:
         except (KafkaError, ShmError, TypeError, ValueError) as exc:
             raise KafkaConfigurationError(str(exc)) from None
         if pool_name is not None:
-            try:
+            with kafka_errors():  # (an invalid name is a KafkaConfigurationError)
                 validate_pool_name(pool_name)
-            except ShmError as exc:
-                raise KafkaConfigurationError(str(exc)) from None
         if not isinstance(max_block_ms, int) or max_block_ms < 0:
             raise KafkaConfigurationError(f"max_block_ms must be >= 0, got {max_block_ms!r}")
         return cls(sender_config, pool_config, pool_name, max_block_ms)
@@ -142,8 +120,9 @@ class Engine:
                 max_block_ms=self.settings.max_block_ms,
                 sender_log=self.sender_log,
             )
-        except LayoutMismatchError:
-            segment = Segment.attach(self.pool_name)
+        except PoolSettingsMismatchError:
+            with kafka_errors():
+                segment = Segment.attach(self.pool_name)
             try:
                 stored = segment.stored_config()
             finally:
@@ -161,7 +140,3 @@ class Engine:
             self._parents.append(handle)
             handle = self._handle = self._open()
         return handle
-
-    @property
-    def forked_from_parent(self) -> bool:
-        return self._handle.pool.forked

@@ -1,5 +1,5 @@
-"""A minimal producer over the shared pool: attach, send, futures — what the Sender's end-to-end
-tests need. The drop-in ``KafkaProducer``/``Producer`` APIs build on it (next issue).
+"""One process's producer over the shared pool: attach, send, futures, flush. Both drop-in
+APIs (``KafkaProducer``, ``Producer``) build on it.
 
 Rules:
 - ``send`` appends into the pool and returns a future registered in the wait of its batch
@@ -10,9 +10,9 @@ Rules:
 - The common send (no headers, no explicit timestamp, bytes key/value) is one C call
   (``FastAppend.send_kv``): partition, timestamps and append, against the directory version
   this process last read; anything else, or a moved directory, takes the Python path.
-- The producer makes sure a live Sender serves the pool: if the one recorded in the header
-  is dead, it starts one (``python -m shmkafka.sender --pool NAME``) in its own session,
-  under a kernel lock so concurrent producers start at most one between them.
+- The producer makes sure a live Sender serves the pool (supervisor.py).
+- Errors of the shared-memory pool leave this class only as Kafka errors (``_kafka_errors``):
+  the facades above see nothing but the ``KafkaError`` tree.
 - Keyed records go to ``(murmur2(key) & 0x7fffffff) % partitions`` as in the Java client;
   keyless ones stick to one partition, shared by all the pool's producers, until its batch
   fills (KIP-480 style); then they all move to a random one.
@@ -20,20 +20,27 @@ Rules:
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
 import os
 import random
-import signal
-import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from shmkafka.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
+import posix_ipc
+
+from shmkafka.errors import (
+    KafkaConfigurationError,
+    KafkaTimeoutError,
+    MemoryExhaustedError,
+    MessageSizeTooLargeError,
+    PoolError,
+    PoolSettingsMismatchError,
+    UnknownTopicOrPartitionError,
+)
 from shmkafka.producer.accumulator import RecordAccumulator
 from shmkafka.producer.futures import (
     DELTA,
@@ -44,36 +51,53 @@ from shmkafka.producer.futures import (
     RecordFacts,
     _BatchWait,
 )
-from shmkafka.protocol.errors import KafkaError, error_for
+from shmkafka.producer.supervisor import SENDER_STALL_MS, SenderSupervisor
+from shmkafka.protocol.broker_errors import error_for
+from shmkafka.protocol.clock import monotonic_ms, wall_ms
+from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
 from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.errors import (
+    BufferExhaustedError,
+    LayoutMismatchError,
+    LockTimeoutError,
+    RecordTooLargeError,
+    ShmConfigError,
+    ShmError,
+)
 from shmkafka.shm.layout import ALL_DELTAS, DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
-from shmkafka.shm.rings import Completion
+from shmkafka.shm.rings import CORRUPT_DESCRIPTOR, DELIVERY_TIMEOUT, Completion
+from shmkafka.shm.sender_link import sender_semaphore, wake
 
-DELIVERY_TIMEOUT = -100  # the Sender's local completion codes (see sender.py)
-CORRUPT_DESCRIPTOR = -101
-SPAWN_BYTE = 3
-SENDER_START_WAIT_S = 10.0
 SENDER_CHECK_S = 0.2
-SENDER_STALL_MS = 10_000
 RETIRE_S = 5.0  # a completed batch's wait stays this long for registrations still in flight
 log = logging.getLogger("shmkafka.producer")
 
 
-def _spawn_detached(command: list[str]) -> int:
-    """Start a process in its own session with stdio on /dev/null; returns its pid."""
-    devnull = os.open(os.devnull, os.O_RDWR)
+def kafka_error(exc: ShmError | posix_ipc.Error) -> KafkaError:
+    """The Kafka error a producer's caller sees for an error of the shared-memory pool."""
+    text = str(exc)
+    if isinstance(exc, RecordTooLargeError):
+        return MessageSizeTooLargeError(text)
+    if isinstance(exc, BufferExhaustedError):
+        return MemoryExhaustedError(f"failed to allocate memory within max_block_ms: {text}")
+    if isinstance(exc, LockTimeoutError):
+        return KafkaTimeoutError(text)
+    if isinstance(exc, LayoutMismatchError):
+        return PoolSettingsMismatchError(text)
+    if isinstance(exc, ShmConfigError):
+        return KafkaConfigurationError(text)
+    return PoolError(text or type(exc).__name__)
+
+
+@contextmanager
+def kafka_errors() -> Iterator[None]:
     try:
-        actions = [(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)]
-        return os.posix_spawn(command[0], command, os.environ, file_actions=actions, setsid=True)
-    finally:
-        os.close(devnull)
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
+        yield
+    except (ShmError, posix_ipc.Error) as exc:
+        raise kafka_error(exc) from exc
 
 
 class ProducerHandle:
@@ -90,27 +114,27 @@ class ProducerHandle:
         sender_stall_ms: int = SENDER_STALL_MS,
         fast_path: bool = True,
     ) -> None:
-        # pool_config None: create with the defaults, or attach to the pool as it is
-        self.pool = (
-            SharedPool.open(pool, pool_config or PoolConfig())
-            if pool_config is not None or not SharedPool.exists(pool)
-            else SharedPool.open(pool)
-        )
-        self.accumulator = RecordAccumulator(
-            self.pool, max_block_ms=max_block_ms, fast_path=fast_path
-        )
+        with kafka_errors():
+            # pool_config None: create with the defaults, or attach to the pool as it is
+            self.pool = (
+                SharedPool.open(pool, pool_config or PoolConfig())
+                if pool_config is not None or not SharedPool.exists(pool)
+                else SharedPool.open(pool)
+            )
+            self.accumulator = RecordAccumulator(
+                self.pool, max_block_ms=max_block_ms, fast_path=fast_path
+            )
+            self._sender_sem = sender_semaphore(pool)  # the Sender's doorbell
         self.max_block_ms = max_block_ms
-        self.sender_config = sender_config
-        self.sender_log = sender_log or os.environ.get("SHMKAFKA_SENDER_LOG")
         if sender_idle_exit_ms is None and os.environ.get("SHMKAFKA_SENDER_IDLE_EXIT_MS"):
             sender_idle_exit_ms = int(os.environ["SHMKAFKA_SENDER_IDLE_EXIT_MS"])
-        self.sender_idle_exit_ms = sender_idle_exit_ms
-        self.sender_stall_ms = sender_stall_ms
-        from shmkafka.sender.service import sender_semaphore  # the Sender's doorbell
-
-        self._sender_sem = sender_semaphore(pool)
-        self._spawn_lock = threading.Lock()
-        self._spawned: list[int] = []
+        self.supervisor = SenderSupervisor(
+            self.pool,
+            sender_config,
+            log_file=sender_log or os.environ.get("SHMKAFKA_SENDER_LOG"),
+            idle_exit_ms=sender_idle_exit_ms,
+            stall_ms=sender_stall_ms,
+        )
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waits: dict[int, _BatchWait] = {}  # (batch id << 32) | generation → wait
@@ -126,56 +150,26 @@ class ProducerHandle:
         self._idle = self._cond
         self.start_sender = start_sender
         if start_sender:
-            self.ensure_sender()
+            with kafka_errors():
+                self.supervisor.ensure()
         self._thread = threading.Thread(
             target=self._complete_loop, name="shmkafka-completions", daemon=True
         )
         self._thread.start()
 
-    # ------------------------------------------------------------------ the Sender
-
-    def ensure_sender(self) -> None:
-        """Start the pool's Sender unless a live one is recorded."""
-        with self._spawn_lock:  # record locks do not exclude threads of one process
-            self._ensure_sender()
-
-    def _ensure_sender(self) -> None:
-        from shmkafka.sender.service import sender_alive
-
-        if sender_alive(self.pool):
-            if not self._sender_stalled():
-                return
-            self._stop_stalled_sender()
-        fcntl.lockf(self.pool.segment.fd, fcntl.LOCK_EX, 1, SPAWN_BYTE, os.SEEK_SET)
-        try:
-            if sender_alive(self.pool):
-                return
-            command = [
-                sys.executable, "-m", "shmkafka.sender", "--pool", self.pool.name,
-                "--config-json", json.dumps(self.sender_config),
-            ]  # fmt: skip
-            if self.sender_log:
-                command += ["--log-file", self.sender_log]
-            if self.sender_idle_exit_ms is not None:
-                command += ["--idle-exit-ms", str(self.sender_idle_exit_ms)]
-            self._spawned.append(_spawn_detached(command))
-            deadline = time.monotonic() + SENDER_START_WAIT_S
-            while not sender_alive(self.pool):
-                if time.monotonic() > deadline:
-                    raise KafkaTimeoutError("the Sender did not start within 10 s")
-                time.sleep(0.01)
-        finally:
-            fcntl.lockf(self.pool.segment.fd, fcntl.LOCK_UN, 1, SPAWN_BYTE, os.SEEK_SET)
-
     # ------------------------------------------------------------------ send
 
     def request_topic(self, topic: str) -> None:
         """Ask the Sender for ``topic``'s metadata without waiting for it."""
-        with self.pool.locks.held(DIRECTORY_LOCK):
+        with kafka_errors(), self.pool.locks.held(DIRECTORY_LOCK):
             self.pool.directory.request_topic(topic)
         self._sender_sem.release()
 
     def partitions_for(self, topic: str) -> int:
+        with kafka_errors():
+            return self._partitions_for(topic)
+
+    def _partitions_for(self, topic: str) -> int:
         entries = self.pool.directory.partitions(topic)
         if entries is not None:
             return len(entries)
@@ -200,25 +194,28 @@ class ProducerHandle:
     ) -> Future:
         if self._closed:
             raise KafkaError("the producer is closed")
-        route = self._routes.get(topic)
-        fast = self._fast
-        if fast is not None and route is not None and not headers and timestamp_ms is None:
-            if partition is None:
-                partition_arg = -1 if key is not None else self._sticky_for(topic, route)
-            else:
-                partition_arg = partition if partition >= 0 else len(route[1])  # → slow path
-            hit = None if self.pool.forked else fast.send_kv(route, partition_arg, key, value)
-            if isinstance(hit, tuple):
-                future = self._track(topic, hit)
-                if hit[1]:
-                    if hit[1] & WAKE:  # a full batch, or a new one the Sender might miss
-                        self._wake_sender()
-                    if hit[1] & FULL and key is None and partition is None:
-                        self._next_sticky(topic)
-                return future
-            if isinstance(hit, int):  # no open batch with room in partition ``hit``
-                return self._send_slow(topic, value, key, headers, hit, None, new_batch=True)
-        return self._send_slow(topic, value, key, headers, partition, timestamp_ms)
+        try:
+            route = self._routes.get(topic)
+            fast = self._fast
+            if fast is not None and route is not None and not headers and timestamp_ms is None:
+                if partition is None:
+                    partition_arg = -1 if key is not None else self._sticky_for(topic, route)
+                else:
+                    partition_arg = partition if partition >= 0 else len(route[1])  # → slow path
+                hit = None if self.pool.forked else fast.send_kv(route, partition_arg, key, value)
+                if isinstance(hit, tuple):
+                    future = self._track(topic, hit)
+                    if hit[1]:
+                        if hit[1] & WAKE:  # a full batch, or a new one the Sender might miss
+                            self._wake_sender()
+                        if hit[1] & FULL and key is None and partition is None:
+                            self._next_sticky(topic)
+                    return future
+                if isinstance(hit, int):  # no open batch with room in partition ``hit``
+                    return self._send_slow(topic, value, key, headers, hit, None, new_batch=True)
+            return self._send_slow(topic, value, key, headers, partition, timestamp_ms)
+        except (ShmError, posix_ipc.Error) as exc:  # (zero-cost when nothing is raised)
+            raise kafka_error(exc) from exc
 
     def _sticky_for(self, topic: str, route: tuple[int, tuple[int, ...]]) -> int:
         """The topic's sticky partition, shared by every producer of the pool (recorded in
@@ -261,7 +258,7 @@ class ProducerHandle:
                 partition = murmur2_partition(key, count)
             else:
                 partition = self._sticky_for(topic, self._routes[topic])
-        timestamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        timestamp = wall_ms() if timestamp_ms is None else timestamp_ms
         if not 0 <= partition < count:
             raise UnknownTopicOrPartitionError(
                 f"partition {partition} of {topic!r} does not exist ({count} partitions)"
@@ -272,7 +269,7 @@ class ProducerHandle:
             key,
             value,
             headers,
-            now_ms=now_ms(),
+            now_ms=monotonic_ms(),
             new_batch=new_batch,
         )
         if key is None and partition_arg is None and result.batch_is_full:
@@ -305,44 +302,7 @@ class ProducerHandle:
         return future
 
     def _wake_sender(self) -> None:
-        if self._sender_sem.value < 1:
-            self._sender_sem.release()
-
-    def _sender_stalled(self) -> bool:
-        heartbeat = self.pool.sender()[2]
-        return now_ms() - heartbeat > self.sender_stall_ms
-
-    def _stop_stalled_sender(self) -> None:
-        """A Sender alive but without a heartbeat for ``sender_stall_ms`` (stopped, hung) is
-        killed so a new one can take over; the new one re-sends what it had in flight."""
-        pid, _, heartbeat = self.pool.sender()
-        log.warning(
-            "the Sender (pid %d) gave no heartbeat for %d ms: replacing it",
-            pid,
-            now_ms() - heartbeat,
-        )
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
-        from shmkafka.sender.service import sender_alive
-
-        deadline = time.monotonic() + 5
-        while sender_alive(self.pool) and time.monotonic() < deadline:
-            time.sleep(0.01)
-
-    def _check_sender(self) -> None:
-        """A dead Sender is replaced; the new one re-sends what the old one had in flight."""
-        for pid in list(self._spawned):  # reap Senders we started that have exited
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    self._spawned.remove(pid)
-            except ChildProcessError:
-                self._spawned.remove(pid)
-        try:
-            self.ensure_sender()
-        except KafkaError as exc:  # retried on the next check
-            log.warning("could not start a Sender: %s", exc)
+        wake(self._sender_sem)
 
     # ------------------------------------------------------------------ completion
 
@@ -352,7 +312,7 @@ class ProducerHandle:
         while not self._closed:
             if self.start_sender and time.monotonic() >= next_check:
                 next_check = time.monotonic() + SENDER_CHECK_S
-                self._check_sender()
+                self.supervisor.check()
             rings.wait(slot, 0.05)
             for completion in rings.poll(slot):
                 self._on_completion(completion)
@@ -427,7 +387,7 @@ class ProducerHandle:
         """Wait until every record sent so far is done. Meanwhile our slot is flagged as
         flushing, so the Sender sends every batch at once instead of lingering."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._idle:
+        with kafka_errors(), self._idle:
             if not self._outstanding:
                 return
             self._flushers += 1
@@ -456,4 +416,5 @@ class ProducerHandle:
             self._closed = True
             self._thread.join()  # it stops within one ring wait; only then unmap
             self.accumulator.close()
-            self.pool.detach()
+            with kafka_errors():
+                self.pool.detach()

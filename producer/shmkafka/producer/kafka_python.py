@@ -29,16 +29,15 @@ from shmkafka.errors import (
     MessageSizeTooLargeError,
     UnknownTopicOrPartitionError,
 )
-from shmkafka.producer.accumulator import RECORD_OVERHEAD
-from shmkafka.producer.engine import Engine, Settings, check_topic, normalize_bootstrap
+from shmkafka.producer.accumulator import record_size_bound
+from shmkafka.producer.engine import Engine, Settings, check_topic
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
-from shmkafka.protocol.records import HEADER_SIZE
-from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
+from shmkafka.producer.settings import normalize_bootstrap
+from shmkafka.shm.sender_link import sender_alive
 
 log = logging.getLogger("shmkafka.producer")
 
-VARINT_ROOM = 2 * 5 + 1  # the key and value lengths at their largest, the header count
 ACKS = {"all": -1, -1: -1, 0: 0, 1: 1, "0": 0, "1": 1, "-1": -1}
 SENDER_ARGS = (
     "client_id", "acks", "compression_type", "compression_level", "linger_ms", "retries",
@@ -200,19 +199,10 @@ class KafkaProducer:
         handle = self._handle
         if partition is None and self.config["partitioner"] is not None:
             partition = self._custom_partition(handle, topic, key_bytes)
-        try:
-            return handle.send(topic, value_bytes, key_bytes, headers, partition, timestamp_ms)
-        except RecordTooLargeError as exc:
-            raise MessageSizeTooLargeError(str(exc)) from None
-        except BufferExhaustedError as exc:
-            raise KafkaTimeoutError(
-                f"failed to allocate memory within max_block_ms: {exc}"
-            ) from None
+        return handle.send(topic, value_bytes, key_bytes, headers, partition, timestamp_ms)
 
     def _check_size(self, key: Any, value: Any, headers: list[tuple[str, bytes]]) -> None:
-        # the accumulator's own bound (accumulator.py), so both agree on the boundary
-        size = HEADER_SIZE + RECORD_OVERHEAD + VARINT_ROOM + len(key or b"") + len(value or b"")
-        size += sum(len(k.encode()) + len(v or b"") + 10 for k, v in headers)
+        size = record_size_bound(key, value, headers)  # the accumulator's own bound
         if size > self._max_size:
             raise MessageSizeTooLargeError(
                 f"The message is {size} bytes when serialized which is larger than the "
@@ -270,8 +260,6 @@ class KafkaProducer:
     def bootstrap_connected(self) -> bool:
         """True once the pool's Sender runs and has heard from the cluster (a producer id,
         or topic metadata, in the pool)."""
-        from shmkafka.sender.service import sender_alive
-
         pool = self._handle.pool
         heard = pool.producer_identity()[0] >= 0 or pool.directory.version() > 0
         return sender_alive(pool) and heard

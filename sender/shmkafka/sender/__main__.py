@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from shmkafka.sender.config import SenderConfig
+from shmkafka.producer.settings import SenderConfig
 from shmkafka.sender.service import IDLE_EXIT_MS, run_sender
 
 

@@ -11,6 +11,9 @@ Rules:
 - A connection that fails is retried after a backoff that doubles from
   ``reconnect_backoff_ms`` to ``reconnect_backoff_max_ms`` (with 20% jitter).
 - Time is passed in (``now_ms``) so the Sender's loop, not this module, owns the clock.
+- Each request carries the handler its response goes to; ``poll`` returns them in the
+  order they finished. ``Network`` is what the Sender needs of a transport: this module's
+  ``NetworkClient`` over sockets, or an in-memory one in tests (tests/sender/memnet.py).
 """
 
 from __future__ import annotations
@@ -24,17 +27,15 @@ import socket
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
-from shmkafka.protocol.errors import KafkaError, ProtocolError, for_code
+from shmkafka.protocol.broker_errors import NetworkException, RequestTimedOutError, for_code
+from shmkafka.protocol.error_codes import ErrorCode
+from shmkafka.protocol.errors import KafkaError, ProtocolError
 from shmkafka.protocol.frames import ClientProtocol
 from shmkafka.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from shmkafka.protocol.schema import Message
 from shmkafka.protocol.versions import broker_versions, negotiate
-
-UNSUPPORTED_VERSION = 35
-RequestTimedOutError = for_code(7)
-NetworkError = for_code(13)
 
 
 class ConnectionState(enum.Enum):
@@ -49,16 +50,55 @@ class ClientResponse:
     """The outcome of one request: a response, or the error that ended it."""
 
     node_id: int
-    payload: Any
+    handler: ResponseHandler
     response: Message | None
     error: KafkaError | None
     sent_ms: int
+
+    def complete(self, now_ms: int) -> None:
+        self.handler(self, now_ms)
+
+
+ResponseHandler = Callable[[ClientResponse, int], None]
+
+
+class Network(Protocol):
+    """What the Sender needs of a transport to the brokers."""
+
+    bytes_sent: int
+
+    def set_nodes(self, nodes: Iterable[tuple[int, str, int]]) -> None: ...
+
+    def ready(self, node_id: int, now_ms: int) -> bool: ...
+
+    def in_flight_count(self, node_id: int | None = None) -> int: ...
+
+    def send(
+        self,
+        node_id: int,
+        request: Message,
+        handler: ResponseHandler,
+        now_ms: int,
+        *,
+        expect_response: bool = True,
+    ) -> int: ...
+
+    def poll(self, timeout_ms: int, now_ms: int) -> list[ClientResponse]: ...
+
+    def add_wakeup(self, sock: socket.socket, on_ready: Callable[[], None]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _handshake(response: ClientResponse, now_ms: int) -> None:
+    """Marks the ApiVersions request of a connection (answered inside this module)."""
+    raise AssertionError("a handshake response is consumed by the connection")
 
 
 @dataclass
 class _InFlight:
     correlation_id: int
-    payload: Any
+    handler: ResponseHandler
     sent_ms: int
     expect_response: bool
 
@@ -125,7 +165,7 @@ class NetworkClient:
         for node_id in list(self.nodes):
             conn = self.nodes[node_id]
             if wanted.get(node_id) != (conn.host, conn.port):
-                self._close(conn, NetworkError("the broker left the cluster or moved"))
+                self._close(conn, NetworkException("the broker left the cluster or moved"))
                 del self.nodes[node_id]
         for node_id, (host, port) in wanted.items():
             if node_id not in self.nodes:
@@ -144,13 +184,12 @@ class NetworkClient:
             self._connect(conn, now_ms)
         return conn.is_ready()
 
-    def is_connected(self, node_id: int) -> bool:
-        conn = self.nodes.get(node_id)
-        return conn is not None and conn.state is ConnectionState.READY
-
     def in_flight_count(self, node_id: int | None = None) -> int:
-        conns = self.nodes.values() if node_id is None else [self.nodes[node_id]]
-        return sum(len(c.in_flight) for c in conns)
+        """Requests waiting for a response, on one node (0 if unknown) or on all."""
+        if node_id is None:
+            return sum(len(c.in_flight) for c in self.nodes.values())
+        conn = self.nodes.get(node_id)
+        return 0 if conn is None else len(conn.in_flight)
 
     def version_for(self, node_id: int, request_cls: type[Message]) -> int:
         return self.nodes[node_id].version_for(request_cls)
@@ -161,26 +200,24 @@ class NetworkClient:
         self,
         node_id: int,
         request: Message,
-        payload: Any,
+        handler: ResponseHandler,
         now_ms: int,
         *,
         expect_response: bool = True,
-        version: int | None = None,
     ) -> int:
         conn = self.nodes[node_id]
         assert conn.is_ready(), f"node {node_id} is not ready"
-        use = conn.version_for(type(request)) if version is None else version
         correlation_id, frame = conn.protocol.send_request(
-            request, use, expect_response=expect_response
+            request, conn.version_for(type(request)), expect_response=expect_response
         )
         conn.outbox += frame
         self.bytes_sent += len(frame)
         self.requests_sent += 1
         if expect_response:
-            conn.in_flight.append(_InFlight(correlation_id, payload, now_ms, True))
+            conn.in_flight.append(_InFlight(correlation_id, handler, now_ms, True))
         else:
             # acks=0: done once the bytes are handed to the socket (completed on flush).
-            self._completed.append(ClientResponse(node_id, payload, None, None, now_ms))
+            self._completed.append(ClientResponse(node_id, handler, None, None, now_ms))
         self._flush(conn, now_ms)
         return correlation_id
 
@@ -207,7 +244,7 @@ class NetworkClient:
 
     def close(self) -> None:
         for conn in self.nodes.values():
-            self._close(conn, NetworkError("the client closed"))
+            self._close(conn, NetworkException("the client closed"))
         self._completed.clear()
         self.selector.close()
 
@@ -219,14 +256,16 @@ class NetworkClient:
             family, kind, proto, _, address = infos[0]
             sock = socket.socket(family, kind, proto)
         except OSError as exc:
-            self._failed(conn, now_ms, NetworkError(f"cannot resolve {conn.host}: {exc}"))
+            self._failed(conn, now_ms, NetworkException(f"cannot resolve {conn.host}: {exc}"))
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         code = sock.connect_ex(address)
         if code not in (0, errno.EINPROGRESS):
             sock.close()
-            self._failed(conn, now_ms, NetworkError(f"connect to {conn.host}:{conn.port}: {code}"))
+            self._failed(
+                conn, now_ms, NetworkException(f"connect to {conn.host}:{conn.port}: {code}")
+            )
             return
         conn.sock = sock
         conn.state = ConnectionState.CONNECTING
@@ -240,7 +279,7 @@ class NetworkClient:
             assert conn.sock is not None
             error = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if error:
-                self._close(conn, NetworkError(f"connect to {conn.host}:{conn.port}: {error}"))
+                self._close(conn, NetworkException(f"connect to {conn.host}:{conn.port}: {error}"))
                 self._failed(conn, now_ms, None)
                 return
             conn.state = ConnectionState.HANDSHAKE
@@ -251,7 +290,7 @@ class NetworkClient:
         hello = ApiVersionsRequest(client_software_name="shmkafka", client_software_version="0.1")
         correlation_id, frame = conn.protocol.send_request(hello, conn.api_versions_version)
         conn.outbox += frame
-        conn.in_flight.append(_InFlight(correlation_id, _HANDSHAKE, now_ms, True))
+        conn.in_flight.append(_InFlight(correlation_id, _handshake, now_ms, True))
 
     def _flush(self, conn: NodeConnection, now_ms: int) -> None:
         if conn.sock is None or conn.state is ConnectionState.CONNECTING:
@@ -263,7 +302,7 @@ class NetworkClient:
         except (BlockingIOError, InterruptedError):
             pass
         except OSError as exc:
-            self._close(conn, NetworkError(f"send to node {conn.node_id}: {exc}"))
+            self._close(conn, NetworkException(f"send to node {conn.node_id}: {exc}"))
             self._failed(conn, now_ms, None)
             return
         events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbox else 0)
@@ -276,36 +315,37 @@ class NetworkClient:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            self._close(conn, NetworkError(f"receive from node {conn.node_id}: {exc}"))
+            self._close(conn, NetworkException(f"receive from node {conn.node_id}: {exc}"))
             self._failed(conn, now_ms, None)
             return
         if not data:
-            self._close(conn, NetworkError(f"node {conn.node_id} closed the connection"))
+            self._close(conn, NetworkException(f"node {conn.node_id} closed the connection"))
             self._failed(conn, now_ms, None)
             return
         try:
             responses = conn.protocol.receive_bytes(data)
         except ProtocolError as exc:
-            self._close(conn, NetworkError(f"protocol error from node {conn.node_id}: {exc}"))
+            self._close(conn, NetworkException(f"protocol error from node {conn.node_id}: {exc}"))
             self._failed(conn, now_ms, None)
             return
         for correlation_id, response in responses:
             request = conn.in_flight.popleft()
             assert request.correlation_id == correlation_id
-            if request.payload is _HANDSHAKE:
+            if request.handler is _handshake:
                 assert isinstance(response, ApiVersionsResponse)
                 self._on_api_versions(conn, response, now_ms)
             else:
                 self._completed.append(
-                    ClientResponse(conn.node_id, request.payload, response, None, request.sent_ms)
+                    ClientResponse(conn.node_id, request.handler, response, None, request.sent_ms)
                 )
 
     def _on_api_versions(
         self, conn: NodeConnection, response: ApiVersionsResponse, now_ms: int
     ) -> None:
-        if response.error_code == UNSUPPORTED_VERSION:
+        if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
             offered = broker_versions(response.api_keys)
-            conn.api_versions_version = negotiate(18, offered) if 18 in offered else 0
+            key = ApiVersionsRequest.API_KEY
+            conn.api_versions_version = negotiate(key, offered) if key in offered else 0
             self._send_api_versions(conn, now_ms)
             self._flush(conn, now_ms)
             return
@@ -331,7 +371,7 @@ class NetworkClient:
                 conn.state is ConnectionState.CONNECTING
                 and now_ms - conn.connect_started_ms > conn.request_timeout_ms
             ):
-                self._close(conn, NetworkError(f"connect to node {conn.node_id} timed out"))
+                self._close(conn, NetworkException(f"connect to node {conn.node_id} timed out"))
                 self._failed(conn, now_ms, None)
 
     def _close(self, conn: NodeConnection, error: KafkaError) -> None:
@@ -341,9 +381,9 @@ class NetworkClient:
             conn.sock.close()
             conn.sock = None
         for request in conn.in_flight:
-            if request.payload is not _HANDSHAKE:
+            if request.handler is not _handshake:
                 self._completed.append(
-                    ClientResponse(conn.node_id, request.payload, None, error, request.sent_ms)
+                    ClientResponse(conn.node_id, request.handler, None, error, request.sent_ms)
                 )
         conn.in_flight.clear()
         conn.outbox.clear()
@@ -358,9 +398,6 @@ class NetworkClient:
         )
         conn.next_attempt_ms = now_ms + int(backoff * random.uniform(0.8, 1.2))
         del error
-
-
-_HANDSHAKE = object()
 
 
 @dataclass(frozen=True)

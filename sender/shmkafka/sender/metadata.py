@@ -100,9 +100,3 @@ class Metadata:
         # A topic asked for while this request was in flight still needs its own answer.
         self.need_update = incomplete or not self.wanted <= self.requested
         return changed
-
-    def leader_of(self, topic: str, partition: int) -> int:
-        entries = self.leaders.get(topic)
-        if entries is None or partition >= len(entries):
-            return -1
-        return entries[partition].leader

@@ -1,8 +1,9 @@
 """The Sender: turns the shared accumulator into produce requests, one per node, and the
 responses into completions in the appending processes' rings.
 
-``run_once(now_ms)`` reads as the recipe: metadata → producer id → ready → drain → expire →
-send → poll → complete.
+``run_once(now_ms)`` reads as the recipe: metadata → producer id → damaged-batch sweep →
+ready → drain → expire → send → poll/complete. The transport (``network``) and the clock are
+injected, so tests run the Sender on an in-memory broker and step the clock.
 
 Rules:
 - The Sender is the only process that drains, sends, completes and frees batches.
@@ -11,22 +12,25 @@ Rules:
   a Sender restart (re-sent batches are de-duplicated by the broker).
 - A retried batch goes back to the front of its deque in sequence order and is sent again
   only when no other batch of its partition is in flight, which keeps order.
-- Completion codes: Kafka's error codes, 0 for success; ``DELIVERY_TIMEOUT`` (local) when
-  ``delivery.timeout.ms`` passed first.
+- Completion codes: Kafka's error codes, 0 for success; the local ``DELIVERY_TIMEOUT`` when
+  ``delivery.timeout.ms`` passed first, ``CORRUPT_DESCRIPTOR`` for a damaged batch (rings.py).
+- Every request carries its response handler (``ClientResponse.complete``).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from shmkafka.producer.accumulator import DrainedBatch, RecordAccumulator
-from shmkafka.producer.integrity import quarantine_damaged
-from shmkafka.producer.split import split_batch
-from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError, for_code
+from shmkafka.producer.settings import SenderConfig
+from shmkafka.protocol.broker_errors import for_code
+from shmkafka.protocol.clock import Clock, SystemClock
+from shmkafka.protocol.error_codes import ErrorCode
+from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError
 from shmkafka.protocol.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -36,19 +40,16 @@ from shmkafka.protocol.messages import (
 )
 from shmkafka.protocol.messages.produce import PartitionProduceData, TopicProduceData
 from shmkafka.protocol.records import HEADER_SIZE, BatchMeta
-from shmkafka.sender.config import SenderConfig
-from shmkafka.sender.connection import ClientResponse, NetworkClient
+from shmkafka.sender.connection import ClientResponse, Network, NetworkClient
+from shmkafka.sender.integrity import quarantine_damaged
 from shmkafka.sender.metadata import Metadata
 from shmkafka.sender.ready import Drainer, ReadyContext, ready
+from shmkafka.sender.split import split_batch
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import BufferExhaustedError
-from shmkafka.shm.layout import (
-    H_SENDER_BYTES,
-    H_SENDER_STATS,
-    SENDER_STATS,
-)
+from shmkafka.shm.layout import H_SENDER_BYTES, H_SENDER_STATS, SENDER_STATS
 from shmkafka.shm.pool import SharedPool
-from shmkafka.shm.rings import Completion
+from shmkafka.shm.rings import CORRUPT_DESCRIPTOR, DELIVERY_TIMEOUT, Completion
 
 try:
     from shmkafka.producer._fastappend import full_fence
@@ -58,22 +59,11 @@ except ImportError:  # no C append path: producers always wake the Sender, no fe
         pass
 
 
-def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
 log = logging.getLogger("shmkafka.sender")
 
-DELIVERY_TIMEOUT = -100  # local completion code: delivery.timeout.ms expired
-CORRUPT_DESCRIPTOR = -101  # local completion code: the batch's descriptor was corrupt
 CLOCK_SKEW_MS = 60_000  # a batch time further ahead than this is corrupt
-PRODUCER_STATE_LOST = (47, 59)  # invalid epoch, unknown producer id
-DUPLICATE_SEQUENCE = 46
-OUT_OF_ORDER_SEQUENCE = 45
+PRODUCER_STATE_LOST = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID)
 QUARANTINE_INTERVAL_MS = 100  # how often damaged deques are looked for
-UNKNOWN_PRODUCER_ID = 59
-MESSAGE_TOO_LARGE = 10
-INVALID_PRODUCER_EPOCH = 47
 MAX_POLL_MS = 100
 
 
@@ -92,19 +82,24 @@ class _Pending:
     """A completion that found a ring full; posted again on the next round."""
 
     batch: DrainedBatch
-    base_offset: int
-    error_code: int
-    log_append_time: int
-    log_start_offset: int
+    completion: Completion
     slots: list[int] = field(default_factory=list)
 
 
 class Sender:
-    def __init__(self, pool: SharedPool, config: SenderConfig) -> None:
+    def __init__(
+        self,
+        pool: SharedPool,
+        config: SenderConfig,
+        *,
+        network: Network | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.pool = pool
         self.config = config
+        self.clock = clock or SystemClock()
         self.accumulator = RecordAccumulator(pool, fast_path=False)
-        self.network = NetworkClient(
+        self.network: Network = network or NetworkClient(
             config.client_id,
             max_in_flight=config.max_in_flight_requests_per_connection,
             request_timeout_ms=config.request_timeout_ms,
@@ -141,10 +136,7 @@ class Sender:
         if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
             return self._poll(min(MAX_POLL_MS, self.config.retry_backoff_ms), now_ms)
         self._post_pending()
-        if now_ms >= self._next_quarantine_ms:  # (reads every ring: not every round)
-            self._next_quarantine_ms = now_ms + QUARANTINE_INTERVAL_MS
-            for batch, problem in quarantine_damaged(self.pool):
-                self._fail_corrupt(batch, problem)
+        self._sweep_damaged(now_ms)
         states = self._drop_corrupt_heads(self.accumulator.partition_states(), now_ms)
         ctx = self._ready_context()
         result = ready(states, self.metadata.brokers, ctx, now_ms, self._muted)
@@ -165,6 +157,14 @@ class Sender:
         waited = self._poll(timeout, now_ms)
         self._publish_stats()
         return waited
+
+    def _sweep_damaged(self, now_ms: int) -> None:
+        """Fail the batches of damaged deques (it reads every ring: not every round)."""
+        if now_ms < self._next_quarantine_ms:
+            return
+        self._next_quarantine_ms = now_ms + QUARANTINE_INTERVAL_MS
+        for batch, problem in quarantine_damaged(self.pool):
+            self._fail_corrupt(batch, problem)
 
     def _publish_stats(self) -> None:
         s = self.stats
@@ -188,9 +188,7 @@ class Sender:
 
     def _any_node(self, now_ms: int) -> int | None:
         nodes = list(self.metadata.brokers) or [n for n, _, _ in self._bootstrap]
-        for node in sorted(
-            nodes, key=lambda n: self.network.in_flight_count(n) if n in self.network.nodes else 0
-        ):
+        for node in sorted(nodes, key=self.network.in_flight_count):
             if self.network.ready(node, now_ms):
                 return node
         return None
@@ -202,7 +200,7 @@ class Sender:
         node = self._any_node(now_ms)
         if node is None:
             return
-        self.network.send(node, self.metadata.request(now_ms), ("metadata",), now_ms)
+        self.network.send(node, self.metadata.request(now_ms), self._on_metadata, now_ms)
 
     def _producer_id_ready(self, now_ms: int) -> bool:
         if not self.config.enable_idempotence or self.pool.producer_identity()[0] >= 0:
@@ -211,7 +209,7 @@ class Sender:
             node = self._any_node(now_ms)
             if node is not None:
                 request = InitProducerIdRequest(transaction_timeout_ms=60_000)
-                self.network.send(node, request, ("init_pid",), now_ms)
+                self.network.send(node, request, self._on_init_pid, now_ms)
                 self._init_pid_in_flight = True
         return False
 
@@ -245,21 +243,7 @@ class Sender:
             if problem is not None:
                 self._fail_corrupt(batch, problem)
                 continue
-            meta = BatchMeta(
-                compression=self.config.compression,
-                compression_level=self.config.compression_level,
-            )
-            if self.config.enable_idempotence:
-                sequence = batch.info.base_sequence
-                if sequence < 0:
-                    sequence = self.pool.deques.next_sequence(batch.info.deque_id)
-                meta = BatchMeta(
-                    compression=meta.compression,
-                    compression_level=meta.compression_level,
-                    producer_id=producer_id,
-                    producer_epoch=epoch,
-                    base_sequence=sequence,
-                )
+            meta = self._batch_meta(batch, producer_id, epoch)
             data = self.accumulator.finalize(batch, meta)  # writes the sequence to shm first
             if self.config.enable_idempotence and batch.info.base_sequence < 0:
                 self.pool.deques.set_next_sequence(
@@ -277,11 +261,31 @@ class Sender:
             topic_data=tuple(TopicProduceData(t, tuple(p)) for t, p in by_topic.items()),
         )
         refreshed = [self.accumulator.refresh(b) for b in batches]
+        handler = partial(self._on_produce, refreshed)
         self.network.send(
-            node, request, ("produce", refreshed), now_ms, expect_response=self.config.acks != 0
+            node, request, handler, now_ms, expect_response=self.config.acks != 0
         )  # written at once when the socket takes it
         faultpoints.reached("sender.after_send")
         self.stats.produce_requests += 1
+
+    def _batch_meta(self, batch: DrainedBatch, producer_id: int, epoch: int) -> BatchMeta:
+        """The batch header's facts: compression, and the idempotent producer's sequence
+        (the batch keeps the one it was first sent with; a new batch takes the next)."""
+        if not self.config.enable_idempotence:
+            return BatchMeta(
+                compression=self.config.compression,
+                compression_level=self.config.compression_level,
+            )
+        sequence = batch.info.base_sequence
+        if sequence < 0:
+            sequence = self.pool.deques.next_sequence(batch.info.deque_id)
+        return BatchMeta(
+            compression=self.config.compression,
+            compression_level=self.config.compression_level,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+        )
 
     # ------------------------------------------------------------------ responses
 
@@ -298,7 +302,7 @@ class Sender:
         this round looked at the deques cancels the sleep (see layout.py, new_batches)."""
         if timeout_ms <= 0:
             return 0
-        self.pool.set_sender_wake_at(monotonic_ms() + timeout_ms)
+        self.pool.set_sender_wake_at(self.clock.monotonic_ms() + timeout_ms)
         full_fence()
         return 0 if self.pool.new_batches() != self._new_batches_seen else timeout_ms
 
@@ -306,13 +310,7 @@ class Sender:
         responses = self.network.poll(self._announce_sleep(timeout_ms), now_ms)
         self.pool.set_sender_wake_at(0)
         for response in responses:
-            kind = response.payload[0]
-            if kind == "metadata":
-                self._on_metadata(response, now_ms)
-            elif kind == "init_pid":
-                self._on_init_pid(response)
-            else:
-                self._on_produce(response, response.payload[1], now_ms)
+            response.complete(now_ms)
         return timeout_ms
 
     def _on_metadata(self, response: ClientResponse, now_ms: int) -> None:
@@ -323,7 +321,8 @@ class Sender:
             nodes = [(n, h, p) for n, (h, p) in self.metadata.brokers.items()]
             self.network.set_nodes(nodes + self._bootstrap)
 
-    def _on_init_pid(self, response: ClientResponse) -> None:
+    def _on_init_pid(self, response: ClientResponse, now_ms: int) -> None:
+        del now_ms
         self._init_pid_in_flight = False
         answer = response.response
         if isinstance(answer, InitProducerIdResponse) and answer.error_code == 0:
@@ -333,7 +332,7 @@ class Sender:
             log.warning("InitProducerId failed: %s", response.error or answer)
 
     def _on_produce(
-        self, response: ClientResponse, batches: list[DrainedBatch], now_ms: int
+        self, batches: list[DrainedBatch], response: ClientResponse, now_ms: int
     ) -> None:
         faultpoints.reached("sender.before_complete")
         results: dict[tuple[str, int], tuple[int, int, int, int]] = {}
@@ -349,18 +348,18 @@ class Sender:
             self.in_flight[batch.info.deque_id] -= 1
             self.in_flight_sequences[batch.info.deque_id].discard(batch.info.base_sequence)
             if response.error is not None:
-                self._retry_or_fail(batch, response.error, 13, now_ms)
+                self._retry_or_fail(batch, response.error, ErrorCode.NETWORK_EXCEPTION, now_ms)
                 continue
             if answer is None:  # acks=0: done once written
                 self._finish(batch, -1, 0, -1, -1)
                 continue
             code, base_offset, append_time, log_start = results.get(
-                (batch.topic, batch.partition), (13, -1, -1, -1)
-            )
-            if code in (0, DUPLICATE_SEQUENCE):
+                (batch.topic, batch.partition), (ErrorCode.NETWORK_EXCEPTION, -1, -1, -1)
+            )  # (a partition missing from the response is retried like a lost response)
+            if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
                 self._finish(batch, base_offset, 0, append_time, log_start)
             elif (
-                code == MESSAGE_TOO_LARGE
+                code == ErrorCode.MESSAGE_TOO_LARGE
                 and batch.info.record_count > 1
                 and self._split(batch, now_ms)
             ):
@@ -373,13 +372,13 @@ class Sender:
     ) -> None:
         info = batch.info
         retriable = isinstance(error, RetriableError)
-        if code == OUT_OF_ORDER_SEQUENCE and (
+        if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and (
             self._reset_producer or self._earlier_retry_pending(batch)
         ):
             # The gap an earlier failed batch left: it goes first, or (it failed for good)
             # this one goes again under the new producer id.
             retriable = True
-        elif self.config.enable_idempotence and code == OUT_OF_ORDER_SEQUENCE:
+        elif self.config.enable_idempotence and code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             # Head of line: the broker lost batches it had acknowledged (an unclean leader
             # change). Resending cannot bring them back, so, as the Java client, this batch
             # fails with the error and the producer continues under a new id and epoch.
@@ -464,7 +463,7 @@ class Sender:
         done = self.accumulator.completion_for(batch, base_offset, code, append, start)
         full = self.accumulator.post_completion(batch, done)
         if full:
-            self._pending.append(_Pending(batch, base_offset, code, append, start, full))
+            self._pending.append(_Pending(batch, done, full))
             return
         self.accumulator.complete(batch)
 
@@ -494,11 +493,7 @@ class Sender:
     def _post_pending(self) -> None:
         pending, self._pending = self._pending, []
         for item in pending:
-            done = self.accumulator.completion_for(
-                item.batch, item.base_offset, item.error_code, item.log_append_time,
-                item.log_start_offset,
-            )  # fmt: skip
-            still = [s for s in item.slots if not self.pool.rings.post(s, done)]
+            still = [s for s in item.slots if not self.pool.rings.post(s, item.completion)]
             for slot in set(item.slots) - set(still):
                 self.pool.rings.wake(slot)
             if still:

@@ -1,7 +1,7 @@
 """The Sender process: election, heartbeat, the loop, and its exit.
 
 Rules:
-- Exactly one Sender per pool: it holds a kernel record lock on the segment file for its
+- Exactly one Sender per pool: it holds the pool's Sender lock (shm/sender_link.py) for its
   whole life (released by the kernel if it dies). A Sender that cannot take it exits at
   once, so any number of producers may start one at the same moment.
 - It writes its pid, start time and a heartbeat (monotonic ms) into the pool header every
@@ -15,59 +15,26 @@ Rules:
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import logging
-import os
 import signal
 import socket
 import threading
-import time
 from types import FrameType
 
 import posix_ipc
 
-from shmkafka.sender.config import SenderConfig
+from shmkafka.producer.settings import SenderConfig
+from shmkafka.protocol.clock import monotonic_ms
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.procs import is_alive
-from shmkafka.shm.segment import semaphore_name
+from shmkafka.shm.sender_link import sender_lock, sender_semaphore
 
 log = logging.getLogger("shmkafka.sender")
 
-SENDER_BYTE = 2  # byte of the segment file locked by the running Sender
-SPAWN_BYTE = 3  # byte locked by a producer while it checks for and starts a Sender
 IDLE_EXIT_MS = 5000
 HOUSEKEEPING_MS = 100
 RECLAIM_MS = 1000
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
-def sender_semaphore(pool: str) -> posix_ipc.Semaphore:
-    return posix_ipc.Semaphore(semaphore_name(pool, "s", 0), posix_ipc.O_CREAT, 0o600, 0)
-
-
-def wake_sender(sem: posix_ipc.Semaphore) -> None:
-    if sem.value < 1:  # one pending wake is enough
-        sem.release()
-
-
-def take_sender_lock(pool: SharedPool) -> bool:
-    try:
-        fcntl.lockf(pool.segment.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, SENDER_BYTE, os.SEEK_SET)
-        return True
-    except OSError as exc:
-        if exc.errno in (errno.EAGAIN, errno.EACCES):
-            return False
-        raise
-
-
-def sender_alive(pool: SharedPool) -> bool:
-    pid, started, _ = pool.sender()
-    return pid > 0 and is_alive(pid, started)
 
 
 class _Waker:
@@ -110,7 +77,7 @@ def run_sender(pool_name: str, config: SenderConfig, idle_exit_ms: int = IDLE_EX
     """Run the Sender of ``pool_name`` until it is idle; returns the exit status."""
     pool = SharedPool.open(pool_name)
     try:
-        if not take_sender_lock(pool):
+        if not sender_lock(pool).try_acquire():  # held until we exit (the kernel drops it)
             log.info("another Sender already runs for pool %s", pool_name)
             return 0
         return _serve(pool, config, idle_exit_ms)
@@ -128,7 +95,7 @@ def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
-    pool.set_sender(pool.pid, pool.started, now_ms())
+    pool.set_sender(pool.pid, pool.started, monotonic_ms())
     log.info("Sender of pool %s started (pid %d)", pool.name, pool.pid)
     sender = Sender(pool, config)
     waker = _Waker(sender_semaphore(pool.name))
@@ -137,7 +104,7 @@ def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int) -> int:
     next_housekeeping = next_reclaim = 0
     try:
         while True:
-            now = now_ms()
+            now = monotonic_ms()
             sender.run_once(now)
             if now < next_housekeeping and not stopping.is_set():
                 continue
@@ -161,7 +128,7 @@ def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int) -> int:
     finally:
         waker.close()
         sender.close()
-        pool.set_sender(0, 0, now_ms())
+        pool.set_sender(0, 0, monotonic_ms())
 
 
 def _has_producers(pool: SharedPool) -> bool:

@@ -41,6 +41,11 @@ Region 1 - HEADER (512 bytes)
                                          Sender checks before it sleeps (see handle.py)
     208  u64      sender_bytes_sent      the Sender: request bytes written to brokers
 Region 2 - CONFIG: the config JSON (4096 bytes), creator, once.
+Kernel record locks (``lockf``) on single bytes of the segment file, released by the kernel
+when their holder dies (they guard no bytes of the map; the byte is only a name):
+    byte 0 = lock recovery (locks.py), 1 = the slot table (slots.py), 2 = held by the
+    running Sender for its whole life (one Sender per pool), 3 = held by a producer while it
+    checks for a live Sender and starts one (sender_link.py).
 Region 3 - LOCKS: per lock 16 bytes, written by the holder right after acquiring:
       0  i32 owner_slot (-1 none)  4  i32 owner_pid  8  i64 owner_start
     lock 0 = the pool lock (BufferPool, process slots, wait queue); lock 1 = the directory
@@ -128,6 +133,11 @@ U64 = struct.Struct("<Q")
 I64 = struct.Struct("<q")
 
 CONFIG_SIZE = 4096
+
+RECOVERY_BYTE = 0  # kernel record locks: bytes of the segment file (see the map above)
+SLOT_TABLE_BYTE = 1
+SENDER_BYTE = 2
+SPAWN_BYTE = 3
 
 LOCK = struct.Struct("<iiq")  # owner_slot, owner_pid, owner_start
 POOL_LOCK = 0

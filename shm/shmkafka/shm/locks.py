@@ -25,6 +25,7 @@ Rules:
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -35,12 +36,10 @@ from contextlib import contextmanager
 import posix_ipc
 
 from shmkafka.shm.errors import LockTimeoutError
-from shmkafka.shm.layout import LOCK, Layout
+from shmkafka.shm.layout import LOCK, RECOVERY_BYTE, Layout
 from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import Segment, semaphore_name
 
-RECOVERY_BYTE = 0  # byte ranges of the segment file used as kernel record locks
-SLOT_TABLE_BYTE = 1
 CHECK_INTERVAL_S = 0.05
 ORPHAN_GRACE_S = 2.0
 DEFAULT_TIMEOUT_S = 60.0
@@ -91,6 +90,22 @@ class KernelLock:
             raise
 
     def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def try_acquire(self) -> bool:
+        """Take the lock if nobody (no process, no other thread of ours) holds it."""
+        if not self._thread_lock.acquire(blocking=False):
+            return False
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self.byte, os.SEEK_SET)
+            return True
+        except OSError as exc:
+            self._thread_lock.release()
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                return False
+            raise
+
+    def release(self) -> None:
         try:
             fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.byte, os.SEEK_SET)
         finally:

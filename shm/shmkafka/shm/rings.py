@@ -4,6 +4,8 @@ Rules:
 - One writer (the Sender) advances ``ring_tail``; one reader (the slot's process) advances
   ``ring_head``. Each side writes only its own index, after the entry (publish last).
 - ``post`` returns False when the ring is full: the Sender keeps the batch and posts later.
+- A completion's ``error_code`` is Kafka's (0 for success), or one of the local codes below,
+  which no broker sends (Kafka's codes are >= -1).
 - After posting, the Sender releases the slot's completion semaphore (``wake``); the
   process's completion thread waits on it with a timeout, so a missed wake costs at most
   one timeout, never a hang.
@@ -17,6 +19,9 @@ import posix_ipc
 
 from shmkafka.shm.layout import ALL_DELTAS, RING_ENTRY, S_RING_HEAD, S_RING_TAIL, U64, Layout
 from shmkafka.shm.segment import Segment, semaphore_name
+
+DELIVERY_TIMEOUT = -100  # delivery.timeout.ms passed before the batch was acknowledged
+CORRUPT_DESCRIPTOR = -101  # the batch's descriptor was damaged in shared memory: not sent
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,11 @@ from shmkafka.shm.layout import (
     S_PID,
     S_START,
     S_STATE,
+    SLOT_TABLE_BYTE,
     U32,
     Layout,
 )
-from shmkafka.shm.locks import SLOT_TABLE_BYTE, KernelLock
+from shmkafka.shm.locks import KernelLock
 from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import Segment
 
@@ -103,6 +104,3 @@ class SlotTable:
 
     def dead(self) -> list[int]:
         return [slot for slot, pid, started in self.active() if not is_alive(pid, started)]
-
-    def live_count(self) -> int:
-        return sum(1 for _, pid, started in self.active() if is_alive(pid, started))

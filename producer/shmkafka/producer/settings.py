@@ -1,16 +1,24 @@
-"""The Sender's configuration: Kafka's producer settings that concern delivery, validated
-and frozen. Names follow Kafka's (dots become underscores)."""
+"""The Sender's settings: Kafka's producer settings that concern delivery, validated and
+frozen, with Kafka's names (dots become underscores).
+
+They live on the producer's side of the import rule (sender → producer): app processes
+validate them and record them in the pool before any Sender exists, and the Sender imports
+them from here. Bootstrap server lists are parsed here, once, for both facades.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 
+from shmkafka.errors import KafkaConfigurationError
 from shmkafka.protocol.compression import CompressionType, check_level
-from shmkafka.protocol.errors import EncodeError, KafkaError
+from shmkafka.protocol.errors import EncodeError
+
+DEFAULT_PORT = 9092
 
 
-class SenderConfigError(KafkaError, ValueError):
+class SenderConfigError(KafkaConfigurationError):
     """A Sender setting is invalid; the message names it."""
 
 
@@ -70,20 +78,40 @@ class SenderConfig:
         if not self.bootstrap_servers:
             raise SenderConfigError("bootstrap_servers is empty")
         for server in self.bootstrap_servers:
-            host, _, port = server.rpartition(":")
-            if not host or not port.isdigit():
-                raise SenderConfigError(f"bootstrap server {server!r} is not HOST:PORT")
+            split_address(server)
 
     @property
     def compression(self) -> CompressionType:
         return CompressionType.from_name(self.compression_type)
 
     def bootstrap_addresses(self) -> list[tuple[str, int]]:
-        out = []
-        for server in self.bootstrap_servers:
-            host, _, port = server.rpartition(":")
-            out.append((host.strip("[]"), int(port)))
-        return out
+        return [split_address(server) for server in self.bootstrap_servers]
 
     def replace(self, **changes: object) -> SenderConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def split_address(server: str) -> tuple[str, int]:
+    """``"host:9092"`` or ``"[::1]:9092"`` → (host, port)."""
+    host, _, port = server.rpartition(":")
+    if not host or not port.isdigit():
+        raise SenderConfigError(f"bootstrap server {server!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def normalize_bootstrap(servers: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``"a:1,b"`` or ``["a:1", "b"]`` → ``("a:1", "b:9092")`` (Kafka's default port)."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in items:
+        if not isinstance(item, str):
+            raise SenderConfigError(f"bootstrap server {item!r} is not a string")
+        item = item.strip()
+        if not item:
+            continue
+        if ":" not in item or item.endswith("]"):  # "host" or "[::1]": no port given
+            item = f"{item}:{DEFAULT_PORT}"
+        out.append(item)
+    if not out:
+        raise SenderConfigError("bootstrap_servers is empty")
+    return tuple(out)

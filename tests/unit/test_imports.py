@@ -1,0 +1,98 @@
+"""Imports flow one way: cli/perf → sender → producer → shm, protocol; broker_stub → protocol.
+Every module of the package is parsed (imports inside functions included) and checked."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE_ROOTS = ("producer", "sender", "shm", "protocol", "broker_stub", "perf")
+
+# layer → the layers it may import (itself always allowed)
+ALLOWED = {
+    "protocol": set(),
+    "shm": set(),
+    "producer": {"shm", "protocol"},
+    "sender": {"producer", "shm", "protocol"},
+    "broker_stub": {"protocol"},
+    "perf": {"sender", "producer", "shm", "protocol", "broker_stub"},
+    "cli": {"sender", "producer", "shm", "protocol", "broker_stub", "perf"},
+}
+
+
+def layer_of(module: str) -> str:
+    """``shmkafka.sender.sender`` → sender. The package's root modules (``shmkafka``,
+    ``shmkafka.errors``: the public names of the producer API) belong to the producer."""
+    parts = module.split(".")
+    if module == "shmkafka.__main__":
+        return "cli"
+    if len(parts) > 1 and parts[1] in ALLOWED:
+        return parts[1]
+    return "producer"
+
+
+def imported_modules(source: str) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append(node.module)
+    return [name for name in out if name == "shmkafka" or name.startswith("shmkafka.")]
+
+
+def wrong_way(module: str, source: str) -> list[str]:
+    mine = layer_of(module)
+    return [
+        f"{module} ({mine}) imports {name} ({layer_of(name)})"
+        for name in imported_modules(source)
+        if layer_of(name) != mine and layer_of(name) not in ALLOWED[mine]
+    ]
+
+
+def package_modules() -> dict[str, Path]:
+    modules = {}
+    for root in SOURCE_ROOTS:
+        for path in (ROOT / root / "shmkafka").rglob("*.py"):
+            parts = path.relative_to(ROOT / root).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    return modules
+
+
+def test_every_import_of_the_package_flows_one_way() -> None:
+    modules = package_modules()
+    assert {"shmkafka.cli", "shmkafka.sender.sender", "shmkafka.shm.pool"} <= set(modules)
+    assert len(modules) > 60
+    problems = [p for name, path in modules.items() for p in wrong_way(name, path.read_text())]
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("shmkafka.producer.handle", "def f():\n    from shmkafka.sender.service import x\n"),
+        ("shmkafka.shm.pool", "import shmkafka.protocol.errors\n"),
+        ("shmkafka.protocol.records", "from shmkafka.shm.layout import X\n"),
+        ("shmkafka.sender.sender", "from shmkafka.broker_stub.server import BrokerStub\n"),
+        ("shmkafka.broker_stub.server", "from shmkafka.shm import pool\n"),
+        ("shmkafka.errors", "from shmkafka.perf.tool import run\n"),
+    ],
+)
+def test_a_wrong_way_import_is_caught(module: str, source: str) -> None:
+    assert len(wrong_way(module, source)) == 1
+
+
+def test_cli_imports_a_subsystem_only_for_its_subcommand() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from shmkafka.cli import main; main(['version']); "
+        "print(sorted(m for m in sys.modules if m.startswith('shmkafka.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-1] == "['shmkafka.cli']"
