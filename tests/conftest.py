@@ -18,7 +18,8 @@ from tests import ledger
 
 
 def _prefix() -> str:
-    return "t" + os.environ.get("PYTEST_XDIST_WORKER", "gw")[-3:] + "x"
+    """Pools of this test process: its pid keeps apart concurrent runs (other checkouts)."""
+    return f"t{os.getpid()}x"
 
 
 @pytest.fixture(scope="session", autouse=True)

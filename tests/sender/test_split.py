@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
@@ -33,7 +34,7 @@ def _answer(sender: Sender, batch: DrainedBatch, error_code: int, base_offset: i
             TopicProduceResponse("t", (PartitionProduceResponse(0, error_code, base_offset),)),
         )
     )
-    sender._on_produce(ClientResponse(1, ("produce", [batch]), response, None, 0), [batch], 0)
+    ClientResponse(1, partial(sender._on_produce, [batch]), response, None, 0).complete(0)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import (
     CorrelationIdError,
     DecodeError,
@@ -196,7 +197,7 @@ class ClientProtocol:
         _, response_cls = APIS[expected.api_key]
         body = r.buf[r.pos :]
         if expected.api_key == ApiVersionsRequest.API_KEY and _error_code_of(body) == (
-            UNSUPPORTED_VERSION
+            ErrorCode.UNSUPPORTED_VERSION
         ):
             return correlation_id, _unsupported_api_versions(body)
         return correlation_id, response_cls.decode(body, expected.version, strict=False)
@@ -210,10 +211,7 @@ def _unsupported_api_versions(body: memoryview) -> ApiVersionsResponse:
     try:
         return ApiVersionsResponse.decode(body, 0, strict=False)
     except DecodeError:
-        return ApiVersionsResponse(error_code=UNSUPPORTED_VERSION)
-
-
-UNSUPPORTED_VERSION = 35
+        return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
 
 
 def _error_code_of(body: memoryview) -> int:

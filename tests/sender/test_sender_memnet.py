@@ -1,0 +1,203 @@
+"""The Sender on an in-memory broker (memnet.py): the clock is stepped, ``run_once`` is
+called, and the requests and responses are asserted — no sockets, no threads, no sleeps."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
+from shmkafka.errors import KafkaTimeoutError
+from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.settings import SenderConfig
+from shmkafka.protocol.clock import ManualClock, monotonic_ms
+from shmkafka.protocol.error_codes import ErrorCode
+from shmkafka.protocol.messages import ProduceRequest
+from shmkafka.sender.sender import Sender
+from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.pool import SharedPool
+from tests.conftest import discard
+from tests.sender.memnet import MemoryNetwork
+
+CONFIG = PoolConfig(batch_size=1024, buffer_memory=1 << 20, max_partitions=16, max_processes=8)
+
+
+@dataclass
+class Rig:
+    handle: ProducerHandle
+    sender: Sender
+    net: MemoryNetwork
+    clock: ManualClock
+    cluster: Cluster
+
+    def round(self, advance_ms: int = 1) -> None:
+        self.sender.run_once(self.clock.advance(advance_ms))
+
+    def until(self, done: Callable[[], bool], advance_ms: int = 1, rounds: int = 500) -> None:
+        for _ in range(rounds):
+            if done():
+                return
+            self.round(advance_ms)
+        assert done(), f"not done after {rounds} rounds"
+
+    def partitions(self, topic: str) -> list[PartitionLeader]:
+        self.handle.request_topic(topic)
+        self.until(
+            lambda: (
+                self.handle.pool.directory.partitions(topic) is not None
+                and self.sender.pool.producer_identity()[0] >= 0
+            ),
+            advance_ms=10,
+        )
+        return list(self.handle.pool.directory.partitions(topic) or ())
+
+    def produce_requests(self) -> list[tuple[int, ProduceRequest]]:
+        return [(n, r) for n, r in self.net.sent if isinstance(r, ProduceRequest)]
+
+
+@pytest.fixture
+def make_rig(pool_name: str) -> Iterator[Callable[..., Rig]]:
+    made: list[tuple[Sender, SharedPool, ProducerHandle]] = []
+
+    def make(
+        nodes: int = 1, topics: dict[str, tuple[int, int]] | None = None, **config: Any
+    ) -> Rig:
+        cluster = Cluster(ClusterConfig(nodes=nodes))
+        for name, (partitions, replicas) in (topics or {"t": (1, 1)}).items():
+            assert cluster.create_topic(name, partitions, replicas) == 0
+        net = MemoryNetwork(cluster, request_timeout_ms=config.get("request_timeout_ms", 30_000))
+        clock = ManualClock(monotonic_ms())  # app processes stamp batches with the real one
+        handle = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
+        sender_pool = SharedPool.open(pool_name)
+        settings = SenderConfig(bootstrap_servers=net.bootstrap, **config)
+        sender = Sender(sender_pool, settings, network=net, clock=clock)
+        made.append((sender, sender_pool, handle))
+        return Rig(handle, sender, net, clock, cluster)
+
+    yield make
+    for sender, sender_pool, handle in made:
+        sender.close()
+        sender_pool.detach()
+        discard(handle)
+
+
+def test_one_request_per_node_per_round(make_rig: Callable[..., Rig]) -> None:
+    """Each round sends at most one produce request per node, with at most one batch per
+    partition (moved here from the mock-cluster test that wrapped ``network.send``)."""
+    rig = make_rig(nodes=3, topics={"rounds": (6, 1)}, linger_ms=0)
+    partitions = rig.partitions("rounds")
+    leaders = {e.leader for e in partitions}
+    assert len(leaders) > 1, partitions  # the partitions really spread over nodes
+    acc = RecordAccumulator(rig.handle.pool)
+    for p in range(len(partitions)):
+        for _ in range(12):  # about three 1 KiB batches per partition
+            acc.append("rounds", p, 1, b"k", bytes(200), now_ms=rig.clock.now_ms)
+    rounds = 0
+    while acc.partition_states() or any(rig.sender.in_flight.values()):
+        before = len(rig.produce_requests())
+        rig.round()
+        this_round = rig.produce_requests()[before:]
+        per_node = Counter(node for node, _ in this_round)
+        assert all(count == 1 for count in per_node.values()), per_node
+        for _, request in this_round:
+            (topic,) = request.topic_data
+            indexes = [p.index for p in topic.partition_data]
+            assert len(indexes) == len(set(indexes))  # one batch per partition
+        rounds += 1
+        assert rounds < 500
+    sent = rig.produce_requests()
+    assert {node for node, _ in sent} == leaders
+    assert sum(len(r.topic_data[0].partition_data) for _, r in sent) >= 3 * len(partitions)
+
+
+def _delayed_send(rig: Rig) -> Any:
+    """A record queued while its leader is unreachable for 20 s, then sent, its response
+    held: created at T, sent at T + 20 s."""
+    rig.partitions("t")
+    rig.net.down.add(1)
+    future = rig.handle.send("t", b"v", b"k", partition=0)
+    for _ in range(20):
+        rig.round(1000)
+    assert rig.produce_requests() == []
+    rig.net.down.clear()
+    rig.net.hold(1)
+    rig.round()
+    assert len(rig.produce_requests()) == 1
+    return future
+
+
+def test_a_success_arriving_after_the_delivery_timeout_completes_the_record(
+    make_rig: Callable[..., Rig],
+) -> None:
+    """In flight, a batch waits for its response (or the request timeout): the broker wrote
+    it, so a success that comes after delivery.timeout.ms is reported as a success."""
+    rig = make_rig(linger_ms=0, request_timeout_ms=30_000, delivery_timeout_ms=40_000)
+    future = _delayed_send(rig)
+    rig.round(20_001)  # 40 s after the record, 20 s after the request
+    rig.round()
+    assert not future.is_done
+    rig.net.release(1)
+    rig.round()
+    assert future.get(5).offset == 0
+    assert len(rig.produce_requests()) == 1 and rig.sender.stats.expired == 0
+
+
+def test_a_retriable_error_after_the_delivery_timeout_fails_without_retry(
+    make_rig: Callable[..., Rig],
+) -> None:
+    rig = make_rig(linger_ms=0, request_timeout_ms=30_000, delivery_timeout_ms=40_000)
+    rig.net.faults.fail_produce(ErrorCode.NOT_ENOUGH_REPLICAS)  # retriable
+    future = _delayed_send(rig)
+    rig.round(20_001)
+    rig.net.release(1)
+    rig.round()
+    with pytest.raises(KafkaTimeoutError, match=r"delivery\.timeout\.ms"):
+        future.get(5)
+    for _ in range(5):
+        rig.round(200)  # past any retry backoff
+    assert len(rig.produce_requests()) == 1  # not sent again
+
+
+def test_a_disconnect_between_two_in_flight_requests(make_rig: Callable[..., Rig]) -> None:
+    """Two requests in flight on one connection; the first is answered, then the connection
+    drops and the second's response is lost. The second batch is sent again, the broker
+    recognises it (same producer id and sequence), and each record is written once."""
+    rig = make_rig(linger_ms=0)
+    rig.partitions("t")
+    rig.net.hold(1)
+    first = rig.handle.send("t", b"a", b"k", partition=0)
+    rig.round()
+    second = rig.handle.send("t", b"b", b"k", partition=0)
+    rig.round()
+    assert len(rig.produce_requests()) == 2 and rig.net.in_flight_count() == 2
+    rig.net.release(1, count=1)
+    rig.net.disconnect(1)
+    rig.net.held.clear()
+    rig.until(lambda: len(rig.produce_requests()) == 3 and not rig.sender.busy(), advance_ms=20)
+    assert (first.get(5).offset, second.get(5).offset) == (0, 1)
+    log = rig.cluster.topics["t"][0].leader_log
+    assert log.leo == 2  # the resent batch was not written twice
+    assert rig.sender.stats.retries == 1
+
+
+def test_a_leader_moved_between_metadata_and_drain(make_rig: Callable[..., Rig]) -> None:
+    """The Sender drains for the leader its metadata names; the partition moved meanwhile:
+    NOT_LEADER_OR_FOLLOWER, a metadata refresh, and the batch goes to the new leader."""
+    rig = make_rig(nodes=3, topics={"t": (1, 3)}, linger_ms=0)
+    (entry,) = rig.partitions("t")
+    new_leader = next(n for n in rig.cluster.node_ids if n != entry.leader)
+    rig.cluster.move_leader("t", 0, new_leader)
+    future = rig.handle.send("t", b"v", b"k", partition=0)
+    rig.until(lambda: not rig.sender.busy() and len(rig.produce_requests()) == 2, 20)
+    assert future.get(5).offset == 0
+    assert [node for node, _ in rig.produce_requests()] == [entry.leader, new_leader]
+    (moved,) = rig.handle.pool.directory.partitions("t") or ()
+    assert (moved.leader, moved.leader_epoch) == (new_leader, entry.leader_epoch + 1)
+    assert rig.sender.stats.retries == 1
+    assert rig.cluster.topics["t"][0].leader_log.leo == 1
