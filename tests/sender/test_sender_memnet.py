@@ -21,6 +21,7 @@ from shmkafka.protocol.messages import ProduceRequest
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.layout import DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
 from tests.conftest import discard
 from tests.sender.memnet import MemoryNetwork
@@ -201,3 +202,19 @@ def test_a_leader_moved_between_metadata_and_drain(make_rig: Callable[..., Rig])
     assert (moved.leader, moved.leader_epoch) == (new_leader, entry.leader_epoch + 1)
     assert rig.sender.stats.retries == 1
     assert rig.cluster.topics["t"][0].leader_log.leo == 1
+
+
+def test_records_expire_while_no_producer_id_can_be_had(make_rig: Callable[..., Rig]) -> None:
+    """The cluster is unreachable from the start (no metadata, no producer id): a queued
+    record still fails after delivery.timeout.ms instead of waiting forever."""
+    rig = make_rig(linger_ms=0, request_timeout_ms=1000, delivery_timeout_ms=1000)
+    rig.net.down.add(1)
+    with rig.handle.pool.locks.held(DIRECTORY_LOCK):  # as a previous Sender left it
+        rig.handle.pool.directory.publish({"t": [PartitionLeader(1, 0)]})
+    future = rig.handle.send("t", b"v", b"k", partition=0)
+    rig.round(500)
+    assert not future.is_done and rig.sender.pool.producer_identity()[0] < 0
+    rig.round(1500)  # (the record was stamped by the real clock, a little after ours)
+    with pytest.raises(KafkaTimeoutError, match=r"delivery\.timeout\.ms"):
+        future.get(5)
+    assert rig.net.sent == [] and rig.sender.stats.expired == 1

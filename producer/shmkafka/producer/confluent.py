@@ -439,7 +439,7 @@ class Producer:
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while len(self):
             with _confluent_errors():
-                self._handle._wake_sender()
+                self._handle.wake_sender()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 break

@@ -304,6 +304,11 @@ class ProducerHandle:
     def _wake_sender(self) -> None:
         wake(self._sender_sem)
 
+    def wake_sender(self) -> None:
+        """Ask the Sender to look at the pool now."""
+        with kafka_errors():
+            wake(self._sender_sem)
+
     # ------------------------------------------------------------------ completion
 
     def _complete_loop(self) -> None:

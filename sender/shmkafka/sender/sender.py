@@ -134,6 +134,8 @@ class Sender:
         self._new_batches_seen = self.pool.new_batches()  # before we look at the deques
         self._maybe_update_metadata(now_ms)
         if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
+            # (no producer id yet, the cluster unreachable: records still expire in time)
+            self._expire(self.accumulator.partition_states(), now_ms)
             return self._poll(min(MAX_POLL_MS, self.config.retry_backoff_ms), now_ms)
         self._post_pending()
         self._sweep_damaged(now_ms)
@@ -148,8 +150,7 @@ class Sender:
             self.accumulator, states, nodes, self.config.max_request_size, now_ms, ctx,
             self._can_drain,
         )  # fmt: skip
-        if states and now_ms - min(s.created_ms for s in states) >= self.config.delivery_timeout_ms:
-            self._expire(now_ms)
+        self._expire(states, now_ms)
         for node, batches in drained.items():
             faultpoints.reached("sender.after_drain")
             self._send_produce(node, batches, now_ms)
@@ -448,8 +449,13 @@ class Sender:
                 return True
         return False
 
-    def _expire(self, now_ms: int) -> None:
-        for batch in self.accumulator.expire(now_ms, self.config.delivery_timeout_ms):
+    def _expire(self, states: list[Any], now_ms: int) -> None:
+        """Fail queued batches older than delivery.timeout.ms (the deques are walked only
+        when the oldest first batch is that old)."""
+        timeout = self.config.delivery_timeout_ms
+        if not states or now_ms - min(s.created_ms for s in states) < timeout:
+            return
+        for batch in self.accumulator.expire(now_ms, timeout):
             self.stats.expired += 1
             self._finish(batch, -1, DELIVERY_TIMEOUT, -1, -1)
 

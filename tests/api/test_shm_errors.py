@@ -1,0 +1,176 @@
+"""Errors of the shared-memory pool reach the caller only as the peer's error types: a
+``KafkaError`` subclass from ``KafkaProducer`` (kafka-python's API), a ``KafkaException`` (or
+``BufferError`` for no memory now) from ``Producer`` (confluent-kafka's). Each public call is
+checked with a failure injected into the pool under it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import posix_ipc
+import pytest
+
+from shmkafka import KafkaProducer, Producer
+from shmkafka.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    PoolError,
+)
+from shmkafka.producer import handle as handle_module
+from shmkafka.producer.confluent import KafkaException
+from shmkafka.producer.handle import ProducerHandle
+from shmkafka.shm.errors import (
+    BufferExhaustedError,
+    CapacityError,
+    LockTimeoutError,
+    PoolNotFoundError,
+    RecordTooLargeError,
+    SegmentSpaceError,
+    ShmError,
+)
+from shmkafka.shm.pool import SharedPool
+from tests.conftest import publish
+
+pytestmark = pytest.mark.usefixtures("pool_removed")
+
+
+@pytest.fixture
+def kafka_producer(pool_name: str) -> Iterator[KafkaProducer]:
+    producer = KafkaProducer(
+        bootstrap_servers="127.0.0.1:1",
+        pool=pool_name,
+        max_block_ms=500,
+        request_timeout_ms=500,
+        delivery_timeout_ms=1000,  # what no broker takes expires, and the pool goes idle
+    )
+    publish(producer._handle.pool, {"t": 1})
+    yield producer
+    producer.close(0)
+
+
+@pytest.fixture
+def confluent_producer(pool_name: str) -> Iterator[Producer]:
+    producer = Producer({
+        "bootstrap.servers": "127.0.0.1:1", "shmkafka.pool": pool_name,
+        "request.timeout.ms": 500, "message.timeout.ms": 1000,
+    })  # fmt: skip
+    publish(producer._handle.pool, {"t": 1})
+    yield producer
+    producer.purge()
+    producer.close(0)
+
+
+def _fail_appends(patch: pytest.MonkeyPatch, handle: ProducerHandle, error: Any) -> None:
+    """Every append raises ``error`` (the C path is switched off so the Python one runs)."""
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise error
+
+    patch.setattr(handle, "_fast", None)
+    patch.setattr(handle.accumulator, "append_to", fail)
+
+
+def test_constructors(monkeypatch: pytest.MonkeyPatch, pool_name: str) -> None:
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise SegmentSpaceError("/dev/shm has 1 MiB free, the pool needs 44 MiB")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SharedPool, "open", full)
+        with pytest.raises(PoolError, match="/dev/shm has 1 MiB free") as caught:
+            KafkaProducer(bootstrap_servers="127.0.0.1:1", pool=pool_name)
+        assert not isinstance(caught.value, ShmError)
+        with pytest.raises(KafkaException, match="/dev/shm has 1 MiB free"):
+            Producer({"bootstrap.servers": "127.0.0.1:1", "shmkafka.pool": pool_name})
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (CapacityError("every deque is taken"), PoolError),
+        (LockTimeoutError("lock 3 held by pid 42"), KafkaTimeoutError),
+        (BufferExhaustedError("no slab in 500 ms"), KafkaTimeoutError),
+        (RecordTooLargeError("a record of 2 MiB"), MessageSizeTooLargeError),
+        (posix_ipc.ExistentialError("semaphore gone"), PoolError),
+    ],
+)
+def test_kafka_producer_send(
+    kafka_producer: KafkaProducer,
+    monkeypatch: pytest.MonkeyPatch,
+    error: Exception,
+    expected: type[KafkaError],
+) -> None:
+    with monkeypatch.context() as patch, pytest.raises(expected, match=str(error)) as caught:
+        _fail_appends(patch, kafka_producer._handle, error)
+        kafka_producer.send("t", b"v", partition=0)
+    assert not isinstance(caught.value, ShmError | posix_ipc.Error)
+
+
+def test_kafka_producer_flush(
+    kafka_producer: KafkaProducer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kafka_producer.send("t", b"v", partition=0)  # pending: no broker answers
+
+    def gone(*args: Any) -> None:
+        raise PoolNotFoundError("pool vanished")
+
+    with monkeypatch.context() as patch, pytest.raises(PoolError, match="pool vanished"):
+        patch.setattr(kafka_producer._handle.pool.slots, "set_flushing", gone)
+        kafka_producer.flush(1)
+
+
+def test_kafka_producer_partitions_for(
+    kafka_producer: KafkaProducer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(topic: str) -> None:
+        raise CapacityError("max_topics (8) topic requests pending")
+
+    with monkeypatch.context() as patch, pytest.raises(PoolError, match="topic requests pending"):
+        patch.setattr(kafka_producer._handle.pool.directory, "request_topic", full)
+        kafka_producer.partitions_for("unknown-topic")
+
+
+@pytest.mark.parametrize(
+    ("error", "expected", "code"),
+    [
+        (CapacityError("every deque is taken"), KafkaException, -196),  # _FAIL
+        (LockTimeoutError("lock 3 held by pid 42"), KafkaException, -185),  # _TIMED_OUT
+        (RecordTooLargeError("a record of 2 MiB"), KafkaException, 10),  # MSG_SIZE_TOO_LARGE
+        (BufferExhaustedError("no slab now"), BufferError, None),  # as librdkafka's queue full
+    ],
+)
+def test_confluent_produce(
+    confluent_producer: Producer,
+    monkeypatch: pytest.MonkeyPatch,
+    error: Exception,
+    expected: type[Exception],
+    code: int | None,
+) -> None:
+    with monkeypatch.context() as patch, pytest.raises(expected) as caught:
+        _fail_appends(patch, confluent_producer._handle, error)
+        confluent_producer.produce("t", b"v", partition=0)
+    if code is not None:
+        assert caught.value.args[0].code() == code
+
+
+def test_confluent_flush(confluent_producer: Producer, monkeypatch: pytest.MonkeyPatch) -> None:
+    confluent_producer.produce("t", b"v", partition=0)  # pending: no broker answers
+
+    def gone(sem: Any) -> None:
+        raise posix_ipc.ExistentialError("the Sender's semaphore is gone")
+
+    with monkeypatch.context() as patch, pytest.raises(KafkaException, match="semaphore is gone"):
+        patch.setattr(handle_module, "wake", gone)
+        confluent_producer.flush(1)
+
+
+def test_confluent_list_topics(
+    confluent_producer: Producer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(topic: str) -> None:
+        raise CapacityError("max_topics (8) topic requests pending")
+
+    with monkeypatch.context() as patch, pytest.raises(KafkaException, match="requests pending"):
+        patch.setattr(confluent_producer._handle.pool.directory, "request_topic", full)
+        confluent_producer.list_topics("unknown-topic", timeout=1)
