@@ -1,4 +1,4 @@
-"""A tally of what the reliability tests checked, for the README's figures.
+"""A tally of what the reliability tests checked, for the figures in docs/reliability.md.
 
 A test calls ``note`` once its assertions have passed (so a note means: no record lost, none
 duplicated, order held, nothing hung). With ``SHMKAFKA_LEDGER`` naming a file, each note is

@@ -1,4 +1,4 @@
-"""Cases of the reliability catalogue (../shared/reference/anchors-reliability.md, section b)
+"""Cases of the reliability catalogue (docs/reliability.md)
 for shmkafka's own producer, with faults injected by broker_stub. Each case checks the exact
 outcome: the typed error, no accepted record lost, no duplicate with idempotence, order per
 partition, no wait unbounded, and the pool's invariants afterwards."""
@@ -240,7 +240,7 @@ def test_case_35_flush_and_close_with_records_pending(stub: BrokerStub, pool_nam
     """flush() sends at once, linger.ms notwithstanding, and completes every future;
     close(0) fails the 100 pending futures; a second close is a no-op. The records close(0)
     gave up on stay in the shared pool (other processes' records share their batches), so
-    the Sender still delivers them after linger.ms, unreported, as the README says."""
+    the Sender still delivers them after linger.ms, unreported, as docs/reliability.md says."""
     p = producer(stub, pool_name, linger_ms=3000, batch_size=1 << 20,
                  delivery_timeout_ms=900_000)  # fmt: skip
     flushed = [p.send("pending", b"f%d" % i, partition=0) for i in range(50)]

@@ -1,4 +1,4 @@
-"""Catalogue cases 6, 32, 33 and 36 (../shared/reference/anchors-reliability.md, section b):
+"""Catalogue cases 6, 32, 33 and 36 (docs/reliability.md):
 a topic that never appears, the pool's segment unlinked or left behind by a crashed run,
 and many processes racing on the same partitions."""
 

@@ -1,4 +1,4 @@
-"""Catalogue cases 19, 21, 22 and 23 (../shared/reference/anchors-reliability.md, section b):
+"""Catalogue cases 19, 21, 22 and 23 (docs/reliability.md):
 the idempotent producer's sequence errors and the broker's MESSAGE_TOO_LARGE, injected by
 broker_stub. Each checks the futures, the offsets, and the log as a consumer reads it."""
 

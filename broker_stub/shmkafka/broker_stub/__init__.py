@@ -1,1 +1,2 @@
-"""shmkafka.broker_stub (see the README's Layout)."""
+"""shmkafka.broker_stub: a Kafka-protocol test broker with fault injection, for tests and
+the demo (see docs/internals.md)."""

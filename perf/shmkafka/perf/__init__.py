@@ -1,1 +1,2 @@
-"""shmkafka.perf (see the README's Layout)."""
+"""shmkafka.perf: the side-by-side benchmark tool behind ``shmkafka perf`` (see
+docs/performance.md)."""

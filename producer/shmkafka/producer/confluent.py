@@ -47,6 +47,8 @@ from shmkafka.protocol.hashing import murmur2_partition
 log = logging.getLogger("shmkafka.producer")
 
 TIMESTAMP_NOT_AVAILABLE, TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME = 0, 1, 2
+
+
 class KafkaError:
     """confluent-kafka's error object: ``code()``, ``name()``, ``str()``, ``retriable()``,
     ``fatal()``; it compares equal to its code."""

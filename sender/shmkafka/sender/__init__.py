@@ -1,1 +1,2 @@
-"""shmkafka.sender (see the README's Layout)."""
+"""shmkafka.sender: the Sender process — metadata, connections, ready/drain, produce
+requests, retries, idempotence, lifecycle (see docs/internals.md)."""
