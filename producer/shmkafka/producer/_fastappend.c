@@ -17,6 +17,7 @@
 #include <Python.h>
 #include <fcntl.h>
 #include <semaphore.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -38,22 +39,61 @@ typedef struct {
     int has_view;
     sem_t **sems;
     Py_ssize_t n_sems;
-    /* layout */
-    Py_ssize_t deques_at, deque_size, deque_capacity, deque_ring_at;
-    Py_ssize_t batches_at, batch_stride, slabs_at, batch_size;
-    Py_ssize_t b_state, b_generation, b_first_slab, b_slab_count, b_publish, b_base_ts, b_appenders;
-    Py_ssize_t owner_at0, lock_stride, first_stripe, intent_at0, directory_version_at;
-    /* opening a batch (send_kv only) */
-    sem_t *pool_sem;
-    Py_ssize_t pool_lock, freemap_at, num_slabs, waitq_head_at, waitq_tail_at, pending_at;
-    Py_ssize_t b_deque, b_attempts, b_created, b_producer_id, b_producer_epoch, b_base_sequence;
-    Py_ssize_t b_parent, record_batch_header, appenders_size;
-    Py_ssize_t sender_wake_at, sender_linger_at, new_batches_at;
-    uint32_t no_parent, no_slab;
-    uint32_t open_state;
+    sem_t *pool_sem; /* opening a batch (send_kv only) */
+    /* the memory map: Layout.fast_path_offsets (layout.py), see layout_fields */
+    Py_ssize_t directory_version_at, sender_wake_at, sender_linger_at, new_batches_at;
+    Py_ssize_t waitq_head_at, waitq_tail_at;
+    Py_ssize_t locks_at, lock_stride, lock_owner_slot, lock_owner_pid, lock_owner_start;
+    Py_ssize_t pool_lock, first_stripe, intent_at0;
+    Py_ssize_t pending_first_at, pending_count_at, no_slab;
+    Py_ssize_t deques_at, deque_size, deque_capacity, d_head, d_tail, d_ring, d_entry_size;
+    Py_ssize_t batches_at, batch_stride, b_state, b_generation, b_deque, b_first_slab;
+    Py_ssize_t b_slab_count, b_attempts, b_publish, b_write_pos, b_record_count, b_max_ts;
+    Py_ssize_t b_last_append, b_base_ts, b_created, b_producer_id, b_producer_epoch;
+    Py_ssize_t b_base_sequence, b_appenders, appenders_size, b_parent, b_parent_generation;
+    Py_ssize_t b_parent_delta, no_parent, open_state;
+    Py_ssize_t freemap_at, num_slabs, slabs_at, batch_size;
+    /* this process, and the record batch header the slabs reserve */
+    Py_ssize_t record_batch_header;
     int32_t slot, pid;
     int64_t started;
 } FastAppend;
+
+/* Every key of the memory map FastAppend reads, and the field it goes to: exactly the keys
+ * of Layout.fast_path_offsets (FastAppend.offsets() returns them for a test to compare). */
+typedef struct {
+    const char *key;
+    size_t field;
+} LayoutField;
+
+#define LAYOUT_FIELD(name) {#name, offsetof(FastAppend, name)}
+static const LayoutField layout_fields[] = {
+    LAYOUT_FIELD(directory_version_at), LAYOUT_FIELD(sender_wake_at),
+    LAYOUT_FIELD(sender_linger_at), LAYOUT_FIELD(new_batches_at),
+    LAYOUT_FIELD(waitq_head_at), LAYOUT_FIELD(waitq_tail_at),
+    LAYOUT_FIELD(locks_at), LAYOUT_FIELD(lock_stride), LAYOUT_FIELD(lock_owner_slot),
+    LAYOUT_FIELD(lock_owner_pid), LAYOUT_FIELD(lock_owner_start), LAYOUT_FIELD(pool_lock),
+    LAYOUT_FIELD(first_stripe), LAYOUT_FIELD(intent_at0),
+    LAYOUT_FIELD(pending_first_at), LAYOUT_FIELD(pending_count_at), LAYOUT_FIELD(no_slab),
+    LAYOUT_FIELD(deques_at), LAYOUT_FIELD(deque_size), LAYOUT_FIELD(deque_capacity),
+    LAYOUT_FIELD(d_head), LAYOUT_FIELD(d_tail), LAYOUT_FIELD(d_ring), LAYOUT_FIELD(d_entry_size),
+    LAYOUT_FIELD(batches_at), LAYOUT_FIELD(batch_stride), LAYOUT_FIELD(b_state),
+    LAYOUT_FIELD(b_generation), LAYOUT_FIELD(b_deque), LAYOUT_FIELD(b_first_slab),
+    LAYOUT_FIELD(b_slab_count), LAYOUT_FIELD(b_attempts), LAYOUT_FIELD(b_publish),
+    LAYOUT_FIELD(b_write_pos), LAYOUT_FIELD(b_record_count), LAYOUT_FIELD(b_max_ts),
+    LAYOUT_FIELD(b_last_append), LAYOUT_FIELD(b_base_ts), LAYOUT_FIELD(b_created),
+    LAYOUT_FIELD(b_producer_id), LAYOUT_FIELD(b_producer_epoch),
+    LAYOUT_FIELD(b_base_sequence), LAYOUT_FIELD(b_appenders), LAYOUT_FIELD(appenders_size),
+    LAYOUT_FIELD(b_parent), LAYOUT_FIELD(b_parent_generation), LAYOUT_FIELD(b_parent_delta),
+    LAYOUT_FIELD(no_parent), LAYOUT_FIELD(open_state),
+    LAYOUT_FIELD(freemap_at), LAYOUT_FIELD(num_slabs), LAYOUT_FIELD(slabs_at),
+    LAYOUT_FIELD(batch_size),
+};
+#define N_LAYOUT_FIELDS (sizeof(layout_fields) / sizeof(layout_fields[0]))
+
+static Py_ssize_t *layout_field(FastAppend *self, size_t i) {
+    return (Py_ssize_t *)((char *)self + layout_fields[i].field);
+}
 
 static inline uint32_t rd32(const char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint64_t rd64(const char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
@@ -120,39 +160,20 @@ static int FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds) {
         return -1;
     if (PyObject_GetBuffer(buffer, &self->view, PyBUF_WRITABLE | PyBUF_SIMPLE) < 0) return -1;
     self->has_view = 1;
-    struct { const char *key; Py_ssize_t *out; } fields[] = {
-        {"deques_at", &self->deques_at}, {"deque_size", &self->deque_size},
-        {"deque_capacity", &self->deque_capacity}, {"deque_ring_at", &self->deque_ring_at},
-        {"batches_at", &self->batches_at}, {"batch_stride", &self->batch_stride},
-        {"slabs_at", &self->slabs_at}, {"batch_size", &self->batch_size},
-        {"b_state", &self->b_state}, {"b_generation", &self->b_generation},
-        {"b_first_slab", &self->b_first_slab}, {"b_slab_count", &self->b_slab_count},
-        {"b_publish", &self->b_publish}, {"b_base_ts", &self->b_base_ts},
-        {"b_appenders", &self->b_appenders}, {"owner_at0", &self->owner_at0},
-        {"lock_stride", &self->lock_stride}, {"first_stripe", &self->first_stripe},
-        {"intent_at0", &self->intent_at0}, {"directory_version_at", &self->directory_version_at},
-        {"pool_lock", &self->pool_lock}, {"freemap_at", &self->freemap_at},
-        {"num_slabs", &self->num_slabs}, {"waitq_head_at", &self->waitq_head_at},
-        {"waitq_tail_at", &self->waitq_tail_at}, {"pending_at", &self->pending_at},
-        {"b_deque", &self->b_deque}, {"b_attempts", &self->b_attempts},
-        {"b_created", &self->b_created}, {"b_producer_id", &self->b_producer_id},
-        {"b_producer_epoch", &self->b_producer_epoch},
-        {"b_base_sequence", &self->b_base_sequence}, {"b_parent", &self->b_parent},
-        {"record_batch_header", &self->record_batch_header},
-        {"appenders_size", &self->appenders_size},
-        {"sender_wake_at", &self->sender_wake_at}, {"sender_linger_at", &self->sender_linger_at},
-        {"new_batches_at", &self->new_batches_at},
-    };
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-        if (get_ssize(layout, fields[i].key, fields[i].out) < 0) return -1;
-    Py_ssize_t open_state, slot, pid, started, no_parent, no_slab;
-    if (get_ssize(layout, "open_state", &open_state) < 0 || get_ssize(layout, "slot", &slot) < 0 ||
-        get_ssize(layout, "pid", &pid) < 0 || get_ssize(layout, "started", &started) < 0 ||
-        get_ssize(layout, "no_parent", &no_parent) < 0 || get_ssize(layout, "no_slab", &no_slab) < 0)
+    for (size_t i = 0; i < N_LAYOUT_FIELDS; i++)
+        if (get_ssize(layout, layout_fields[i].key, layout_field(self, i)) < 0) return -1;
+    /* the u32 fields this code reads and stores whole */
+    if (self->d_entry_size != (Py_ssize_t)sizeof(uint32_t) || self->b_write_pos != self->b_publish ||
+        self->b_record_count != self->b_publish + (Py_ssize_t)sizeof(uint32_t)) {
+        PyErr_SetString(PyExc_ValueError, "layout: ring entries must be u32 and the publish "
+                                          "word write_pos | record_count << 32");
         return -1;
-    self->open_state = (uint32_t)open_state;
-    self->no_parent = (uint32_t)no_parent;
-    self->no_slab = (uint32_t)no_slab;
+    }
+    Py_ssize_t slot, pid, started;
+    if (get_ssize(layout, "slot", &slot) < 0 || get_ssize(layout, "pid", &pid) < 0 ||
+        get_ssize(layout, "started", &started) < 0 ||
+        get_ssize(layout, "record_batch_header", &self->record_batch_header) < 0)
+        return -1;
     self->slot = (int32_t)slot;
     self->pid = (int32_t)pid;
     self->started = (int64_t)started;
@@ -203,10 +224,10 @@ static int take_lock(FastAppend *self, Py_ssize_t index, sem_t *sem) {
      * slow path, whose blocking wait costs a context switch. */
     for (int spin = 0; spin < SPIN_TRIES; spin++) {
         if (sem_trywait(sem) == 0) {
-            char *owner = buf + self->owner_at0 + index * self->lock_stride;
-            wr32(owner, (uint32_t)self->slot);
-            wr32(owner + 4, (uint32_t)self->pid);
-            wr64(owner + 8, (uint64_t)self->started);
+            char *owner = buf + self->locks_at + index * self->lock_stride;
+            wr32(owner + self->lock_owner_slot, (uint32_t)self->slot);
+            wr32(owner + self->lock_owner_pid, (uint32_t)self->pid);
+            wr64(owner + self->lock_owner_start, (uint64_t)self->started);
             return 1;
         }
         cpu_relax();
@@ -217,10 +238,10 @@ static int take_lock(FastAppend *self, Py_ssize_t index, sem_t *sem) {
 
 static void drop_lock(FastAppend *self, Py_ssize_t index, sem_t *sem) {
     char *buf = (char *)self->view.buf;
-    char *owner = buf + self->owner_at0 + index * self->lock_stride;
-    wr32(owner, (uint32_t)-1);
-    wr32(owner + 4, 0);
-    wr64(owner + 8, 0);
+    char *owner = buf + self->locks_at + index * self->lock_stride;
+    wr32(owner + self->lock_owner_slot, (uint32_t)-1);
+    wr32(owner + self->lock_owner_pid, 0);
+    wr64(owner + self->lock_owner_start, 0);
     sem_post(sem);
     buf[self->intent_at0 + index] = 0;
 }
@@ -251,19 +272,20 @@ static void copy_record(char *dst, const unsigned char *head, int n, const Piece
 static int append_to_last(FastAppend *self, char *deque, int64_t timestamp, int64_t now_ms,
                           const Piece *pieces, int n_pieces, Py_ssize_t tail_len, Hit *hit) {
     char *buf = (char *)self->view.buf;
-    uint64_t head = rd64(deque), tail_index = rd64(deque + 8);
+    uint64_t head = rd64(deque + self->d_head), tail_index = rd64(deque + self->d_tail);
     if (head == tail_index) return NEEDS_NEW_BATCH;
     if (tail_index < head || tail_index - head > (uint64_t)self->deque_capacity)
         return NEEDS_NEW_BATCH; /* damaged ends: the Sender quarantines the deque */
-    uint32_t batch_id = rd32(deque + self->deque_ring_at + 4 * ((tail_index - 1) % self->deque_capacity));
+    uint64_t last = (tail_index - 1) % (uint64_t)self->deque_capacity;
+    uint32_t batch_id = rd32(deque + self->d_ring + self->d_entry_size * last);
     if (batch_id >= (uint32_t)self->num_slabs) return NEEDS_NEW_BATCH; /* a damaged ring */
     char *batch = buf + self->batches_at + (Py_ssize_t)batch_id * self->batch_stride;
-    if (rd32(batch + self->b_state) != self->open_state) return NEEDS_NEW_BATCH;
+    if (rd32(batch + self->b_state) != (uint32_t)self->open_state) return NEEDS_NEW_BATCH;
     uint32_t first_slab = rd32(batch + self->b_first_slab);
     uint32_t slab_count = rd32(batch + self->b_slab_count);
-    char *publish = batch + self->b_publish;
-    uint32_t write_pos = rd32(publish), count = rd32(publish + 4);
-    int64_t max_ts = (int64_t)rd64(publish + 8);
+    uint32_t write_pos = rd32(batch + self->b_write_pos);
+    uint32_t count = rd32(batch + self->b_record_count);
+    int64_t max_ts = (int64_t)rd64(batch + self->b_max_ts);
     int64_t base_ts = (int64_t)rd64(batch + self->b_base_ts);
     unsigned char head_bytes[32];
     int n = record_head(head_bytes, timestamp - base_ts, count, tail_len);
@@ -279,9 +301,9 @@ static int append_to_last(FastAppend *self, char *deque, int64_t timestamp, int6
      * (layout.py), so a process killed at any instruction leaves no partial record */
     uint32_t new_count = count + 1;
     int64_t new_max = timestamp > max_ts ? timestamp : max_ts;
-    wr64(publish + 8, (uint64_t)new_max);
-    wr64(publish + 16, (uint64_t)now_ms);
-    store_release64(publish, (uint64_t)(uint32_t)end | (uint64_t)new_count << 32);
+    wr64(batch + self->b_max_ts, (uint64_t)new_max);
+    wr64(batch + self->b_last_append, (uint64_t)now_ms);
+    store_release64(batch + self->b_publish, (uint64_t)(uint32_t)end | (uint64_t)new_count << 32);
     hit->batch_id = batch_id;
     hit->generation = rd32(batch + self->b_generation);
     hit->offset_delta = count;
@@ -297,8 +319,8 @@ static int append_to_last(FastAppend *self, char *deque, int64_t timestamp, int6
  * first. Returns the slab, or -1 (Python allocates: it may wait, queue or take a run). */
 static Py_ssize_t take_slab(FastAppend *self) {
     char *buf = (char *)self->view.buf;
-    char *pending = buf + self->pending_at;
-    if (rd32(pending) != self->no_slab) return -1; /* another thread of ours is allocating */
+    if (rd32(buf + self->pending_first_at) != (uint32_t)self->no_slab)
+        return -1; /* another thread of ours is allocating */
     if (!take_lock(self, self->pool_lock, self->pool_sem)) return -1;
     Py_ssize_t slab = -1;
     if (rd64(buf + self->waitq_head_at) == rd64(buf + self->waitq_tail_at)) {
@@ -306,8 +328,8 @@ static Py_ssize_t take_slab(FastAppend *self) {
         char *free_at = memchr(freemap, 0, (size_t)self->num_slabs);
         if (free_at) {
             slab = free_at - freemap;
-            wr32(pending, (uint32_t)slab);
-            wr32(pending + 4, 1);
+            wr32(buf + self->pending_first_at, (uint32_t)slab);
+            wr32(buf + self->pending_count_at, 1);
             *free_at = 1;
         }
     }
@@ -337,7 +359,7 @@ static int open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id, int64_
                       int64_t now_ms, const Piece *pieces, int n_pieces, Py_ssize_t tail_len,
                       Hit *hit) {
     char *buf = (char *)self->view.buf;
-    uint64_t head = rd64(deque), tail_index = rd64(deque + 8);
+    uint64_t head = rd64(deque + self->d_head), tail_index = rd64(deque + self->d_tail);
     if (tail_index - head >= (uint64_t)self->deque_capacity) return NEEDS_NEW_BATCH;
     unsigned char head_bytes[32];
     int n = record_head(head_bytes, 0, 0, tail_len);
@@ -354,11 +376,10 @@ static int open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id, int64_
     wr32(batch + self->b_first_slab, (uint32_t)slab);
     wr32(batch + self->b_slab_count, 1);
     wr32(batch + self->b_attempts, 0);
-    char *publish = batch + self->b_publish;
-    wr32(publish, (uint32_t)end);
-    wr32(publish + 4, 1);
-    wr64(publish + 8, (uint64_t)timestamp);
-    wr64(publish + 16, (uint64_t)now_ms);
+    wr32(batch + self->b_write_pos, (uint32_t)end);
+    wr32(batch + self->b_record_count, 1);
+    wr64(batch + self->b_max_ts, (uint64_t)timestamp);
+    wr64(batch + self->b_last_append, (uint64_t)now_ms);
     wr64(batch + self->b_base_ts, (uint64_t)timestamp);
     wr64(batch + self->b_created, (uint64_t)now_ms);
     wr64(batch + self->b_producer_id, (uint64_t)-1);
@@ -367,15 +388,17 @@ static int open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id, int64_
     wr32(batch + self->b_base_sequence, (uint32_t)-1);
     memset(batch + self->b_appenders, 0, (size_t)self->appenders_size);
     batch[self->b_appenders + (self->slot >> 3)] = (char)(1u << (self->slot & 7));
-    wr32(batch + self->b_parent, self->no_parent);
-    wr32(batch + self->b_parent + 4, 0);
-    wr32(batch + self->b_parent + 8, 0);
-    store_release32(batch + self->b_state, self->open_state); /* last: the descriptor is whole */
-    wr32(deque + self->deque_ring_at + 4 * (tail_index % self->deque_capacity), (uint32_t)slab);
-    store_release64(deque + 8, tail_index + 1); /* publish: the batch is queued */
-    char *pending = buf + self->pending_at;
-    wr32(pending, self->no_slab); /* committed: the batch owns the slab */
-    wr32(pending + 4, 0);
+    wr32(batch + self->b_parent, (uint32_t)self->no_parent);
+    wr32(batch + self->b_parent_generation, 0);
+    wr32(batch + self->b_parent_delta, 0);
+    /* last: the descriptor is whole */
+    store_release32(batch + self->b_state, (uint32_t)self->open_state);
+    wr32(deque + self->d_ring + self->d_entry_size * (tail_index % self->deque_capacity),
+         (uint32_t)slab);
+    store_release64(deque + self->d_tail, tail_index + 1); /* publish: the batch is queued */
+    /* committed: the batch owns the slab */
+    wr32(buf + self->pending_first_at, (uint32_t)self->no_slab);
+    wr32(buf + self->pending_count_at, 0);
     hit->batch_id = (uint32_t)slab;
     hit->generation = generation;
     hit->offset_delta = 0;
@@ -558,6 +581,22 @@ static PyObject *full_fence(PyObject *module, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* offsets() -> the memory map this object was given: {layout key: value}. */
+static PyObject *FastAppend_offsets(FastAppend *self, PyObject *unused) {
+    PyObject *out = PyDict_New();
+    if (!out) return NULL;
+    for (size_t i = 0; i < N_LAYOUT_FIELDS; i++) {
+        PyObject *value = PyLong_FromSsize_t(*layout_field(self, i));
+        if (!value || PyDict_SetItemString(out, layout_fields[i].key, value) < 0) {
+            Py_XDECREF(value);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(value);
+    }
+    return out;
+}
+
 static PyObject *FastAppend_close(FastAppend *self, PyObject *unused) {
     FastAppend_release(self);
     Py_RETURN_NONE;
@@ -570,6 +609,8 @@ static PyMethodDef FastAppend_methods[] = {
      "append_kv(deque_id, timestamp_ms, key, value, now_ms) -> tuple or None"},
     {"send_kv", (PyCFunction)(void (*)(void))FastAppend_send_kv, METH_FASTCALL,
      "send_kv(route, partition, key, value) -> (registration, wake, record) or None"},
+    {"offsets", (PyCFunction)FastAppend_offsets, METH_NOARGS,
+     "offsets() -> the memory map given at initialisation (Layout.fast_path_offsets)"},
     {"close", (PyCFunction)FastAppend_close, METH_NOARGS, "release the buffer and semaphores"},
     {NULL, NULL, 0, NULL},
 };
