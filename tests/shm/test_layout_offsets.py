@@ -190,7 +190,9 @@ def _code(source: str) -> str:
     """The source without comments and without the functions that read no segment memory."""
     code = re.sub(r"/\*.*?\*/|//[^\n]*", " ", source, flags=re.S)
     for name in NOT_SEGMENT:
-        code = re.sub(rf"\n\w[^\n]*\b{name}\(.*?\n}}\n", "\n", code, flags=re.S)
+        # its definition: from the line naming it (PEP 7 puts the return type on the line
+        # before) to its closing brace in column 0
+        code = re.sub(rf"\n(?:\w[^\n(]*\s)?{name}\(.*?\n}}\n", "\n", code, flags=re.S)
     return code
 
 
