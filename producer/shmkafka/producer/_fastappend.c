@@ -826,15 +826,50 @@ fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp,
     return result;
 }
 
+/* A tuple of the n new references in items (stolen), or NULL when one of
+ * them is NULL: what Py_BuildValue makes, without parsing a format on every
+ * call (a third of a call's instructions). */
+static PyObject *
+tuple_of(PyObject **items, Py_ssize_t n)
+{
+    PyObject *tuple = NULL;
+
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (items[i] == NULL) {
+            goto error;
+        }
+    }
+    tuple = PyTuple_New(n);
+    if (tuple == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTuple_SET_ITEM(tuple, i, items[i]);
+    }
+    return tuple;
+
+error:
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(items[i]);
+    }
+    return NULL;
+}
+
+/* (batch_id, generation, offset_delta, batch_is_full, queued), or None. */
 static PyObject *
 hit_tuple(int appended, const Hit *hit)
 {
+    PyObject *items[5];
+
     if (appended != APPENDED) {
         Py_RETURN_NONE;
     }
-    return Py_BuildValue("(IIIiK)", hit->batch_id, hit->generation,
-                         hit->offset_delta, hit->full,
-                         (unsigned long long)hit->queued);
+    items[0] = PyLong_FromUnsignedLong(hit->batch_id);
+    items[1] = PyLong_FromUnsignedLong(hit->generation);
+    items[2] = PyLong_FromUnsignedLong(hit->offset_delta);
+    items[3] = PyLong_FromLong(hit->full);
+    items[4] = PyLong_FromUnsignedLongLong(hit->queued);
+    return tuple_of(items, Py_ARRAY_LENGTH(items));
 }
 
 /* The arguments append() and append_kv() share: deque_id and timestamp_ms
@@ -1079,12 +1114,17 @@ FastAppend_send_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t key_size = key == Py_None ? -1 : PyBytes_GET_SIZE(key);
     Py_ssize_t value_size = value == Py_None ? -1 : PyBytes_GET_SIZE(value);
-    return Py_BuildValue("(KinILnn)",
-                         ((unsigned long long)hit.batch_id << 32)
-                         | hit.generation,
-                         hit.full | (hit.new_batch << 1) | (hit.wake << 2),
-                         partition, hit.offset_delta, (long long)timestamp,
-                         key_size, value_size);
+    PyObject *items[7];
+    items[0] = PyLong_FromUnsignedLongLong(
+        ((unsigned long long)hit.batch_id << 32) | hit.generation);
+    items[1] = PyLong_FromLong(
+        hit.full | (hit.new_batch << 1) | (hit.wake << 2));
+    items[2] = PyLong_FromSsize_t(partition);
+    items[3] = PyLong_FromUnsignedLong(hit.offset_delta);
+    items[4] = PyLong_FromLongLong(timestamp);
+    items[5] = PyLong_FromSsize_t(key_size);
+    items[6] = PyLong_FromSsize_t(value_size);
+    return tuple_of(items, Py_ARRAY_LENGTH(items));
 }
 
 PyDoc_STRVAR(FastAppend_offsets__doc__,
