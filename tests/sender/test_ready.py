@@ -18,7 +18,6 @@ def state(**changes: object) -> PartitionState:
     base = PartitionState(
         deque_id=0, topic="t", partition=0, leader=1, queued=1, first_batch_id=0,
         first_size=100, first_full=False, created_ms=1000, last_append_ms=1000, attempts=0,
-        muted=False,
     )  # fmt: skip
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
@@ -49,7 +48,8 @@ def test_retry_backs_off_exponentially() -> None:
 
 
 def test_muted_partition_is_not_ready() -> None:
-    assert ready([state(first_full=True, muted=True)], {1}, CTX, 2000).ready_nodes == frozenset()
+    muted = state(first_full=True)
+    assert ready([muted], {1}, CTX, 2000, lambda s: s is muted).ready_nodes == frozenset()
 
 
 def test_unknown_leader_asks_for_metadata() -> None:

@@ -102,7 +102,6 @@ class PartitionState:
     created_ms: int
     last_append_ms: int
     attempts: int
-    muted: bool
 
 
 @dataclass(frozen=True)
@@ -347,7 +346,6 @@ class RecordAccumulator:
                     continue
                 info = self.pool.batches.read(first)
                 queued = deques.length(entry.deque_id)
-                muted = deques.muted(entry.deque_id)
                 capacity = self.pool.batches.capacity(info.slab_count)
                 out.append(
                     PartitionState(
@@ -362,7 +360,6 @@ class RecordAccumulator:
                         info.created_ms,
                         info.last_append_ms,
                         info.attempts,
-                        muted,
                     )
                 )
         return out

@@ -59,7 +59,7 @@ def ready(
     known_nodes: Iterable[int],
     ctx: ReadyContext,
     now_ms: int,
-    muted: Callable[[PartitionState], bool] = lambda s: s.muted,
+    muted: Callable[[PartitionState], bool] = lambda s: False,
 ) -> ReadyCheckResult:
     nodes = set(known_nodes)
     ready_nodes: set[int] = set()
@@ -98,7 +98,7 @@ class Drainer:
         max_request_size: int,
         now_ms: int,
         ctx: ReadyContext,
-        can_drain: Callable[[PartitionState], bool] = lambda s: not s.muted,
+        can_drain: Callable[[PartitionState], bool] = lambda s: True,
     ) -> dict[int, list[DrainedBatch]]:
         by_node: dict[int, list[PartitionState]] = {}
         for state in states:

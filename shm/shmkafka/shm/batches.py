@@ -16,11 +16,11 @@ Rules:
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from shmkafka.shm.errors import CapacityError
 from shmkafka.shm.layout import (
+    APPENDERS_SIZE,
     B_APPENDERS,
     B_ATTEMPTS,
     B_BASE_SEQUENCE,
@@ -33,15 +33,17 @@ from shmkafka.shm.layout import (
     B_PUBLISH_TIMES,
     B_STATE,
     BATCH,
+    BATCH_BODY,
     BATCH_SIZE_BYTES,
     D_HEAD,
-    D_MUTED,
     D_NEXT_SEQUENCE,
     D_PARTITION,
+    D_RING,
     D_STICKY,
     D_TAIL,
-    DEQUE_HEADER,
+    DEQUE_ENTRY,
     FREE,
+    HEAD_TAIL,
     I32,
     NO_PARENT,
     OPEN,
@@ -51,11 +53,6 @@ from shmkafka.shm.layout import (
     Layout,
 )
 from shmkafka.shm.segment import Segment
-
-HEAD_TAIL = struct.Struct("<QQ")
-BATCH_BODY = struct.Struct("<" + BATCH.format[3:])  # the descriptor after state, generation
-assert BATCH_BODY.size == BATCH.size - B_DEQUE
-assert D_HEAD == 0 and D_TAIL == 8 and DEQUE_HEADER.size == 32
 
 
 def publish_record(
@@ -145,7 +142,7 @@ class Batches:
         self.segment.store_u32(at + B_GENERATION, generation)
         BATCH_BODY.pack_into(
             buf, at + B_DEQUE, deque_id, batch_id, slab_count, 0, write_pos, 0,
-            base_ts, now_ms, base_ts, now_ms, -1, -1, -1, bytes(32),
+            base_ts, now_ms, base_ts, now_ms, -1, -1, -1, bytes(APPENDERS_SIZE),
         )  # fmt: skip
         PARENT.pack_into(buf, at + B_PARENT, NO_PARENT, 0, 0)
         self.set_state(batch_id, OPEN)  # last: a descriptor that is not FREE is whole
@@ -157,9 +154,9 @@ class Batches:
         )
 
     def set_appenders(self, batch_id: int, appenders: frozenset[int]) -> None:
-        raw = sum(1 << slot for slot in appenders).to_bytes(32, "little")
+        raw = sum(1 << slot for slot in appenders).to_bytes(APPENDERS_SIZE, "little")
         at = self.layout.batch_at(batch_id) + B_APPENDERS
-        self.segment.buf[at : at + 32] = raw
+        self.segment.buf[at : at + APPENDERS_SIZE] = raw
 
     def set_state(self, batch_id: int, state: int) -> None:
         self.segment.store_u32(self.layout.batch_at(batch_id) + B_STATE, state)
@@ -244,11 +241,11 @@ class Deques:
 
     def _ends(self, deque_id: int) -> tuple[int, int, int]:
         at = self._base + deque_id * self._size
-        head, tail = HEAD_TAIL.unpack_from(self.segment.buf, at)
+        head, tail = HEAD_TAIL.unpack_from(self.segment.buf, at + D_HEAD)
         return at, head, tail
 
-    def _slot(self, at: int, index: int) -> int:  # DEQUE_HEADER.size == 32
-        return at + DEQUE_HEADER.size + 4 * (index % self.capacity)
+    def _slot(self, at: int, index: int) -> int:
+        return at + D_RING + DEQUE_ENTRY.size * (index % self.capacity)
 
     def problem(self, deque_id: int) -> str | None:
         """What is wrong with a deque's ends or ring, or None: a deque is read without locks
@@ -296,18 +293,11 @@ class Deques:
     def last_and_length(self, deque_id: int) -> tuple[int | None, int]:
         at = self._base + deque_id * self._size
         buf = self.segment.buf
-        head, tail = HEAD_TAIL.unpack_from(buf, at)
+        head, tail = HEAD_TAIL.unpack_from(buf, at + D_HEAD)
         if not head < tail <= head + self.capacity:
             return None, 0  # empty, or damaged (see ``first``)
-        last: int = U32.unpack_from(buf, at + 32 + 4 * ((tail - 1) % self.capacity))[0]
+        last: int = U32.unpack_from(buf, self._slot(at, tail - 1))[0]
         return (last, tail - head) if last < self._num_slabs else (None, 0)
-
-    def last(self, deque_id: int) -> int | None:
-        at, head, tail = self._ends(deque_id)
-        if head == tail:
-            return None
-        last: int = U32.unpack_from(self.segment.buf, self._slot(at, tail - 1))[0]
-        return last
 
     def push_last(self, deque_id: int, batch_id: int) -> None:
         at, head, tail = self._ends(deque_id)
@@ -352,9 +342,6 @@ class Deques:
         )[0]
         return partition
 
-    def muted(self, deque_id: int) -> bool:
-        return bool(U32.unpack_from(self.segment.buf, self.layout.deque_at(deque_id) + D_MUTED)[0])
-
     def sticky(self, deque_id: int) -> int | None:
         """The sticky partition recorded in this (partition 0's) deque, if any."""
         value: int = U32.unpack_from(self.segment.buf, self.layout.deque_at(deque_id) + D_STICKY)[0]
@@ -362,9 +349,6 @@ class Deques:
 
     def set_sticky(self, deque_id: int, partition: int) -> None:
         self.segment.store_u32(self.layout.deque_at(deque_id) + D_STICKY, partition + 1)
-
-    def set_muted(self, deque_id: int, muted: bool) -> None:
-        self.segment.store_u32(self.layout.deque_at(deque_id) + D_MUTED, int(muted))
 
     def next_sequence(self, deque_id: int) -> int:
         seq: int = I32.unpack_from(

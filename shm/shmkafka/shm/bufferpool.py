@@ -172,8 +172,7 @@ class BufferPool:
         cap = self.layout.config.max_processes
         if head <= tail <= head + cap:
             queue = [
-                U32.unpack_from(buf, self.layout.waitq_at + 4 * (i % cap))[0]
-                for i in range(head, tail)
+                U32.unpack_from(buf, self.layout.waitq_entry_at(i))[0] for i in range(head, tail)
             ]
             if all(slot < cap for slot in queue):
                 return queue
@@ -192,9 +191,8 @@ class BufferPool:
     def _write_queue(self, queue: list[int]) -> None:
         buf = self.segment.buf
         head = U64.unpack_from(buf, H_WAITQ_HEAD)[0]
-        cap = self.layout.config.max_processes
         for i, slot in enumerate(queue):
-            self.segment.store_u32(self.layout.waitq_at + 4 * ((head + i) % cap), slot)
+            self.segment.store_u32(self.layout.waitq_entry_at(head + i), slot)
         self.segment.store_u64(H_WAITQ_TAIL, head + len(queue))
 
     def _enqueue(self) -> None:

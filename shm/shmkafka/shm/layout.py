@@ -10,7 +10,9 @@ Rules:
   field that makes new data visible is written last, in one store of at most 8 aligned
   bytes (a process may be killed between any two instructions, and ``pack_into`` of a
   multi-field struct is many stores).
-- Nothing outside this module hard-codes an offset.
+- Nothing outside this module hard-codes an offset. The C append fast path
+  (producer/_fastappend.c) is given every offset it uses by ``Layout.fast_path_offsets``
+  (tests/shm/test_layout_offsets.py holds both sides to that).
 
 Region 1 - HEADER (512 bytes)
     off  type     field                  written by
@@ -46,8 +48,11 @@ when their holder dies (they guard no bytes of the map; the byte is only a name)
     byte 0 = lock recovery (locks.py), 1 = the slot table (slots.py), 2 = held by the
     running Sender for its whole life (one Sender per pool), 3 = held by a producer while it
     checks for a live Sender and starts one (sender_link.py).
-Region 3 - LOCKS: per lock 16 bytes, written by the holder right after acquiring:
-      0  i32 owner_slot (-1 none)  4  i32 owner_pid  8  i64 owner_start
+Region 3 - LOCKS: per lock a LOCK record (16 bytes), written by the holder right after
+    acquiring and cleared by it before releasing:
+      0  i32 owner_slot (-1 none)         LOCK_OWNER_SLOT
+      4  i32 owner_pid                    LOCK_OWNER_PID
+      8  i64 owner_start                  LOCK_OWNER_START
     lock 0 = the pool lock (BufferPool, process slots, wait queue); lock 1 = the directory
     writer lock; locks 2.. = the partition-deque stripes (deque id % lock_stripes).
 Region 4 - SLOTS: per process slot, SLOT_HEADER then the intent bytes then the completion ring.
@@ -58,7 +63,7 @@ Region 4 - SLOTS: per process slot, SLOT_HEADER then the intent bytes then the c
      20  u32 pending_slab_count                  owned by a batch; freed if the owner dies)
      24  u64 ring_head                    owner (the reader of its ring)
      32  u64 ring_tail                    the Sender (the writer of the ring)
-     40  u64 appended_records             owner
+     40  u64 reserved (was appended_records, which nothing wrote; kept so nothing moves)
      48  u64 reserved
      56  u32 waiting_alloc                owner, under the pool lock (1 while in the wait queue)
      60  u32 flushing                     owner (1 while its flush() or close() waits: the
@@ -72,14 +77,42 @@ Region 5 - DIRECTORY: two copies (A and B); copy ``directory_version & 1`` is cu
     (u16 name_len, 250s name, u32 partition_count, u32 first_entry), then max_partitions
     PARTITION entries (u32 deque_id, i32 leader, i32 leader_epoch, u32 reserved). Only the
     directory writer writes, into the copy that is not current, then bumps the version.
-Region 6 - DEQUES: per deque DEQUE_HEADER then deque_capacity u32 batch ids, all under the
-    deque's stripe lock: u64 head, u64 tail (monotonic; batch at ring[i % capacity]),
-    i32 partition, u32 muted, i32 next_sequence, u32 sticky. ``sticky`` is used in the
-    deque of a topic's partition 0 only: the topic's current sticky partition + 1 (0 none)
-    for keyless records, written by any producer without a lock (one aligned u32 store; a
-    lost race only picks another random partition).
-Region 7 - BATCHES: one descriptor per slab (a batch owns >= 1 slab), under the stripe lock
-    of its deque while queued; by the Sender once drained. See ``BATCH``.
+Region 6 - DEQUES: per deque DEQUE_HEADER then the ring, all under the deque's stripe lock
+    unless said otherwise:
+      0  u64 head                         D_HEAD (monotonic; batch i at ring[i % capacity])
+      8  u64 tail                         D_TAIL (moved last: publishes ring[tail])
+     16  i32 partition                    D_PARTITION
+     20  u32 reserved (was a ``muted`` flag nothing set: the Sender's in-memory in-flight
+                       count mutes a partition; kept so the map does not move)
+     24  i32 next_sequence                D_NEXT_SEQUENCE
+     28  u32 sticky                       D_STICKY
+     32  deque_capacity x u32 batch ids   D_RING, entries of DEQUE_ENTRY
+    ``sticky`` is used in the deque of a topic's partition 0 only: the topic's current
+    sticky partition + 1 (0 none) for keyless records, written by any producer without a
+    lock (one aligned u32 store; a lost race only picks another random partition).
+Region 7 - BATCHES: one BATCH descriptor per slab (a batch owns >= 1 slab), under the
+    stripe lock of its deque while queued; by the Sender once drained:
+      0  u32 state                        B_STATE (FREE, OPEN, SEALED, IN_FLIGHT)
+      4  u32 generation                   B_GENERATION
+      8  u32 deque                        B_DEQUE
+     12  u32 first_slab                   B_FIRST_SLAB (= the batch id)
+     16  u32 slab_count                   B_SLAB_COUNT
+     20  u32 attempts                     B_ATTEMPTS
+     24  u32 write_pos                    B_WRITE_POS     } the publish word B_PUBLISH,
+     28  u32 record_count                 B_RECORD_COUNT  } stored whole (8 bytes)
+     32  i64 max_timestamp                B_MAX_TS (= B_PUBLISH_TIMES)
+     40  i64 last_append_ms               B_LAST_APPEND
+     48  i64 base_timestamp               B_BASE_TS
+     56  i64 created_ms                   B_CREATED
+     64  i64 producer_id                  B_PRODUCER_ID
+     72  i16 producer_epoch, 2 pad        B_PRODUCER_EPOCH
+     76  i32 base_sequence                B_BASE_SEQUENCE
+     80  32s appenders (256-bit set)      B_APPENDERS, APPENDERS_SIZE bytes
+    112  u32 parent batch                 B_PARENT (the Sender; see PARENT)
+    116  u32 parent generation            B_PARENT_GENERATION
+    120  u32 parent delta                 B_PARENT_DELTA
+    124  reserved, to BATCH_SIZE_BYTES (128)
+    State 4 was DONE, which nothing set; the number is not reused.
 Region 8 - FREEMAP: one byte per slab, 0 free / 1 used, under the pool lock.
 Region 9 - WAITQ: max_processes u32 slot ids, a FIFO ring indexed by the header's
     waitq_head/waitq_tail, under the pool lock.
@@ -92,6 +125,7 @@ Region 11 - SLABS: num_slabs x batch_size bytes of record batches, written by th
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -110,6 +144,7 @@ H_SENDER_START = 88
 H_SENDER_HEARTBEAT = 96
 H_WAITQ_HEAD = 104
 H_WAITQ_TAIL = 112
+WAITQ_ENTRY = 4  # a u32 slot id in the WAITQ ring
 H_PRODUCER_ID = 120
 H_PRODUCER_EPOCH = 128
 H_TOPIC_REQUESTS = 132
@@ -140,6 +175,9 @@ SENDER_BYTE = 2
 SPAWN_BYTE = 3
 
 LOCK = struct.Struct("<iiq")  # owner_slot, owner_pid, owner_start
+LOCK_OWNER_SLOT = 0
+LOCK_OWNER_PID = 4
+LOCK_OWNER_START = 8
 POOL_LOCK = 0
 DIRECTORY_LOCK = 1
 FIRST_STRIPE_LOCK = 2
@@ -149,10 +187,10 @@ SLOT_HEADER_SIZE = 64
 S_STATE = 0
 S_PID = 4
 S_START = 8
-S_PENDING = 16  # u32 first slab, u32 count
+S_PENDING = 16  # PENDING: u32 first slab, u32 count
+S_PENDING_COUNT = 20
 S_RING_HEAD = 24
 S_RING_TAIL = 32
-S_APPENDED = 40
 S_WAITING_ALLOC = 56
 S_FLUSHING = 60
 PENDING = struct.Struct("<II")
@@ -170,13 +208,15 @@ TOPIC_REQUEST = struct.Struct("<H250s")
 TOPIC_ENTRY = struct.Struct("<H250sII")
 PARTITION_ENTRY = struct.Struct("<IiiI")
 
-DEQUE_HEADER = struct.Struct("<QQiIiI")
+DEQUE_HEADER = struct.Struct("<QQiIiI")  # the u32 at 20 is reserved (see above)
 D_HEAD = 0
 D_TAIL = 8
+HEAD_TAIL = struct.Struct("<QQ")  # head, tail at D_HEAD
 D_PARTITION = 16
-D_MUTED = 20
 D_NEXT_SEQUENCE = 24
 D_STICKY = 28
+D_RING = DEQUE_HEADER.size  # the ring of batch ids
+DEQUE_ENTRY = U32  # one batch id
 
 # The batch descriptor. Two stores make it crash-consistent, because a process can be
 # killed between any two instructions (and struct.pack_into is no single store: it zeroes
@@ -195,7 +235,11 @@ B_SLAB_COUNT = 16
 B_ATTEMPTS = 20
 B_PUBLISH = 24  # u32 write_pos, u32 record_count, i64 max_ts, i64 last_append_ms
 PUBLISH = struct.Struct("<IIqq")  # for reading; writes go through batches.publish_record
-B_PUBLISH_TIMES = 32
+B_WRITE_POS = B_PUBLISH  # the publish word's low half
+B_RECORD_COUNT = 28  # the publish word's high half
+B_MAX_TS = 32
+B_LAST_APPEND = 40
+B_PUBLISH_TIMES = B_MAX_TS  # max_ts, last_append_ms
 PUBLISH_TIMES = struct.Struct("<qq")
 B_BASE_TS = 48
 B_CREATED = 56
@@ -203,20 +247,26 @@ B_PRODUCER_ID = 64
 B_PRODUCER_EPOCH = 72
 B_BASE_SEQUENCE = 76
 B_APPENDERS = 80  # 256-bit set of process slots that appended
+APPENDERS_SIZE = 32
 # A batch split out of a larger one (MESSAGE_TOO_LARGE) completes its parent's records:
 # parent batch id (NO_PARENT if none), parent generation, the parent's offset delta of its
 # first record. Written by the Sender.
 B_PARENT = 112
+B_PARENT_GENERATION = 116
+B_PARENT_DELTA = 120
 PARENT = struct.Struct("<III")
 NO_PARENT = 0xFFFFFFFF
 BATCH_SIZE_BYTES = 128
 
+# Opening a batch writes the descriptor after state and generation in one pack.
+BATCH_BODY = struct.Struct("<" + BATCH.format[3:])
+
 # The leading fields an appender needs, up to base_ts: one unpack on the hot path.
 APPEND_VIEW = struct.Struct("<IIIIIIIIqqq")
 
-# Batch states.
-FREE, OPEN, SEALED, IN_FLIGHT, DONE = 0, 1, 2, 3, 4
-STATE_NAMES = {FREE: "FREE", OPEN: "OPEN", SEALED: "SEALED", IN_FLIGHT: "IN_FLIGHT", DONE: "DONE"}
+# Batch states (4 was DONE, never set: not reused).
+FREE, OPEN, SEALED, IN_FLIGHT = 0, 1, 2, 3
+STATE_NAMES = {FREE: "FREE", OPEN: "OPEN", SEALED: "SEALED", IN_FLIGHT: "IN_FLIGHT"}
 
 
 def _align(n: int, to: int = 8) -> int:
@@ -264,7 +314,7 @@ class Layout:
         assert batches_at % 8 == 0  # the publish words are aligned
         freemap_at = batches_at + num_slabs * BATCH_SIZE_BYTES
         waitq_at = _align(freemap_at + num_slabs)
-        topic_requests_at = _align(waitq_at + 4 * config.max_processes)
+        topic_requests_at = _align(waitq_at + WAITQ_ENTRY * config.max_processes)
         slabs_at = _align(topic_requests_at + config.max_topics * TOPIC_REQUEST.size, PAGE)
         size = _align(slabs_at + num_slabs * config.batch_size, PAGE)
         return cls(
@@ -302,6 +352,9 @@ class Layout:
     def directory_copy_at(self, copy: int) -> int:
         return self.directory_at + (copy & 1) * self.directory_copy_size
 
+    def waitq_entry_at(self, index: int) -> int:
+        return self.waitq_at + WAITQ_ENTRY * (index % self.config.max_processes)
+
     def deque_at(self, deque_id: int) -> int:
         return self.deques_at + deque_id * self.deque_size
 
@@ -315,53 +368,118 @@ class Layout:
         return FIRST_STRIPE_LOCK + deque_id % self.config.lock_stripes
 
     def fast_path_offsets(self, slot: int) -> dict[str, int]:
-        """What the C append fast path needs to know of this map (it hard-codes nothing)."""
+        """Everything the C append fast path (producer/_fastappend.c) knows of this map, for
+        process slot ``slot``: it hard-codes nothing, and reads exactly these keys (its
+        ``FastAppend.offsets()`` returns them; tests/shm/test_layout_offsets.py checks)."""
         return {
-            "deques_at": self.deques_at,
-            "deque_size": self.deque_size,
-            "deque_capacity": self.config.deque_capacity,
-            "deque_ring_at": DEQUE_HEADER.size,
-            "batches_at": self.batches_at,
-            "batch_stride": BATCH_SIZE_BYTES,
-            "slabs_at": self.slabs_at,
-            "batch_size": self.config.batch_size,
-            "b_state": B_STATE,
-            "b_generation": B_GENERATION,
-            "b_first_slab": B_FIRST_SLAB,
-            "b_slab_count": B_SLAB_COUNT,
-            "b_publish": B_PUBLISH,
-            "b_base_ts": B_BASE_TS,
-            "b_appenders": B_APPENDERS,
-            "owner_at0": self.locks_at,
-            "lock_stride": LOCK.size,
-            "first_stripe": FIRST_STRIPE_LOCK,
-            "intent_at0": self.intent_at(slot, 0),
+            # header
             "directory_version_at": H_DIRECTORY_VERSION,
             "sender_wake_at": H_SENDER_WAKE_AT,
             "sender_linger_at": H_SENDER_LINGER,
             "new_batches_at": H_NEW_BATCHES,
-            # opening a batch: BufferPool's common case and Batches.open
-            "pool_lock": POOL_LOCK,
-            "freemap_at": self.freemap_at,
-            "num_slabs": self.config.num_slabs,
             "waitq_head_at": H_WAITQ_HEAD,
             "waitq_tail_at": H_WAITQ_TAIL,
-            "pending_at": self.slot_at(slot) + S_PENDING,
+            # locks: the owner records, and this slot's intent bytes
+            "locks_at": self.locks_at,
+            "lock_stride": LOCK.size,
+            "lock_owner_slot": LOCK_OWNER_SLOT,
+            "lock_owner_pid": LOCK_OWNER_PID,
+            "lock_owner_start": LOCK_OWNER_START,
+            "pool_lock": POOL_LOCK,
+            "first_stripe": FIRST_STRIPE_LOCK,
+            "intent_at0": self.intent_at(slot, 0),
+            # this slot's pending allocation
+            "pending_first_at": self.slot_at(slot) + S_PENDING,
+            "pending_count_at": self.slot_at(slot) + S_PENDING_COUNT,
+            "no_slab": NO_SLAB,
+            # deques
+            "deques_at": self.deques_at,
+            "deque_size": self.deque_size,
+            "deque_capacity": self.config.deque_capacity,
+            "d_head": D_HEAD,
+            "d_tail": D_TAIL,
+            "d_ring": D_RING,
+            "d_entry_size": DEQUE_ENTRY.size,
+            # batch descriptors
+            "batches_at": self.batches_at,
+            "batch_stride": BATCH_SIZE_BYTES,
+            "b_state": B_STATE,
+            "b_generation": B_GENERATION,
             "b_deque": B_DEQUE,
+            "b_first_slab": B_FIRST_SLAB,
+            "b_slab_count": B_SLAB_COUNT,
             "b_attempts": B_ATTEMPTS,
+            "b_publish": B_PUBLISH,
+            "b_write_pos": B_WRITE_POS,
+            "b_record_count": B_RECORD_COUNT,
+            "b_max_ts": B_MAX_TS,
+            "b_last_append": B_LAST_APPEND,
+            "b_base_ts": B_BASE_TS,
             "b_created": B_CREATED,
             "b_producer_id": B_PRODUCER_ID,
             "b_producer_epoch": B_PRODUCER_EPOCH,
             "b_base_sequence": B_BASE_SEQUENCE,
+            "b_appenders": B_APPENDERS,
+            "appenders_size": APPENDERS_SIZE,
             "b_parent": B_PARENT,
-            "appenders_size": BATCH.size - B_APPENDERS,
+            "b_parent_generation": B_PARENT_GENERATION,
+            "b_parent_delta": B_PARENT_DELTA,
             "no_parent": NO_PARENT,
-            "no_slab": NO_SLAB,
             "open_state": OPEN,
+            # free map and slabs
+            "freemap_at": self.freemap_at,
+            "num_slabs": self.config.num_slabs,
+            "slabs_at": self.slabs_at,
+            "batch_size": self.config.batch_size,
         }
 
 
-assert BATCH.size <= BATCH_SIZE_BYTES
+def _field_offsets(layout: struct.Struct, at: int = 0) -> list[int]:
+    """Where each field of a little-endian struct starts (pad bytes are no field)."""
+    offsets, size = [], 0
+    for count, code in re.findall(r"(\d*)([a-zA-Z?])", layout.format.lstrip("<")):
+        n = int(count or 1)
+        repeat = 1 if code == "s" else 0 if code == "x" else n
+        for _ in range(repeat):
+            offsets.append(at + size)
+            size += struct.calcsize("<" + code) if code != "s" else n
+        size += n if code == "x" else 0
+    assert size == layout.size
+    return offsets
+
+
+def _names_match(layout: struct.Struct, names: tuple[int | None, ...], at: int = 0) -> bool:
+    """The named offsets are the struct's fields, in order (None: a reserved field)."""
+    found = _field_offsets(layout, at)
+    return len(found) == len(names) and all(
+        n in (None, f) for f, n in zip(found, names, strict=True)
+    )
+
+
+# Every named offset is checked against the struct that lays its field out.
+assert _names_match(LOCK, (LOCK_OWNER_SLOT, LOCK_OWNER_PID, LOCK_OWNER_START))
+assert _names_match(
+    SLOT_HEADER,
+    (S_STATE, S_PID, S_START, S_PENDING, S_PENDING_COUNT, S_RING_HEAD, S_RING_TAIL, None,
+     None, S_WAITING_ALLOC, S_FLUSHING),
+)  # fmt: skip
+assert _names_match(PENDING, (S_PENDING, S_PENDING_COUNT), S_PENDING)
+assert _names_match(DEQUE_HEADER, (D_HEAD, D_TAIL, D_PARTITION, None, D_NEXT_SEQUENCE, D_STICKY))
+assert _names_match(HEAD_TAIL, (D_HEAD, D_TAIL), D_HEAD)
+assert _names_match(
+    BATCH,
+    (B_STATE, B_GENERATION, B_DEQUE, B_FIRST_SLAB, B_SLAB_COUNT, B_ATTEMPTS, B_WRITE_POS,
+     B_RECORD_COUNT, B_MAX_TS, B_LAST_APPEND, B_BASE_TS, B_CREATED, B_PRODUCER_ID,
+     B_PRODUCER_EPOCH, B_BASE_SEQUENCE, B_APPENDERS),
+)  # fmt: skip
+assert _names_match(BATCH_BODY, tuple(_field_offsets(BATCH)[2:]), B_DEQUE)
+assert _names_match(PUBLISH, (B_WRITE_POS, B_RECORD_COUNT, B_MAX_TS, B_LAST_APPEND), B_PUBLISH)
+assert _names_match(PUBLISH_TIMES, (B_MAX_TS, B_LAST_APPEND), B_PUBLISH_TIMES)
+assert _names_match(PARENT, (B_PARENT, B_PARENT_GENERATION, B_PARENT_DELTA), B_PARENT)
+assert BATCH.size == B_APPENDERS + APPENDERS_SIZE <= B_PARENT
+assert B_PARENT + PARENT.size <= BATCH_SIZE_BYTES
 assert SLOT_HEADER.size == SLOT_HEADER_SIZE
-assert PUBLISH.size == B_BASE_TS - B_PUBLISH
-assert B_PUBLISH % 8 == 0 and BATCH_SIZE_BYTES % 8 == 0  # the publish word is aligned
+assert DEQUE_HEADER.size == D_RING and DEQUE_ENTRY.size == U32.size
+# The publish word: write_pos | record_count << 32 in one aligned little-endian u64.
+assert B_WRITE_POS == B_PUBLISH and B_PUBLISH + U32.size == B_RECORD_COUNT
+assert B_PUBLISH % 8 == 0 and BATCH_SIZE_BYTES % 8 == 0
