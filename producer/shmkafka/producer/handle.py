@@ -54,6 +54,7 @@ from shmkafka.producer.futures import (
 from shmkafka.producer.supervisor import SENDER_STALL_MS, SenderSupervisor
 from shmkafka.protocol.broker_errors import error_for
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
+from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
@@ -376,7 +377,7 @@ class ProducerHandle:
 
     @staticmethod
     def _error(completion: Completion) -> KafkaError | None:
-        if completion.error_code == 0:
+        if completion.error_code == ErrorCode.NONE:
             return None
         if completion.error_code == DELIVERY_TIMEOUT:
             return KafkaTimeoutError(

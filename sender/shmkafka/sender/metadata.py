@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import MetadataRequest, MetadataResponse
 from shmkafka.protocol.messages.metadata import MetadataRequestTopic
 from shmkafka.shm.directory import PartitionLeader
@@ -88,7 +89,9 @@ class Metadata:
             parts = sorted(topic.partitions, key=lambda p: p.partition_index)
             entries = []
             for p in parts:
-                leader = p.leader_id if p.error_code == 0 and p.leader_id in brokers else -1
+                leader = (
+                    p.leader_id if p.error_code == ErrorCode.NONE and p.leader_id in brokers else -1
+                )
                 incomplete |= leader < 0
                 entries.append(PartitionLeader(leader, p.leader_epoch))
             leaders[topic.name] = entries

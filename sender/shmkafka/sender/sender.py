@@ -326,7 +326,7 @@ class Sender:
         del now_ms
         self._init_pid_in_flight = False
         answer = response.response
-        if isinstance(answer, InitProducerIdResponse) and answer.error_code == 0:
+        if isinstance(answer, InitProducerIdResponse) and answer.error_code == ErrorCode.NONE:
             self.pool.set_producer_identity(answer.producer_id, answer.producer_epoch)
             log.info("producer id %d epoch %d", answer.producer_id, answer.producer_epoch)
         else:
