@@ -1,6 +1,6 @@
 """A corrupted batch descriptor in shared memory fails that batch with an error but never
 crashes the Sender: descriptors are fuzzed with random bytes, over and over, while the
-Sender (in this process) produces to broker_stub."""
+Sender (in this process) produces to broker_stub's handlers (memnet.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from shmkafka.broker_stub.server import BrokerStub
+from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.producer.settings import SenderConfig
+from shmkafka.protocol.clock import monotonic_ms
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
@@ -28,34 +29,37 @@ from shmkafka.shm.layout import (
 )
 from shmkafka.shm.pool import SharedPool
 from tests.conftest import discard
+from tests.sender.memnet import MemoryNetwork
 
 CONFIG = PoolConfig(batch_size=4096, buffer_memory=1 << 20, max_partitions=16, max_processes=8)
 
 
 @pytest.fixture
 def rig(pool_name: str) -> Iterator[tuple[ProducerHandle, Sender, SharedPool]]:
-    with BrokerStub(nodes=1, partitions=2) as stub:
-        config = SenderConfig(bootstrap_servers=(stub.bootstrap,), linger_ms=0)
-        handle = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
-        sender_pool = SharedPool.open(pool_name)
-        sender = Sender(sender_pool, config)
-        try:
-            handle.request_topic("t")
-            deadline = time.monotonic() + 10
-            while handle.pool.directory.partitions("t") is None:
-                sender.run_once(int(time.monotonic() * 1000))
-                assert time.monotonic() < deadline
-            yield handle, sender, sender_pool
-        finally:
-            sender.close()
-            sender_pool.detach()
-            discard(handle)
+    """An app handle and an in-process Sender on an in-memory broker (memnet.py) with
+    topic "t" of two partitions."""
+    net = MemoryNetwork(Cluster(ClusterConfig(nodes=1, partitions=2)))
+    config = SenderConfig(bootstrap_servers=net.bootstrap, linger_ms=0)
+    handle = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
+    sender_pool = SharedPool.open(pool_name)
+    sender = Sender(sender_pool, config, network=net)
+    try:
+        handle.request_topic("t")
+        deadline = time.monotonic() + 10
+        while handle.pool.directory.partitions("t") is None:
+            sender.run_once(monotonic_ms())
+            assert time.monotonic() < deadline
+        yield handle, sender, sender_pool
+    finally:
+        sender.close()
+        sender_pool.detach()
+        discard(handle)
 
 
 def _run_until_done(sender: Sender, futures: list[Future], seconds: float = 10) -> None:
     deadline = time.monotonic() + seconds
     while not all(f.is_done for f in futures):
-        sender.run_once(int(time.monotonic() * 1000))  # must never raise
+        sender.run_once(monotonic_ms())  # must never raise
         assert time.monotonic() < deadline, "futures did not complete"
 
 

@@ -9,6 +9,7 @@ from functools import partial
 
 import pytest
 
+from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.producer.accumulator import DrainedBatch
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.producer.settings import SenderConfig
@@ -22,6 +23,7 @@ from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK, SEALED
 from shmkafka.shm.pool import SharedPool
+from tests.sender.memnet import MemoryNetwork
 
 CONFIG = PoolConfig(
     batch_size=4096, buffer_memory=1 << 20, max_partitions=16, max_processes=8, lock_stripes=4
@@ -45,7 +47,8 @@ def rig(pool_name: str) -> Iterator[tuple[ProducerHandle, SharedPool, Sender, in
         pool_name, {"bootstrap_servers": ["127.0.0.1:1"]}, pool_config=CONFIG, start_sender=False
     )
     sender_pool = SharedPool.open(pool_name)
-    sender = Sender(sender_pool, SenderConfig(bootstrap_servers=("127.0.0.1:1",)))
+    net = MemoryNetwork(Cluster(ClusterConfig()))  # (the test hands responses over itself)
+    sender = Sender(sender_pool, SenderConfig(bootstrap_servers=net.bootstrap), network=net)
     try:
         with handle.pool.locks.held(DIRECTORY_LOCK):
             handle.pool.directory.publish({"t": [PartitionLeader(1, 0)]})

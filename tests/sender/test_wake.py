@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.producer.settings import SenderConfig
 from shmkafka.sender.sender import Sender
@@ -13,6 +14,7 @@ from shmkafka.shm.directory import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK, H_SENDER_LINGER, H_SENDER_WAKE_AT, I64
 from shmkafka.shm.pool import SharedPool
 from tests.conftest import discard
+from tests.sender.memnet import MemoryNetwork
 
 CONFIG = PoolConfig(batch_size=1024, buffer_memory=1 << 18, max_partitions=8, max_processes=4)
 
@@ -20,7 +22,9 @@ CONFIG = PoolConfig(batch_size=1024, buffer_memory=1 << 18, max_partitions=8, ma
 def test_sleep_is_announced_and_cancelled_by_a_new_batch(pool_name: str) -> None:
     handle = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
     sender_pool = SharedPool.open(pool_name)
-    sender = Sender(sender_pool, SenderConfig(bootstrap_servers=("127.0.0.1:1",), linger_ms=7))
+    net = MemoryNetwork(Cluster(ClusterConfig()))
+    config = SenderConfig(bootstrap_servers=net.bootstrap, linger_ms=7)
+    sender = Sender(sender_pool, config, network=net)
     try:
         with handle.pool.locks.held(DIRECTORY_LOCK):
             handle.pool.directory.publish({"t": [PartitionLeader(1, 0)] * 2})
