@@ -69,6 +69,11 @@ def pool_removed(pool_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[No
     pool; the test waits for that, so nothing is left in /dev/shm."""
     monkeypatch.setenv("SHMKAFKA_SENDER_IDLE_EXIT_MS", "300")
     yield
+    wait_removed(pool_name)
+
+
+def wait_removed(pool_name: str) -> None:
+    """Wait (15 s at most) until the pool's idle Sender has removed it."""
     deadline = time.monotonic() + 15
     while os.path.exists(f"/dev/shm/shmkafka.{pool_name}"):
         assert time.monotonic() < deadline, f"pool {pool_name} was not removed"

@@ -5,6 +5,8 @@ checked with a failure injected into the pool under it."""
 
 from __future__ import annotations
 
+import errno
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,10 +15,12 @@ import pytest
 
 from shmkafka import KafkaProducer, Producer
 from shmkafka.errors import (
+    KafkaConfigurationError,
     KafkaError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     PoolError,
+    PoolSettingsMismatchError,
 )
 from shmkafka.producer import handle as handle_module
 from shmkafka.producer.confluent import KafkaException
@@ -31,7 +35,7 @@ from shmkafka.shm.errors import (
     ShmError,
 )
 from shmkafka.shm.pool import SharedPool
-from tests.conftest import publish
+from tests.conftest import publish, wait_removed
 
 pytestmark = pytest.mark.usefixtures("pool_removed")
 
@@ -53,13 +57,14 @@ def kafka_producer(pool_name: str) -> Iterator[KafkaProducer]:
 @pytest.fixture
 def confluent_producer(pool_name: str) -> Iterator[Producer]:
     producer = Producer({
-        "bootstrap.servers": "127.0.0.1:1", "shmkafka.pool": pool_name,
+        "bootstrap.servers": "127.0.0.1:1", "shmkafka.pool": pool_name + "c",
         "request.timeout.ms": 500, "message.timeout.ms": 1000,
     })  # fmt: skip
     publish(producer._handle.pool, {"t": 1})
     yield producer
     producer.purge()
     producer.close(0)
+    wait_removed(pool_name + "c")
 
 
 def _fail_appends(patch: pytest.MonkeyPatch, handle: ProducerHandle, error: Any) -> None:
@@ -72,17 +77,55 @@ def _fail_appends(patch: pytest.MonkeyPatch, handle: ProducerHandle, error: Any)
     patch.setattr(handle.accumulator, "append_to", fail)
 
 
-def test_constructors(monkeypatch: pytest.MonkeyPatch, pool_name: str) -> None:
-    def full(*args: Any, **kwargs: Any) -> None:
-        raise SegmentSpaceError("/dev/shm has 1 MiB free, the pool needs 44 MiB")
+@pytest.mark.parametrize(
+    "error",
+    [
+        SegmentSpaceError("/dev/shm has 1 MiB free, the pool needs 44 MiB"),
+        OSError(errno.EMFILE, "Too many open files"),
+        posix_ipc.PermissionsError("Permission denied"),
+    ],
+)
+def test_constructors(monkeypatch: pytest.MonkeyPatch, pool_name: str, error: Exception) -> None:
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise error
 
     with monkeypatch.context() as patch:
-        patch.setattr(SharedPool, "open", full)
-        with pytest.raises(PoolError, match="/dev/shm has 1 MiB free") as caught:
+        patch.setattr(SharedPool, "open", fail)
+        with pytest.raises(PoolError, match=re.escape(str(error))) as caught:
             KafkaProducer(bootstrap_servers="127.0.0.1:1", pool=pool_name)
-        assert not isinstance(caught.value, ShmError)
-        with pytest.raises(KafkaException, match="/dev/shm has 1 MiB free"):
+        assert not isinstance(caught.value, ShmError | posix_ipc.Error | OSError)
+        with pytest.raises(KafkaException, match=re.escape(str(error))) as raised:
             Producer({"bootstrap.servers": "127.0.0.1:1", "shmkafka.pool": pool_name})
+        assert raised.value.args[0].code() == -196  # _FAIL
+
+
+def test_settings_mismatch_is_a_configuration_error(kafka_producer: KafkaProducer) -> None:
+    pool = kafka_producer._engine.pool_name
+    with pytest.raises(PoolSettingsMismatchError, match="linger_ms") as caught:
+        KafkaProducer(bootstrap_servers="127.0.0.1:1", pool=pool, linger_ms=7)
+    assert isinstance(caught.value, KafkaConfigurationError)
+
+
+class _GoneSemaphore:
+    value = 0
+
+    def release(self) -> None:
+        raise posix_ipc.ExistentialError("the Sender's semaphore is gone")
+
+
+def test_asking_for_a_topic(
+    kafka_producer: KafkaProducer, confluent_producer: Producer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topic not in the pool yet is requested from the Sender (a semaphore post)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(kafka_producer._handle, "_sender_sem", _GoneSemaphore())
+        patch.setattr(confluent_producer._handle, "_sender_sem", _GoneSemaphore())
+        with pytest.raises(PoolError, match="semaphore is gone"):
+            kafka_producer.partitions_for("unknown-topic")
+        with pytest.raises(PoolError, match="semaphore is gone"):
+            kafka_producer.send("unknown-topic", b"v")
+        with pytest.raises(KafkaException, match="semaphore is gone"):
+            confluent_producer.produce("another-unknown-topic", b"v")
 
 
 @pytest.mark.parametrize(

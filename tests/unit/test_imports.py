@@ -35,22 +35,29 @@ def layer_of(module: str) -> str:
 
 
 def imported_modules(source: str) -> list[str]:
+    """Every shmkafka module a source imports; ``from shmkafka import sender`` counts as
+    ``shmkafka.sender``. The package uses no relative imports: one is an error."""
     out = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             out += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"relative import at line {node.lineno}"
+            assert node.module is not None
             out.append(node.module)
+            out += [f"{node.module}.{alias.name}" for alias in node.names]
     return [name for name in out if name == "shmkafka" or name.startswith("shmkafka.")]
 
 
 def wrong_way(module: str, source: str) -> list[str]:
+    """One line per layer that ``module`` may not import but does."""
     mine = layer_of(module)
-    return [
-        f"{module} ({mine}) imports {name} ({layer_of(name)})"
-        for name in imported_modules(source)
-        if layer_of(name) != mine and layer_of(name) not in ALLOWED[mine]
-    ]
+    wrong: dict[str, str] = {}
+    for name in imported_modules(source):
+        theirs = layer_of(name)
+        if theirs != mine and theirs not in ALLOWED[mine]:
+            wrong.setdefault(theirs, name)
+    return [f"{module} ({mine}) imports {name} ({layer})" for layer, name in wrong.items()]
 
 
 def package_modules() -> dict[str, Path]:
@@ -80,10 +87,16 @@ def test_every_import_of_the_package_flows_one_way() -> None:
         ("shmkafka.sender.sender", "from shmkafka.broker_stub.server import BrokerStub\n"),
         ("shmkafka.broker_stub.server", "from shmkafka.shm import pool\n"),
         ("shmkafka.errors", "from shmkafka.perf.tool import run\n"),
+        ("shmkafka.producer.handle", "from shmkafka import sender\n"),
     ],
 )
 def test_a_wrong_way_import_is_caught(module: str, source: str) -> None:
     assert len(wrong_way(module, source)) == 1
+
+
+def test_relative_imports_are_refused() -> None:
+    with pytest.raises(AssertionError, match="relative import"):
+        imported_modules("from . import sender\n")
 
 
 def test_cli_imports_a_subsystem_only_for_its_subcommand() -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from shmkafka.broker_stub.log import PartitionLog, ProducerFacts, StoredBatch
 from shmkafka.broker_stub.storage import DiskLog, StorageConfig
+from shmkafka.protocol.error_codes import ErrorCode
 
 NO_LEADER = -1
 
@@ -106,17 +107,16 @@ class Cluster:
     # ------------------------------------------------------------------ topics
 
     def create_topic(self, name: str, partitions: int | None = None, rf: int | None = None) -> int:
-        """0, or TOPIC_ALREADY_EXISTS (36), INVALID_PARTITIONS (37) or
-        INVALID_REPLICATION_FACTOR (38)."""
+        """NONE (0), or TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS or INVALID_REPLICATION_FACTOR."""
         if name in self.topics:
-            return 36
+            return ErrorCode.TOPIC_ALREADY_EXISTS
         count = self.config.partitions if partitions in (None, -1) else partitions
         factor = self.config.replication_factor if rf in (None, -1) else rf
         assert count is not None and factor is not None
         if count < 1:
-            return 37
+            return ErrorCode.INVALID_PARTITIONS
         if not 1 <= factor <= len(self.node_ids):
-            return 38
+            return ErrorCode.INVALID_REPLICATION_FACTOR
         parts = []
         for index in range(count):
             first = (self._next_leader + index) % len(self.node_ids)

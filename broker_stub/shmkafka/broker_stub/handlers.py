@@ -120,9 +120,10 @@ class Handlers:
                     MetadataResponseTopic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name, partitions=())
                 )
                 continue
-            topics.append(MetadataResponseTopic(0, name, partitions=tuple(
+            topics.append(MetadataResponseTopic(ErrorCode.NONE, name, partitions=tuple(
                 MetadataResponsePartition(
-                    5 if p.leader == NO_LEADER else 0, p.index, p.leader, p.leader_epoch,
+                    ErrorCode.LEADER_NOT_AVAILABLE if p.leader == NO_LEADER else ErrorCode.NONE,
+                    p.index, p.leader, p.leader_epoch,
                     tuple(p.replicas), tuple(r for r in p.isr if r in self.cluster.live),
                     tuple(r for r in p.replicas if r not in self.cluster.live),
                 )

@@ -128,7 +128,7 @@ class Engine:
             finally:
                 segment.close()
             keys = "; ".join(_differences(self.settings.pool, stored)) or "layout version"
-            raise KafkaConfigurationError(
+            raise PoolSettingsMismatchError(
                 f"pool {self.pool_name!r} is shared with other settings: {keys}. One Sender "
                 "serves a pool, so its producers must agree on these (or use another pool=)"
             ) from None

@@ -11,7 +11,7 @@ Rules:
   (``FastAppend.send_kv``): partition, timestamps and append, against the directory version
   this process last read; anything else, or a moved directory, takes the Python path.
 - The producer makes sure a live Sender serves the pool (supervisor.py).
-- Errors of the shared-memory pool leave this class only as Kafka errors (``_kafka_errors``):
+- Errors of the shared-memory pool leave this class only as Kafka errors (``kafka_errors``):
   the facades above see nothing but the ``KafkaError`` tree.
 - Keyed records go to ``(murmur2(key) & 0x7fffffff) % partitions`` as in the Java client;
   keyless ones stick to one partition, shared by all the pool's producers, until its batch
@@ -77,7 +77,7 @@ RETIRE_S = 5.0  # a completed batch's wait stays this long for registrations sti
 log = logging.getLogger("shmkafka.producer")
 
 
-def kafka_error(exc: ShmError | posix_ipc.Error) -> KafkaError:
+def kafka_error(exc: ShmError | posix_ipc.Error | OSError) -> KafkaError:
     """The Kafka error a producer's caller sees for an error of the shared-memory pool."""
     text = str(exc)
     if isinstance(exc, RecordTooLargeError):
@@ -97,7 +97,7 @@ def kafka_error(exc: ShmError | posix_ipc.Error) -> KafkaError:
 def kafka_errors() -> Iterator[None]:
     try:
         yield
-    except (ShmError, posix_ipc.Error) as exc:
+    except (ShmError, posix_ipc.Error, OSError) as exc:
         raise kafka_error(exc) from exc
 
 
@@ -162,9 +162,10 @@ class ProducerHandle:
 
     def request_topic(self, topic: str) -> None:
         """Ask the Sender for ``topic``'s metadata without waiting for it."""
-        with kafka_errors(), self.pool.locks.held(DIRECTORY_LOCK):
-            self.pool.directory.request_topic(topic)
-        self._sender_sem.release()
+        with kafka_errors():
+            with self.pool.locks.held(DIRECTORY_LOCK):
+                self.pool.directory.request_topic(topic)
+            self._sender_sem.release()
 
     def partitions_for(self, topic: str) -> int:
         with kafka_errors():
@@ -215,7 +216,7 @@ class ProducerHandle:
                 if isinstance(hit, int):  # no open batch with room in partition ``hit``
                     return self._send_slow(topic, value, key, headers, hit, None, new_batch=True)
             return self._send_slow(topic, value, key, headers, partition, timestamp_ms)
-        except (ShmError, posix_ipc.Error) as exc:  # (zero-cost when nothing is raised)
+        except (ShmError, posix_ipc.Error, OSError) as exc:  # (zero-cost unless raised)
             raise kafka_error(exc) from exc
 
     def _sticky_for(self, topic: str, route: tuple[int, tuple[int, ...]]) -> int:
@@ -397,8 +398,8 @@ class ProducerHandle:
             if not self._outstanding:
                 return
             self._flushers += 1
-            self.pool.slots.set_flushing(self.pool.slot, True)
             try:
+                self.pool.slots.set_flushing(self.pool.slot, True)
                 self._wait_idle(deadline, timeout)
             finally:
                 self._flushers -= 1

@@ -85,7 +85,7 @@ class SenderSupervisor:
                 self._spawned.remove(pid)
         try:
             self.ensure()
-        except KafkaError as exc:
+        except (KafkaError, OSError) as exc:  # (posix_spawn's errors are OSErrors)
             log.warning("could not start a Sender: %s", exc)
 
     def _command(self) -> list[str]:

@@ -3,8 +3,9 @@
 ``monotonic_ms`` measures intervals (linger, backoff, timeouts, heartbeats): it never jumps.
 ``wall_ms`` stamps records and log appends (Kafka's timestamps are wall-clock). Code that
 decides by time takes ``now_ms`` as an argument and its caller reads a ``Clock``, so tests
-step a ``ManualClock`` instead of sleeping. It lives in ``protocol`` because every layer
-(broker_stub included) needs it and ``protocol`` is the one layer below them all.
+step a ``ManualClock`` instead of sleeping. It lives in ``protocol``, the layer below the
+producer, the Sender and broker_stub. (``shm`` imports nothing of shmkafka: the one time
+it reads, a pool's creation stamp, it reads itself.)
 """
 
 from __future__ import annotations

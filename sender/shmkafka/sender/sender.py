@@ -135,6 +135,7 @@ class Sender:
         self._maybe_update_metadata(now_ms)
         if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
             # (no producer id yet, the cluster unreachable: records still expire in time)
+            self._post_pending()
             self._expire(self.accumulator.partition_states(), now_ms)
             return self._poll(min(MAX_POLL_MS, self.config.retry_backoff_ms), now_ms)
         self._post_pending()

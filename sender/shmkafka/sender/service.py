@@ -77,10 +77,14 @@ def run_sender(pool_name: str, config: SenderConfig, idle_exit_ms: int = IDLE_EX
     """Run the Sender of ``pool_name`` until it is idle; returns the exit status."""
     pool = SharedPool.open(pool_name)
     try:
-        if not sender_lock(pool).try_acquire():  # held until we exit (the kernel drops it)
+        lock = sender_lock(pool)
+        if not lock.try_acquire():  # held while we serve (the kernel drops it if we die)
             log.info("another Sender already runs for pool %s", pool_name)
             return 0
-        return _serve(pool, config, idle_exit_ms)
+        try:
+            return _serve(pool, config, idle_exit_ms)
+        finally:
+            lock.release()
     finally:
         pool.detach()
 

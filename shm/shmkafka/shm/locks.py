@@ -68,14 +68,18 @@ class KernelLock:
     holding process dies. Record locks belong to a process, so a thread lock serialises the
     threads of one process."""
 
-    _threads: dict[tuple[int, int], threading.Lock] = {}
+    # by (device, inode, byte): a descriptor number is reused once its file is closed
+    _threads: dict[tuple[int, int, int], threading.Lock] = {}
     _guard = threading.Lock()
 
     def __init__(self, fd: int, byte: int) -> None:
         self.fd = fd
         self.byte = byte
+        st = os.fstat(fd)
         with KernelLock._guard:
-            self._thread_lock = KernelLock._threads.setdefault((fd, byte), threading.Lock())
+            self._thread_lock = KernelLock._threads.setdefault(
+                (st.st_dev, st.st_ino, byte), threading.Lock()
+            )
 
     @classmethod
     def for_segment(cls, segment: Segment, byte: int) -> KernelLock:
