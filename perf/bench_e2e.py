@@ -4,7 +4,9 @@
 
 P processes each send N records (100-byte values, 16-byte keys) to a 16-partition topic with
 acks=1, lz4, linger.ms=5, batch.size=16384 — one producer per process for kafka-python and
-confluent-kafka, one shared pool and Sender for shmkafka. Each client is timed from a start
+confluent-kafka, one shared pool and Sender for shmkafka; every client through its public API
+(``shmkafka.KafkaProducer.send``, ``kafka.KafkaProducer.send``,
+``confluent_kafka.Producer.produce``). Each client is timed from a start
 barrier until every record is acknowledged (flush returned). CPU seconds of the app processes,
 of shmkafka's Sender and of the broker are measured apart (psutil).
 """
@@ -40,23 +42,23 @@ def _report(out: Any, start: float, ok: int, extra: dict[str, Any] | None = None
 def shmkafka_worker(
     bootstrap: str, pool: str, topic: str, proc: int, count: int, barrier: Any, out: Any
 ) -> None:
-    from shmkafka.producer.handle import ProducerHandle
+    os.environ["SHMKAFKA_SENDER_IDLE_EXIT_MS"] = "1000"  # the pool goes soon after the run
+    from shmkafka.producer.kafka_python import KafkaProducer
 
-    config = {
-        "bootstrap_servers": [bootstrap], "acks": 1, "enable_idempotence": False,
-        "compression_type": "lz4", "linger_ms": 5,
-    }  # fmt: skip
-    handle = ProducerHandle(pool, config, sender_idle_exit_ms=1000)
-    handle.partitions_for(topic)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks=1, linger_ms=5, compression_type="lz4",
+        batch_size=16384, enable_idempotence=False, pool=pool,
+    )  # fmt: skip
+    producer.partitions_for(topic)
     keys = _keys(proc, count)
     barrier.wait()
     start = time.monotonic()
-    futures = [handle.send(topic, VALUE, key) for key in keys]
-    handle.flush(600)
+    futures = [producer.send(topic, VALUE, key) for key in keys]
+    producer.flush(600)
     ok = sum(1 for f in futures if f.succeeded())
-    sender = handle.pool.sender()[0]
+    sender = producer._handle.pool.sender()[0]  # (for its CPU time only)
     _report(out, start, ok, {"sender_cpu": _cpu_of(sender)})  # the last to finish sees it all
-    handle.close(30)
+    producer.close(30)
 
 
 def kafka_python_worker(

@@ -7,14 +7,18 @@ protocol table, and the ones kafka-python names differently get its name as an a
 from __future__ import annotations
 
 from shmkafka.protocol.broker_errors import (
-    BrokerResponseError,
     MessageTooLargeError,
     NotLeaderOrFollowerError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     for_code,
 )
-from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError
+from shmkafka.protocol.errors import (
+    BrokerResponseError,
+    InvalidMetadataError,
+    KafkaError,
+    RetriableError,
+)
 
 __all__ = [
     "BrokerResponseError",

@@ -176,9 +176,6 @@ class MemoryNetwork:
             if conn.broker == broker:
                 self._fail(node_id, NetworkException(f"node {broker} closed the connection"))
 
-    def produce_requests(self) -> list[tuple[int, Message]]:
-        return [(node, r) for node, r in self.sent if type(r).__name__ == "ProduceRequest"]
-
     # ------------------------------------------------------------------ internals
 
     def _serve(self, broker: int, frame: bytes) -> PendingAck | Message | None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from shmkafka.protocol import broker_errors as errors
+from shmkafka.protocol.errors import BROKER_ERRORS_BY_NAME, InvalidMetadataError, RetriableError
 
 
 def test_table_covers_codes_without_gaps() -> None:
@@ -11,14 +12,14 @@ def test_table_covers_codes_without_gaps() -> None:
 def test_retriable_and_invalid_metadata_are_types() -> None:
     not_leader = errors.for_code(6)
     assert not_leader.__name__ == "NotLeaderOrFollowerError"
-    assert issubclass(not_leader, errors.InvalidMetadataError)
-    assert issubclass(not_leader, errors.RetriableError)
+    assert issubclass(not_leader, InvalidMetadataError)
+    assert issubclass(not_leader, RetriableError)
     assert not_leader.retriable and not_leader.invalid_metadata
     enough = errors.for_code(19)
-    assert issubclass(enough, errors.RetriableError)
-    assert not issubclass(enough, errors.InvalidMetadataError)
+    assert issubclass(enough, RetriableError)
+    assert not issubclass(enough, InvalidMetadataError)
     too_large = errors.for_code(10)
-    assert not too_large.retriable and not issubclass(too_large, errors.RetriableError)
+    assert not too_large.retriable and not issubclass(too_large, RetriableError)
     assert errors.for_code(29).__name__ == "TopicAuthorizationFailedError"
 
 
@@ -37,4 +38,4 @@ def test_unknown_code_keeps_its_number() -> None:
 
 
 def test_names_map_back() -> None:
-    assert errors.BROKER_ERRORS_BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code == 45
+    assert BROKER_ERRORS_BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code == 45

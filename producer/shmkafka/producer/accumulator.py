@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from shmkafka.protocol.broker_errors import UnknownTopicOrPartitionError
 from shmkafka.protocol.records import (
@@ -197,7 +197,8 @@ class RecordAccumulator:
             # append_kv takes bytes or None (a bytearray or memoryview goes the general way)
             plain = (key is None or type(key) is bytes) and (value is None or type(value) is bytes)
             if plain:
-                self._check_fits(record_size_bound(key, value))
+                if (size := record_size_bound(key, value)) > self._limit:
+                    self._too_large(size)
                 hit = fast.append_kv(deque_id, timestamp_ms, key, value, now_ms)
                 if hit is not None:
                     batch_id, generation, offset_delta, full, queued = hit
@@ -206,7 +207,8 @@ class RecordAccumulator:
                     )
         tail = encode_record_tail(key, value, headers)
         needed = HEADER_SIZE + RECORD_OVERHEAD + len(tail)
-        self._check_fits(needed)
+        if needed > self._limit:
+            self._too_large(needed)
         stripe = FIRST_STRIPE_LOCK + deque_id % self._stripes
         if new_batch:
             return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, needed, now_ms)
@@ -227,13 +229,11 @@ class RecordAccumulator:
             return result
         return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, needed, now_ms)
 
-    def _check_fits(self, size: int) -> None:
+    def _too_large(self, size: int) -> NoReturn:
         """Reject, before anything is written, a record no batch could ever hold."""
-        if size > self._limit:
-            raise RecordTooLargeError(
-                f"a record of about {size} bytes exceeds max_request_size/buffer_memory "
-                f"({self._limit})"
-            )
+        raise RecordTooLargeError(
+            f"a record of about {size} bytes exceeds max_request_size/buffer_memory ({self._limit})"
+        )
 
     def _append_new_batch(
         self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, needed: int, now_ms: int

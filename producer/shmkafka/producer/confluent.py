@@ -25,8 +25,7 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from shmkafka.errors import (
@@ -220,22 +219,34 @@ def _headers(headers: Any) -> list[tuple[str, bytes | None]]:
     return out
 
 
-@contextmanager
-def _confluent_errors() -> Iterator[None]:
-    """shmkafka's errors as confluent-kafka raises them: ``BufferError`` when the pool has
-    no memory now, ``KafkaException`` for everything else."""
-    try:
-        yield
-    except MemoryExhaustedError:
-        raise BufferError("Local: Queue full") from None
-    except MessageSizeTooLargeError as exc:
-        raise KafkaException(KafkaError.MSG_SIZE_TOO_LARGE, str(exc)) from None
-    except KafkaConfigurationError as exc:
-        raise KafkaException(KafkaError._INVALID_ARG, str(exc)) from None
-    except KafkaTimeoutError as exc:
-        raise KafkaException(KafkaError._TIMED_OUT, str(exc)) from None
-    except ProtocolKafkaError as exc:
-        raise KafkaException(KafkaError.from_exception(exc)) from None
+def _confluent_exception(exc: ProtocolKafkaError) -> Exception:
+    """A shmkafka error as confluent-kafka raises it: ``BufferError`` when the pool has no
+    memory now, ``KafkaException`` for everything else."""
+    if isinstance(exc, MemoryExhaustedError):
+        return BufferError("Local: Queue full")
+    if isinstance(exc, MessageSizeTooLargeError):
+        return KafkaException(KafkaError.MSG_SIZE_TOO_LARGE, str(exc))
+    if isinstance(exc, KafkaConfigurationError):
+        return KafkaException(KafkaError._INVALID_ARG, str(exc))
+    if isinstance(exc, KafkaTimeoutError):
+        return KafkaException(KafkaError._TIMED_OUT, str(exc))
+    return KafkaException(KafkaError.from_exception(exc))
+
+
+class _ConfluentErrors:
+    """``with _confluent_errors:`` what is raised inside leaves as ``_confluent_exception``
+    says (``produce`` uses a try instead: it is the per-record path)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 traceback: object) -> None:  # fmt: skip
+        if isinstance(exc, ProtocolKafkaError):
+            raise _confluent_exception(exc) from None
+
+
+_confluent_errors = _ConfluentErrors()
 
 
 class Producer:
@@ -257,7 +268,7 @@ class Producer:
 
         log_ignored_once(ignored, "Producer")
         self._conf = conf
-        with _confluent_errors():
+        with _confluent_errors:
             self._engine = Engine(settings, sender_log=s["sender_log"])
         # (future or None, (topic, report), error for a record that never reached the pool)
         self._reports: deque[tuple[Future | None, Any, KafkaError | None]] = deque()
@@ -337,7 +348,7 @@ class Producer:
             raise BufferError("Local: Queue full")
         report = (callback or on_delivery or self._settings["on_delivery"], key, value, headers,
                   time.monotonic())  # fmt: skip
-        with _confluent_errors():
+        try:  # (not a with block: this is the per-record path, and a try costs nothing)
             self._serve_unassigned()
             handle = self._handle
             entries = handle.pool.directory.partitions(topic)
@@ -350,6 +361,8 @@ class Producer:
                 return
             self._append(handle, topic, value_bytes, key_bytes, header_list, partition,
                          timestamp, report, len(entries))  # fmt: skip
+        except ProtocolKafkaError as exc:
+            raise _confluent_exception(exc) from None
 
     def _append(self, handle: ProducerHandle, topic: str, value: bytes | None, key: bytes | None,
                 headers: list[tuple[str, bytes | None]], partition: int, timestamp: int,
@@ -406,7 +419,7 @@ class Producer:
         self._maybe_stats()
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:
-            with _confluent_errors():
+            with _confluent_errors:
                 self._serve_unassigned()
             with self._reports_ready:
                 if not self._reports:
@@ -440,7 +453,7 @@ class Producer:
         self._check_open()
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while len(self):
-            with _confluent_errors():
+            with _confluent_errors:
                 self._handle.wake_sender()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
@@ -477,7 +490,7 @@ class Producer:
         """Topics and partitions as the pool's Sender last saw them (``topic``: wait up to
         ``timeout`` s for it)."""
         self._check_open()
-        with _confluent_errors():
+        with _confluent_errors:
             handle = self._handle
             if topic is not None and handle.pool.directory.partitions(topic) is None:
                 handle.request_topic(topic)

@@ -70,11 +70,10 @@ class Settings:
                 max_request_size=sender_config.max_request_size,
                 sender_settings=blob,
             )
+            if pool_name is not None:
+                validate_pool_name(pool_name)
         except (KafkaError, ShmError, TypeError, ValueError) as exc:
             raise KafkaConfigurationError(str(exc)) from None
-        if pool_name is not None:
-            with kafka_errors():  # (an invalid name is a KafkaConfigurationError)
-                validate_pool_name(pool_name)
         if not isinstance(max_block_ms, int) or max_block_ms < 0:
             raise KafkaConfigurationError(f"max_block_ms must be >= 0, got {max_block_ms!r}")
         return cls(sender_config, pool_config, pool_name, max_block_ms)
@@ -121,7 +120,7 @@ class Engine:
                 sender_log=self.sender_log,
             )
         except PoolSettingsMismatchError:
-            with kafka_errors():
+            with kafka_errors:
                 segment = Segment.attach(self.pool_name)
             try:
                 stored = segment.stored_config()

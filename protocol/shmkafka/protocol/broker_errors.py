@@ -1,56 +1,25 @@
-"""One exception class per broker error code, and the lookup from a response's code.
+"""The broker errors the producer's APIs can meet (Produce, Metadata, InitProducerId,
+ApiVersions, SASL, and Fetch/ListOffsets for broker_stub's readers), one class per code,
+and the lookup from a response's code to its class.
 
 Rules:
-- Every code of ``ErrorCode`` has exactly one class here, a class statement whose docstring
-  is Kafka's description. Retriability is the base class, as in the Java client:
-  ``RetriableBrokerError`` (a ``RetriableError``) and ``InvalidMetadataBrokerError`` (an
-  ``InvalidMetadataError``: retry after a metadata refresh); the others are fatal.
+- Every code of ``ErrorCode`` has exactly one class: here, or in ``other_api_errors`` (the
+  codes of consumer groups, transactions, admin and the cluster's internal APIs). Each is
+  a class statement whose docstring is Kafka's description; its base says whether it is
+  retriable (errors.py).
 - ``for_code`` never fails: an unknown code gives ``UnknownServerError`` carrying that code.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
+from shmkafka.protocol import other_api_errors  # noqa: F401  (its classes register by code)
 from shmkafka.protocol.error_codes import ErrorCode
-from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError
-
-BROKER_ERRORS_BY_CODE: dict[int, type[BrokerResponseError]] = {}
-BROKER_ERRORS_BY_NAME: dict[str, type[BrokerResponseError]] = {}
-
-
-class BrokerResponseError(KafkaError):
-    """An error code returned by a broker. ``code`` and ``name`` are Kafka's."""
-
-    code: ClassVar[int] = ErrorCode.UNKNOWN_SERVER_ERROR
-    name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
-    description: ClassVar[str] = ""
-
-    def __init_subclass__(cls, code: ErrorCode | None = None, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if code is None:
-            return
-        cls.code, cls.name, cls.description = int(code), code.name, cls.__doc__ or ""
-        assert code not in BROKER_ERRORS_BY_CODE, f"two classes for {code.name}"
-        BROKER_ERRORS_BY_CODE[code] = cls
-        BROKER_ERRORS_BY_NAME[code.name] = cls
-
-    def __init__(self, message: str | None = None, *, code: int | None = None) -> None:
-        self.error_code = self.code if code is None else code
-        text = f"[Error {self.error_code}] {self.name}"
-        if message:
-            text += f": {message}"
-        elif self.description:
-            text += f": {self.description}"
-        super().__init__(text)
-
-
-class RetriableBrokerError(BrokerResponseError, RetriableError):
-    """A broker error after which the request may succeed if sent again."""
-
-
-class InvalidMetadataBrokerError(BrokerResponseError, InvalidMetadataError):
-    """A broker error after which the request may succeed once metadata is refreshed."""
+from shmkafka.protocol.errors import (
+    BROKER_ERRORS_BY_CODE,
+    BrokerResponseError,
+    InvalidMetadataBrokerError,
+    RetriableBrokerError,
+)
 
 
 def for_code(code: int) -> type[BrokerResponseError]:
@@ -111,30 +80,8 @@ class MessageTooLargeError(BrokerResponseError, code=ErrorCode.MESSAGE_TOO_LARGE
     """The request is larger than the server accepts."""
 
 
-class StaleControllerEpochError(BrokerResponseError, code=ErrorCode.STALE_CONTROLLER_EPOCH):
-    """The controller moved to another broker."""
-
-
-class OffsetMetadataTooLargeError(BrokerResponseError, code=ErrorCode.OFFSET_METADATA_TOO_LARGE):
-    """The offset metadata is too large."""
-
-
 class NetworkException(InvalidMetadataBrokerError, code=ErrorCode.NETWORK_EXCEPTION):
     """The server disconnected before a response."""
-
-
-class CoordinatorLoadInProgressError(
-    RetriableBrokerError, code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-):
-    """The coordinator is loading."""
-
-
-class CoordinatorNotAvailableError(RetriableBrokerError, code=ErrorCode.COORDINATOR_NOT_AVAILABLE):
-    """The coordinator is not available."""
-
-
-class NotCoordinatorError(RetriableBrokerError, code=ErrorCode.NOT_COORDINATOR):
-    """This is not the correct coordinator."""
 
 
 class InvalidTopicException(BrokerResponseError, code=ErrorCode.INVALID_TOPIC_EXCEPTION):
@@ -159,42 +106,8 @@ class InvalidRequiredAcksError(BrokerResponseError, code=ErrorCode.INVALID_REQUI
     """The required acks value is invalid."""
 
 
-class IllegalGenerationError(BrokerResponseError, code=ErrorCode.ILLEGAL_GENERATION):
-    """The generation id is not the current one."""
-
-
-class InconsistentGroupProtocolError(
-    BrokerResponseError, code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-):
-    """The group protocol is inconsistent."""
-
-
-class InvalidGroupIdError(BrokerResponseError, code=ErrorCode.INVALID_GROUP_ID):
-    """The group id is invalid."""
-
-
-class UnknownMemberIdError(BrokerResponseError, code=ErrorCode.UNKNOWN_MEMBER_ID):
-    """The member id is not in the current generation."""
-
-
-class InvalidSessionTimeoutError(BrokerResponseError, code=ErrorCode.INVALID_SESSION_TIMEOUT):
-    """The session timeout is out of range."""
-
-
-class RebalanceInProgressError(BrokerResponseError, code=ErrorCode.REBALANCE_IN_PROGRESS):
-    """The group is rebalancing."""
-
-
-class InvalidCommitOffsetSizeError(BrokerResponseError, code=ErrorCode.INVALID_COMMIT_OFFSET_SIZE):
-    """The committing offset data is too large."""
-
-
 class TopicAuthorizationFailedError(BrokerResponseError, code=ErrorCode.TOPIC_AUTHORIZATION_FAILED):
     """Topic authorization failed."""
-
-
-class GroupAuthorizationFailedError(BrokerResponseError, code=ErrorCode.GROUP_AUTHORIZATION_FAILED):
-    """Group authorization failed."""
 
 
 class ClusterAuthorizationFailedError(
@@ -219,30 +132,6 @@ class UnsupportedVersionError(BrokerResponseError, code=ErrorCode.UNSUPPORTED_VE
     """The version of the API is not supported."""
 
 
-class TopicAlreadyExistsError(BrokerResponseError, code=ErrorCode.TOPIC_ALREADY_EXISTS):
-    """The topic already exists."""
-
-
-class InvalidPartitionsError(BrokerResponseError, code=ErrorCode.INVALID_PARTITIONS):
-    """The number of partitions is invalid."""
-
-
-class InvalidReplicationFactorError(BrokerResponseError, code=ErrorCode.INVALID_REPLICATION_FACTOR):
-    """The replication factor is invalid."""
-
-
-class InvalidReplicaAssignmentError(BrokerResponseError, code=ErrorCode.INVALID_REPLICA_ASSIGNMENT):
-    """The replica assignment is invalid."""
-
-
-class InvalidConfigError(BrokerResponseError, code=ErrorCode.INVALID_CONFIG):
-    """The configuration is invalid."""
-
-
-class NotControllerError(RetriableBrokerError, code=ErrorCode.NOT_CONTROLLER):
-    """This is not the correct controller."""
-
-
 class InvalidRequestError(BrokerResponseError, code=ErrorCode.INVALID_REQUEST):
     """The request is malformed or not permitted."""
 
@@ -251,10 +140,6 @@ class UnsupportedForMessageFormatError(
     BrokerResponseError, code=ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
 ):
     """Not supported by the message format."""
-
-
-class PolicyViolationError(BrokerResponseError, code=ErrorCode.POLICY_VIOLATION):
-    """The request violates a configured policy."""
 
 
 class OutOfOrderSequenceNumberError(
@@ -271,52 +156,12 @@ class InvalidProducerEpochError(BrokerResponseError, code=ErrorCode.INVALID_PROD
     """The producer epoch is fenced."""
 
 
-class InvalidTxnStateError(BrokerResponseError, code=ErrorCode.INVALID_TXN_STATE):
-    """The transaction state is invalid."""
-
-
-class InvalidProducerIdMappingError(
-    BrokerResponseError, code=ErrorCode.INVALID_PRODUCER_ID_MAPPING
-):
-    """The producer id mapping is invalid."""
-
-
-class InvalidTransactionTimeoutError(
-    BrokerResponseError, code=ErrorCode.INVALID_TRANSACTION_TIMEOUT
-):
-    """The transaction timeout is invalid."""
-
-
-class ConcurrentTransactionsError(RetriableBrokerError, code=ErrorCode.CONCURRENT_TRANSACTIONS):
-    """Another transaction is in progress."""
-
-
-class TransactionCoordinatorFencedError(
-    BrokerResponseError, code=ErrorCode.TRANSACTION_COORDINATOR_FENCED
-):
-    """The coordinator is fenced."""
-
-
-class TransactionalIdAuthorizationFailedError(
-    BrokerResponseError, code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-):
-    """Transactional id denied."""
-
-
 class SecurityDisabledError(BrokerResponseError, code=ErrorCode.SECURITY_DISABLED):
     """Security features are disabled."""
 
 
-class OperationNotAttemptedError(BrokerResponseError, code=ErrorCode.OPERATION_NOT_ATTEMPTED):
-    """The operation was not attempted."""
-
-
 class KafkaStorageError(InvalidMetadataBrokerError, code=ErrorCode.KAFKA_STORAGE_ERROR):
     """Disk error when accessing the log."""
-
-
-class LogDirNotFoundError(BrokerResponseError, code=ErrorCode.LOG_DIR_NOT_FOUND):
-    """The log directory does not exist."""
 
 
 class SaslAuthenticationFailedError(BrokerResponseError, code=ErrorCode.SASL_AUTHENTICATION_FAILED):
@@ -327,70 +172,8 @@ class UnknownProducerIdError(BrokerResponseError, code=ErrorCode.UNKNOWN_PRODUCE
     """The broker has no state for this producer id."""
 
 
-class ReassignmentInProgressError(BrokerResponseError, code=ErrorCode.REASSIGNMENT_IN_PROGRESS):
-    """A partition reassignment is in progress."""
-
-
-class DelegationTokenAuthDisabledError(
-    BrokerResponseError, code=ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
-):
-    """Delegation tokens are disabled."""
-
-
-class DelegationTokenNotFoundError(BrokerResponseError, code=ErrorCode.DELEGATION_TOKEN_NOT_FOUND):
-    """The delegation token was not found."""
-
-
-class DelegationTokenOwnerMismatchError(
-    BrokerResponseError, code=ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
-):
-    """Not the delegation token's owner."""
-
-
-class DelegationTokenRequestNotAllowedError(
-    BrokerResponseError, code=ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
-):
-    """Token request not allowed."""
-
-
-class DelegationTokenAuthorizationFailedError(
-    BrokerResponseError, code=ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED
-):
-    """Token authorization failed."""
-
-
-class DelegationTokenExpiredError(BrokerResponseError, code=ErrorCode.DELEGATION_TOKEN_EXPIRED):
-    """The delegation token has expired."""
-
-
-class InvalidPrincipalTypeError(BrokerResponseError, code=ErrorCode.INVALID_PRINCIPAL_TYPE):
-    """The principal type is not supported."""
-
-
-class NonEmptyGroupError(BrokerResponseError, code=ErrorCode.NON_EMPTY_GROUP):
-    """The group is not empty."""
-
-
-class GroupIdNotFoundError(BrokerResponseError, code=ErrorCode.GROUP_ID_NOT_FOUND):
-    """The group id does not exist."""
-
-
-class FetchSessionIdNotFoundError(RetriableBrokerError, code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND):
-    """The fetch session id was not found."""
-
-
-class InvalidFetchSessionEpochError(
-    RetriableBrokerError, code=ErrorCode.INVALID_FETCH_SESSION_EPOCH
-):
-    """The fetch session epoch is invalid."""
-
-
 class ListenerNotFoundError(InvalidMetadataBrokerError, code=ErrorCode.LISTENER_NOT_FOUND):
     """No matching listener on the leader broker."""
-
-
-class TopicDeletionDisabledError(BrokerResponseError, code=ErrorCode.TOPIC_DELETION_DISABLED):
-    """Topic deletion is disabled."""
 
 
 class FencedLeaderEpochError(InvalidMetadataBrokerError, code=ErrorCode.FENCED_LEADER_EPOCH):
@@ -407,30 +190,8 @@ class UnsupportedCompressionTypeError(
     """The compression is not supported."""
 
 
-class StaleBrokerEpochError(BrokerResponseError, code=ErrorCode.STALE_BROKER_EPOCH):
-    """The broker epoch has changed."""
-
-
 class OffsetNotAvailableError(RetriableBrokerError, code=ErrorCode.OFFSET_NOT_AVAILABLE):
     """The leader's high watermark is behind."""
-
-
-class MemberIdRequiredError(BrokerResponseError, code=ErrorCode.MEMBER_ID_REQUIRED):
-    """The group member needs a member id."""
-
-
-class PreferredLeaderNotAvailableError(
-    InvalidMetadataBrokerError, code=ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-):
-    """The preferred leader is unavailable."""
-
-
-class GroupMaxSizeReachedError(BrokerResponseError, code=ErrorCode.GROUP_MAX_SIZE_REACHED):
-    """The group reached its maximum size."""
-
-
-class FencedInstanceIdError(BrokerResponseError, code=ErrorCode.FENCED_INSTANCE_ID):
-    """The static member was fenced."""
 
 
 class EligibleLeadersNotAvailableError(
@@ -439,26 +200,8 @@ class EligibleLeadersNotAvailableError(
     """No eligible leader replicas."""
 
 
-class ElectionNotNeededError(InvalidMetadataBrokerError, code=ErrorCode.ELECTION_NOT_NEEDED):
-    """The leader election is not needed."""
-
-
-class NoReassignmentInProgressError(
-    BrokerResponseError, code=ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
-):
-    """No reassignment is in progress."""
-
-
-class GroupSubscribedToTopicError(BrokerResponseError, code=ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC):
-    """The group is subscribed to the topic."""
-
-
 class InvalidRecordError(BrokerResponseError, code=ErrorCode.INVALID_RECORD):
     """The record failed the broker's validation."""
-
-
-class UnstableOffsetCommitError(RetriableBrokerError, code=ErrorCode.UNSTABLE_OFFSET_COMMIT):
-    """There are unstable offsets to resolve."""
 
 
 class ThrottlingQuotaExceededError(RetriableBrokerError, code=ErrorCode.THROTTLING_QUOTA_EXCEEDED):
@@ -469,185 +212,13 @@ class ProducerFencedError(BrokerResponseError, code=ErrorCode.PRODUCER_FENCED):
     """A newer producer with the same id exists."""
 
 
-class ResourceNotFoundError(BrokerResponseError, code=ErrorCode.RESOURCE_NOT_FOUND):
-    """The resource does not exist."""
-
-
-class DuplicateResourceError(BrokerResponseError, code=ErrorCode.DUPLICATE_RESOURCE):
-    """The resource is duplicated."""
-
-
-class UnacceptableCredentialError(BrokerResponseError, code=ErrorCode.UNACCEPTABLE_CREDENTIAL):
-    """The credential is unacceptable."""
-
-
-class InconsistentVoterSetError(BrokerResponseError, code=ErrorCode.INCONSISTENT_VOTER_SET):
-    """The voter set is inconsistent."""
-
-
-class InvalidUpdateVersionError(BrokerResponseError, code=ErrorCode.INVALID_UPDATE_VERSION):
-    """The update version is invalid."""
-
-
-class FeatureUpdateFailedError(BrokerResponseError, code=ErrorCode.FEATURE_UPDATE_FAILED):
-    """The feature update failed."""
-
-
-class PrincipalDeserializationFailureError(
-    BrokerResponseError, code=ErrorCode.PRINCIPAL_DESERIALIZATION_FAILURE
-):
-    """Principal deserialization failed."""
-
-
-class SnapshotNotFoundError(BrokerResponseError, code=ErrorCode.SNAPSHOT_NOT_FOUND):
-    """The snapshot was not found."""
-
-
-class PositionOutOfRangeError(BrokerResponseError, code=ErrorCode.POSITION_OUT_OF_RANGE):
-    """The position is out of range."""
-
-
 class UnknownTopicIdError(InvalidMetadataBrokerError, code=ErrorCode.UNKNOWN_TOPIC_ID):
     """This server does not host this topic id."""
-
-
-class DuplicateBrokerRegistrationError(
-    BrokerResponseError, code=ErrorCode.DUPLICATE_BROKER_REGISTRATION
-):
-    """The broker id is already registered."""
-
-
-class BrokerIdNotRegisteredError(BrokerResponseError, code=ErrorCode.BROKER_ID_NOT_REGISTERED):
-    """The broker id is not registered."""
 
 
 class InconsistentTopicIdError(InvalidMetadataBrokerError, code=ErrorCode.INCONSISTENT_TOPIC_ID):
     """The topic id does not match the log's."""
 
 
-class InconsistentClusterIdError(BrokerResponseError, code=ErrorCode.INCONSISTENT_CLUSTER_ID):
-    """The cluster id does not match."""
-
-
-class TransactionalIdNotFoundError(BrokerResponseError, code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND):
-    """The transactional id was not found."""
-
-
-class FetchSessionTopicIdError(RetriableBrokerError, code=ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR):
-    """The fetch session topic ids changed."""
-
-
-class IneligibleReplicaError(BrokerResponseError, code=ErrorCode.INELIGIBLE_REPLICA):
-    """The replica is not eligible for the ISR."""
-
-
-class NewLeaderElectedError(BrokerResponseError, code=ErrorCode.NEW_LEADER_ELECTED):
-    """A new leader was elected."""
-
-
-class OffsetMovedToTieredStorageError(
-    BrokerResponseError, code=ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
-):
-    """The offset is in tiered storage."""
-
-
-class FencedMemberEpochError(BrokerResponseError, code=ErrorCode.FENCED_MEMBER_EPOCH):
-    """The member epoch is fenced."""
-
-
-class UnreleasedInstanceIdError(BrokerResponseError, code=ErrorCode.UNRELEASED_INSTANCE_ID):
-    """The instance id is still in use."""
-
-
-class UnsupportedAssignorError(BrokerResponseError, code=ErrorCode.UNSUPPORTED_ASSIGNOR):
-    """The assignor is not supported."""
-
-
-class StaleMemberEpochError(BrokerResponseError, code=ErrorCode.STALE_MEMBER_EPOCH):
-    """The member epoch is stale."""
-
-
-class MismatchedEndpointTypeError(BrokerResponseError, code=ErrorCode.MISMATCHED_ENDPOINT_TYPE):
-    """The endpoint type does not match."""
-
-
-class UnsupportedEndpointTypeError(BrokerResponseError, code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE):
-    """The endpoint type is not supported."""
-
-
-class UnknownControllerIdError(BrokerResponseError, code=ErrorCode.UNKNOWN_CONTROLLER_ID):
-    """The controller id is unknown."""
-
-
-class UnknownSubscriptionIdError(BrokerResponseError, code=ErrorCode.UNKNOWN_SUBSCRIPTION_ID):
-    """The subscription id is unknown."""
-
-
-class TelemetryTooLargeError(BrokerResponseError, code=ErrorCode.TELEMETRY_TOO_LARGE):
-    """The telemetry payload is too large."""
-
-
-class InvalidRegistrationError(BrokerResponseError, code=ErrorCode.INVALID_REGISTRATION):
-    """The registration is invalid."""
-
-
-class TransactionAbortableError(BrokerResponseError, code=ErrorCode.TRANSACTION_ABORTABLE):
-    """The transaction must be aborted."""
-
-
-class InvalidRecordStateError(BrokerResponseError, code=ErrorCode.INVALID_RECORD_STATE):
-    """The record state is invalid."""
-
-
-class ShareSessionNotFoundError(RetriableBrokerError, code=ErrorCode.SHARE_SESSION_NOT_FOUND):
-    """The share session was not found."""
-
-
-class InvalidShareSessionEpochError(
-    RetriableBrokerError, code=ErrorCode.INVALID_SHARE_SESSION_EPOCH
-):
-    """The share session epoch is invalid."""
-
-
-class FencedStateEpochError(BrokerResponseError, code=ErrorCode.FENCED_STATE_EPOCH):
-    """The share coordinator state epoch is fenced."""
-
-
-class InvalidVoterKeyError(BrokerResponseError, code=ErrorCode.INVALID_VOTER_KEY):
-    """The voter key is invalid."""
-
-
-class DuplicateVoterError(BrokerResponseError, code=ErrorCode.DUPLICATE_VOTER):
-    """The voter is already in the voter set."""
-
-
-class VoterNotFoundError(BrokerResponseError, code=ErrorCode.VOTER_NOT_FOUND):
-    """The voter is not in the voter set."""
-
-
-class InvalidRegularExpressionError(BrokerResponseError, code=ErrorCode.INVALID_REGULAR_EXPRESSION):
-    """The regular expression is invalid."""
-
-
 class RebootstrapRequiredError(BrokerResponseError, code=ErrorCode.REBOOTSTRAP_REQUIRED):
     """The client must rebootstrap."""
-
-
-class StreamsInvalidTopologyError(BrokerResponseError, code=ErrorCode.STREAMS_INVALID_TOPOLOGY):
-    """The streams topology is invalid."""
-
-
-class StreamsInvalidTopologyEpochError(
-    BrokerResponseError, code=ErrorCode.STREAMS_INVALID_TOPOLOGY_EPOCH
-):
-    """The topology epoch is invalid."""
-
-
-class StreamsTopologyFencedError(BrokerResponseError, code=ErrorCode.STREAMS_TOPOLOGY_FENCED):
-    """The streams topology is fenced."""
-
-
-class ShareSessionLimitReachedError(
-    RetriableBrokerError, code=ErrorCode.SHARE_SESSION_LIMIT_REACHED
-):
-    """The share session limit is reached."""

@@ -6,12 +6,16 @@ Rules:
   ``KafkaError`` only. ``error.retriable`` / ``error.invalid_metadata`` mirror the types.
 - Broker error codes are named once, in ``error_codes.ErrorCode``; each has one class, a
   real class statement in ``broker_errors`` (``for_code`` maps a response's code to it).
+  Its base here says what the Java client's says: ``RetriableBrokerError``,
+  ``InvalidMetadataBrokerError`` (retry after a metadata refresh), or fatal.
 - Errors raised while decoding name *what* was being decoded and *where* (byte offset).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
+
+from shmkafka.protocol.error_codes import ErrorCode
 
 
 class KafkaError(Exception):
@@ -82,3 +86,43 @@ class UnsupportedApiVersionError(ProtocolError):
 
 class EncodeError(ProtocolError, ValueError):
     """A value cannot be encoded (out of range, wrong type, field absent in that version)."""
+
+
+# --------------------------------------------------------------------------- broker errors
+
+BROKER_ERRORS_BY_CODE: dict[int, type[BrokerResponseError]] = {}
+BROKER_ERRORS_BY_NAME: dict[str, type[BrokerResponseError]] = {}
+
+
+class BrokerResponseError(KafkaError):
+    """An error code returned by a broker. ``code`` and ``name`` are Kafka's."""
+
+    code: ClassVar[int] = ErrorCode.UNKNOWN_SERVER_ERROR
+    name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+    description: ClassVar[str] = ""
+
+    def __init_subclass__(cls, code: ErrorCode | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is None:
+            return
+        cls.code, cls.name, cls.description = int(code), code.name, cls.__doc__ or ""
+        assert code not in BROKER_ERRORS_BY_CODE, f"two classes for {code.name}"
+        BROKER_ERRORS_BY_CODE[code] = cls
+        BROKER_ERRORS_BY_NAME[code.name] = cls
+
+    def __init__(self, message: str | None = None, *, code: int | None = None) -> None:
+        self.error_code = self.code if code is None else code
+        text = f"[Error {self.error_code}] {self.name}"
+        if message:
+            text += f": {message}"
+        elif self.description:
+            text += f": {self.description}"
+        super().__init__(text)
+
+
+class RetriableBrokerError(BrokerResponseError, RetriableError):
+    """A broker error after which the request may succeed if sent again."""
+
+
+class InvalidMetadataBrokerError(BrokerResponseError, InvalidMetadataError):
+    """A broker error after which the request may succeed once metadata is refreshed."""
