@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test lint typecheck unit stress demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log clean
+.PHONY: test lint typecheck unit conformance stress demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log clean
 
 $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-test: $(STAMP) lint typecheck unit
+test: $(STAMP) lint typecheck unit conformance
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -27,6 +27,12 @@ unit: $(STAMP)
 	rm -f .ledger-test.jsonl
 	SHMKAFKA_LEDGER=$(CURDIR)/.ledger-test.jsonl $(BIN)/pytest -n auto -m "not stress"
 	$(BIN)/python -m tests.ledger .ledger-test.jsonl
+
+# kafka-python 3.0.11's own producer integration tests (from its PyPI sdist, unchanged) on
+# Tansu, once with kafka-python's KafkaProducer and once with shmkafka's; fails if a test that
+# passes with kafka-python fails with shmkafka (tests/conformance/run.py; about 15 s).
+conformance: $(STAMP)
+	$(BIN)/python -m tests.conformance.run
 
 # The long reliability runs: crash loops at full size, 8 pools in parallel for
 # SHMKAFKA_STRESS_SECONDS (default 30) each.

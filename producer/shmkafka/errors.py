@@ -1,43 +1,33 @@
-"""Errors under kafka-python's names, so ``except kafka.errors.X`` code ports by changing the
-import to ``shmkafka.errors``. Every class derives from ``shmkafka.protocol.errors.KafkaError``
-(retriable ones from ``RetriableError``); broker error codes keep their classes from the
-protocol table, and the ones kafka-python names differently get its name as an alias.
+"""Every error name kafka-python's ``kafka.errors`` exports, with kafka-python's meaning, plus
+shmkafka's own (the pool's). ``shmkafka.kafka.errors`` is this module under kafka-python's
+path.
+
+Rules:
+- Every class derives from ``shmkafka.protocol.errors.KafkaError`` (retriable ones from
+  ``RetriableError``). Broker error codes keep their one class each from the protocol's
+  table (``for_code``); ``kafka_errors`` maps every code kafka-python maps, 0 included.
+- When kafka-python is installed, the errors the ``KafkaProducer`` API raises are also
+  instances of kafka-python's class of the same name (``shmkafka.producer.peer_errors``),
+  so ``except kafka.errors.KafkaTimeoutError`` keeps working after the import switch.
 """
 
 from __future__ import annotations
 
-from shmkafka.protocol.broker_errors import (
-    MessageTooLargeError,
-    NotLeaderOrFollowerError,
-    UnknownTopicOrPartitionError,
-    UnsupportedVersionError,
-    for_code,
-)
+from typing import ClassVar
+
+from shmkafka.protocol import broker_errors
+from shmkafka.protocol.broker_errors import *  # noqa: F403  (the broker error classes)
 from shmkafka.protocol.errors import (
+    BROKER_ERRORS_BY_CODE,
+    AuthorizationError,
     BrokerResponseError,
+    CorrelationIdError,
     InvalidMetadataError,
     KafkaError,
     RetriableError,
 )
-
-__all__ = [
-    "BrokerResponseError",
-    "IllegalArgumentError",
-    "IllegalStateError",
-    "InvalidMetadataError",
-    "KafkaConfigurationError",
-    "KafkaError",
-    "KafkaTimeoutError",
-    "MemoryExhaustedError",
-    "MessageSizeTooLargeError",
-    "NotLeaderForPartitionError",
-    "PoolError",
-    "PoolSettingsMismatchError",
-    "RetriableError",
-    "UnknownTopicOrPartitionError",
-    "UnsupportedVersionError",
-    "for_code",
-]
+from shmkafka.protocol.errors import ProtocolError as KafkaProtocolError
+from shmkafka.protocol.other_api_errors import *  # noqa: F403  (and the other APIs')
 
 
 class KafkaTimeoutError(RetriableError):
@@ -47,6 +37,94 @@ class KafkaTimeoutError(RetriableError):
 
 class KafkaConfigurationError(KafkaError, ValueError):
     """A configuration key or value is not accepted; the message names it."""
+
+
+class IllegalStateError(KafkaError):
+    """The producer cannot do this now (for example it is closed)."""
+
+
+class IllegalArgumentError(KafkaError, ValueError):
+    """An argument is out of range."""
+
+
+class KafkaConnectionError(InvalidMetadataError):
+    """A connection to a broker failed."""
+
+
+class NodeNotReadyError(RetriableError):
+    """The broker connection is not ready yet."""
+
+
+class NoBrokersAvailable(KafkaError):
+    """None of the bootstrap servers answered."""
+
+
+class Cancelled(RetriableError):
+    """The request was cancelled."""
+
+
+class TooManyInFlightRequests(RetriableError):
+    """The connection has as many requests in flight as it may."""
+
+
+class StaleMetadata(InvalidMetadataError):
+    """The metadata is older than the request needs."""
+
+
+class MetadataEmptyBrokerList(RetriableError):
+    """The metadata lists no broker."""
+
+
+class UnrecognizedBrokerVersion(KafkaError):
+    """The broker's version could not be told."""
+
+
+class IncompatibleBrokerVersion(KafkaError):
+    """The broker does not support what was asked."""
+
+
+class UnsupportedCodecError(KafkaError):
+    """The compression codec's library is not installed."""
+
+
+class InvalidReceiveError(KafkaProtocolError):
+    """A response could not be read."""
+
+
+class QuotaViolationError(KafkaError):
+    """A quota was exceeded."""
+
+
+class UnknownBrokerIdError(KafkaError):
+    """No broker has that id."""
+
+
+class CommitFailedError(KafkaError):
+    """A consumer's offset commit failed (kafka-python's name; no consumer here)."""
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """A consumer has no offset to start from (kafka-python's name; no consumer here)."""
+
+
+class LogTruncationError(KafkaError):
+    """A consumer found its log truncated (kafka-python's name; no consumer here)."""
+
+
+class TransactionAbortedError(KafkaError):
+    """The transaction was aborted (kafka-python's name; no transactions here)."""
+
+
+class NoError(BrokerResponseError):
+    """Code 0: no error (kafka-python names it; ``for_code`` never returns it)."""
+
+    code: ClassVar[int] = 0
+    errno: ClassVar[int] = 0
+    name: ClassVar[str] = "NONE"
+    message: ClassVar[str] = "NO_ERROR"
+
+
+# shmkafka's own
 
 
 class MemoryExhaustedError(KafkaTimeoutError):
@@ -64,14 +142,45 @@ class PoolError(KafkaError):
     another user, or it vanished."""
 
 
-class IllegalStateError(KafkaError):
-    """The producer cannot do this now (for example it is closed)."""
+for_code = broker_errors.for_code
+CorruptRecordException = CorruptRecordError  # noqa: F405  (kafka-python's alias)
+kafka_errors: dict[int, type[BrokerResponseError]] = {0: NoError, **BROKER_ERRORS_BY_CODE}
 
-
-class IllegalArgumentError(KafkaError, ValueError):
-    """An argument is out of range."""
-
-
-# Broker errors whose kafka-python names differ from Kafka's own.
-MessageSizeTooLargeError = MessageTooLargeError
-NotLeaderForPartitionError = NotLeaderOrFollowerError
+__all__ = [
+    *(cls.__name__ for cls in BROKER_ERRORS_BY_CODE.values()),
+    "AuthorizationError",
+    "BrokerResponseError",
+    "Cancelled",
+    "CommitFailedError",
+    "CorrelationIdError",
+    "CorruptRecordException",
+    "IllegalArgumentError",
+    "IllegalStateError",
+    "IncompatibleBrokerVersion",
+    "InvalidMetadataError",
+    "InvalidReceiveError",
+    "KafkaConfigurationError",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaProtocolError",
+    "KafkaTimeoutError",
+    "LogTruncationError",
+    "MemoryExhaustedError",
+    "MetadataEmptyBrokerList",
+    "NoBrokersAvailable",
+    "NoError",
+    "NoOffsetForPartitionError",
+    "NodeNotReadyError",
+    "PoolError",
+    "PoolSettingsMismatchError",
+    "QuotaViolationError",
+    "RetriableError",
+    "StaleMetadata",
+    "TooManyInFlightRequests",
+    "TransactionAbortedError",
+    "UnknownBrokerIdError",
+    "UnrecognizedBrokerVersion",
+    "UnsupportedCodecError",
+    "for_code",
+    "kafka_errors",
+]

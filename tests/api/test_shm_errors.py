@@ -23,7 +23,7 @@ from shmkafka.errors import (
     PoolSettingsMismatchError,
 )
 from shmkafka.producer import handle as handle_module
-from shmkafka.producer.confluent import KafkaException
+from shmkafka.confluent_kafka import KafkaException
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.shm.errors import (
     BufferExhaustedError,

@@ -18,7 +18,7 @@ from shmkafka.errors import (
     KafkaTimeoutError,
     MessageSizeTooLargeError,
 )
-from shmkafka.producer.confluent import KafkaError, KafkaException
+from shmkafka.confluent_kafka import KafkaError, KafkaException
 from shmkafka.protocol.hashing import murmur2_partition
 from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.peers import Peer
@@ -98,7 +98,7 @@ def test_kafka_producer_callbacks_serializers_and_errors(
         with pytest.raises(TypeError, match=r"\(str, bytes\) tuples"):
             p.send(topic, 1, headers=[("h", "text")])  # type: ignore[list-item]
         with pytest.raises(MessageSizeTooLargeError, match="max_request_size"):
-            p.send(topic, "x" * 2_000_000)
+            p.send(topic, "x" * 2_000_000, key="k")  # (a None key is serialized too)
     with pytest.raises(IllegalStateError, match="already closed"):
         p.send(topic, 1)
     p.close()  # a second close is a no-op

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from shmkafka.broker_stub.cluster import Cluster
 from shmkafka.broker_stub.faults import Faults
 from shmkafka.broker_stub.handlers import Handlers, PendingAck, api_keys
-from shmkafka.protocol.broker_errors import NetworkException, RequestTimedOutError
+from shmkafka.protocol.broker_errors import NetworkExceptionError, RequestTimedOutError
 from shmkafka.protocol.clock import wall_ms
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.frames import (
@@ -77,6 +77,7 @@ class MemoryNetwork:
         self.held: set[int] = set()  # broker nodes whose responses wait for ``release``
         self.down: set[int] = set()  # broker nodes the Sender cannot reach
         self.bytes_sent = 0
+        self.on_event: Callable[[int, str], None] | None = None
         self._completed: list[ClientResponse] = []
 
     @property
@@ -89,7 +90,7 @@ class MemoryNetwork:
         wanted = {node_id: self._broker_at[(host, port)] for node_id, host, port in nodes}
         for node_id in list(self.conns):
             if wanted.get(node_id) != self.conns[node_id].broker:
-                self._fail(node_id, NetworkException("the broker left the cluster or moved"))
+                self._fail(node_id, NetworkExceptionError("the broker left the cluster or moved"))
                 del self.conns[node_id]
         for node_id, broker in wanted.items():
             self.conns.setdefault(node_id, _Connection(broker))
@@ -154,7 +155,7 @@ class MemoryNetwork:
 
     def close(self) -> None:
         for node_id in self.conns:
-            self._fail(node_id, NetworkException("the client closed"))
+            self._fail(node_id, NetworkExceptionError("the client closed"))
         self._completed.clear()
 
     # ------------------------------------------------------------------ the test's hands
@@ -174,7 +175,7 @@ class MemoryNetwork:
         """Connections to ``broker`` drop: what is in flight on them fails."""
         for node_id, conn in self.conns.items():
             if conn.broker == broker:
-                self._fail(node_id, NetworkException(f"node {broker} closed the connection"))
+                self._fail(node_id, NetworkExceptionError(f"node {broker} closed the connection"))
 
     # ------------------------------------------------------------------ internals
 

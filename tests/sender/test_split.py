@@ -111,7 +111,7 @@ def test_a_single_record_too_large_fails_with_the_broker_error(
     handle, _, sender, deque_id = rig
     future = handle.send("t", b"x" * 100, partition=0)
     _answer(sender, _send(sender, deque_id, 0), 10, -1)
-    with pytest.raises(for_code(10), match="MESSAGE_TOO_LARGE"):
+    with pytest.raises(for_code(10), match="MessageSizeTooLargeError"):
         future.get(5)
 
 

@@ -1,281 +1,119 @@
 """``shmkafka.Producer``: confluent-kafka's ``Producer`` on the shared pool.
 
-Change ``from confluent_kafka import Producer`` to ``from shmkafka import Producer``:
-``Producer(conf)`` takes librdkafka's properties (see confluent_config.py), ``produce`` never
-blocks, and delivery reports are served by ``poll()`` / ``flush()`` in the calling thread.
+Change ``from confluent_kafka import Producer`` to ``from shmkafka import Producer`` (or the
+whole module: ``import shmkafka.confluent_kafka as confluent_kafka``): ``Producer(conf)``
+takes librdkafka's properties, checked as librdkafka does (confluent_config.py); ``produce``
+never blocks; delivery reports and ``error_cb`` are served by ``poll()`` / ``flush()`` in
+the calling thread, with confluent-kafka's own ``KafkaError`` / ``Message`` when it is
+installed (confluent_types.py).
 
 Rules:
-- Delivery reports are queued by the completion thread in offset order per batch (so in
-  order per partition) and served only from ``poll``/``flush``; an exception raised by a
-  callback propagates out of that call, as in confluent-kafka.
+- Reports are queued by the completion thread in offset order per batch (so in order per
+  partition) and served only from ``poll``/``flush``; an exception raised by a callback
+  propagates out of that call, as in confluent-kafka.
 - ``produce`` raises ``BufferError`` when ``queue.buffering.max.messages`` records are
   pending (counting reports not yet served) or when the pool has no memory right now.
 - A record for a topic not yet in the pool's directory waits in this process (librdkafka's
   unassigned queue) until the Sender has its metadata; it fails with ``_MSG_TIMED_OUT``
-  after ``message.timeout.ms``.
+  after ``message.timeout.ms``. Without ``bootstrap.servers`` there is no pool at all: every
+  record waits there and times out, as in librdkafka.
+- Errors of the pool's Sender (connection, resolution, metadata) reach ``error_cb`` in the
+  thread that polls; without one they are logged (to ``logger`` if given).
 """
 
 from __future__ import annotations
 
-import builtins
-import json
 import logging
-import random
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from shmkafka.errors import (
-    KafkaConfigurationError,
-    KafkaTimeoutError,
-    MemoryExhaustedError,
-    MessageSizeTooLargeError,
-)
+from shmkafka.errors import KafkaConfigurationError
 from shmkafka.producer import confluent_config
+from shmkafka.producer.confluent_records import (
+    Report,
+    Unassigned,
+    check_headers,
+    check_value,
+    confluent_exception,
+    error_of,
+    message_for,
+    partition_for,
+    text_of,
+)
+from shmkafka.producer.confluent_stats import statistics
+from shmkafka.producer.confluent_types import KafkaError, KafkaException
 from shmkafka.producer.engine import Engine, Settings, check_topic
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.metadata_view import ClusterMetadata, cluster_metadata
 from shmkafka.producer.settings import normalize_bootstrap
-from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
-from shmkafka.protocol.hashing import murmur2_partition
+from shmkafka.shm.events import Event
 
 log = logging.getLogger("shmkafka.producer")
-
-TIMESTAMP_NOT_AVAILABLE, TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME = 0, 1, 2
-
-
-class KafkaError:
-    """confluent-kafka's error object: ``code()``, ``name()``, ``str()``, ``retriable()``,
-    ``fatal()``; it compares equal to its code."""
-
-    _MSG_TIMED_OUT, _QUEUE_FULL, _PURGE_QUEUE, _PURGE_INFLIGHT = -192, -184, -152, -151
-    _INVALID_ARG, _UNKNOWN_PARTITION, _UNKNOWN_TOPIC, _TIMED_OUT = -186, -190, -188, -185
-    _STATE, _FAIL = -172, -196
-    MSG_SIZE_TOO_LARGE, UNKNOWN_TOPIC_OR_PART = 10, 3
-
-    def __init__(
-        self, code: int, reason: str | None = None, *, fatal: bool = False, retriable: bool = False
-    ) -> None:
-        self._code = code
-        name, text = _LOCAL.get(code, (None, None))
-        if name is None:
-            broker = for_code(code)
-            name, text = broker.name, broker.description or broker.name
-        self._name = name
-        self._str = reason or text or name
-        self._fatal = fatal
-        self._retriable = retriable
-
-    @classmethod
-    def from_exception(cls, error: BaseException) -> KafkaError:
-        if isinstance(error, KafkaTimeoutError):
-            return cls(cls._MSG_TIMED_OUT)
-        code = getattr(error, "error_code", None)
-        if code is None:
-            return cls(cls._FAIL, str(error))
-        return cls(code, str(error), retriable=bool(getattr(error, "retriable", False)))
-
-    def code(self) -> int:
-        return self._code
-
-    def name(self) -> str:
-        return self._name
-
-    def str(self) -> builtins.str:
-        return self._str
-
-    def retriable(self) -> bool:
-        return self._retriable
-
-    def fatal(self) -> bool:
-        return self._fatal
-
-    def txn_requires_abort(self) -> bool:
-        return False
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, KafkaError):
-            return self._code == other._code
-        return isinstance(other, int) and self._code == other
-
-    def __hash__(self) -> int:
-        return hash(self._code)
-
-    def __str__(self) -> builtins.str:
-        return self._str
-
-    def __repr__(self) -> builtins.str:
-        return f'KafkaError{{code={self._name},val={self._code},str="{self._str}"}}'
+_LOGGED_IGNORED: set[str] = set()
+NO_BOOTSTRAP = (
+    "No `bootstrap.servers` configured: client will not be able to connect to Kafka cluster"
+)
 
 
-# librdkafka's local error codes used here, by their names in KafkaError: (name, description)
-_LOCAL_TEXT = {
-    KafkaError._MSG_TIMED_OUT: "Local: Message timed out",
-    KafkaError._QUEUE_FULL: "Local: Queue full",
-    KafkaError._PURGE_QUEUE: "Local: Purged in queue",
-    KafkaError._PURGE_INFLIGHT: "Local: Purged in flight",
-    KafkaError._INVALID_ARG: "Local: Invalid argument or configuration",
-    KafkaError._UNKNOWN_PARTITION: "Local: Unknown partition",
-    KafkaError._UNKNOWN_TOPIC: "Local: Unknown topic",
-    KafkaError._TIMED_OUT: "Local: Timed out",
-    KafkaError._STATE: "Local: Erroneous state",
-    KafkaError._FAIL: "Local: Failed",
-}
-_LOCAL = {
-    code: (name, _LOCAL_TEXT[code])
-    for name, code in vars(KafkaError).items()
-    if name.startswith("_") and isinstance(code, int) and code in _LOCAL_TEXT
-}
-
-
-class KafkaException(Exception):
-    """confluent-kafka's exception: ``args[0]`` is the KafkaError."""
-
-    def __init__(self, error: KafkaError | int, reason: str | None = None) -> None:
-        if isinstance(error, int):
-            error = KafkaError(error, reason)
-        super().__init__(error)
-
-
-class Message:
-    """A delivered (or failed) record, as confluent-kafka's delivery reports give it."""
-
-    __slots__ = ("_error", "_future", "_headers", "_key", "_latency", "_topic", "_value")
-
-    def __init__(
-        self, future: Future | None, topic: str, key: Any, value: Any, headers: Any,
-        error: KafkaError | None, latency: float | None,
-    ) -> None:  # fmt: skip
-        self._future, self._topic, self._key, self._value = future, topic, key, value
-        self._headers, self._error, self._latency = headers, error, latency
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._future.partition if self._future is not None else -1
-
-    def offset(self) -> int:
-        value = self._future.value if self._future is not None else None
-        return value.offset if value is not None else -1001  # librdkafka's OFFSET_INVALID
-
-    def timestamp(self) -> tuple[int, int]:
-        value = self._future.value if self._future is not None else None
-        if value is None:
-            return (TIMESTAMP_NOT_AVAILABLE, -1)
-        return (TIMESTAMP_CREATE_TIME, value.timestamp)
-
-    def key(self) -> Any:
-        return self._key
-
-    def value(self) -> Any:
-        return self._value
-
-    def headers(self) -> Any:
-        return self._headers
-
-    def error(self) -> KafkaError | None:
-        return self._error
-
-    def latency(self) -> float | None:
-        return self._latency
-
-    def __len__(self) -> int:
-        return len(self._value) if self._value is not None else 0
-
-
-def _fnv1a(key: bytes) -> int:
-    h = 0x811C9DC5
-    for byte in key:
-        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return h
-
-
-def _encode(what: str, data: Any) -> bytes | None:
-    if data is None or isinstance(data, bytes):
-        return data
-    if isinstance(data, str):
-        return data.encode()
-    if isinstance(data, bytearray | memoryview):
-        return bytes(data)
-    raise TypeError(f"{what} must be str, bytes or None, got {type(data).__name__}")
-
-
-def _headers(headers: Any) -> list[tuple[str, bytes | None]]:
-    if headers is None:
-        return []
-    items = list(headers.items()) if isinstance(headers, dict) else headers
-    if not isinstance(items, list | tuple):
-        raise TypeError("headers must be a dict or a list of (str, bytes|str|None) tuples")
-    out = []
-    for item in items:
-        if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], str):
-            raise TypeError(f"header {item!r} is not a (str, bytes|str|None) tuple")
-        out.append((item[0], _encode("header value", item[1])))
-    return out
-
-
-def _confluent_exception(exc: ProtocolKafkaError) -> Exception:
-    """A shmkafka error as confluent-kafka raises it: ``BufferError`` when the pool has no
-    memory now, ``KafkaException`` for everything else."""
-    if isinstance(exc, MemoryExhaustedError):
-        return BufferError("Local: Queue full")
-    if isinstance(exc, MessageSizeTooLargeError):
-        return KafkaException(KafkaError.MSG_SIZE_TOO_LARGE, str(exc))
-    if isinstance(exc, KafkaConfigurationError):
-        return KafkaException(KafkaError._INVALID_ARG, str(exc))
-    if isinstance(exc, KafkaTimeoutError):
-        return KafkaException(KafkaError._TIMED_OUT, str(exc))
-    return KafkaException(KafkaError.from_exception(exc))
-
-
-class _ConfluentErrors:
-    """``with _confluent_errors:`` what is raised inside leaves as ``_confluent_exception``
-    says (``produce`` uses a try instead: it is the per-record path)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 traceback: object) -> None:  # fmt: skip
-        if isinstance(exc, ProtocolKafkaError):
-            raise _confluent_exception(exc) from None
-
-
-_confluent_errors = _ConfluentErrors()
+def _conf_from(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """confluent-kafka's constructor rules: one dict, then keyword arguments over it."""
+    if len(args) > 1:
+        raise TypeError("expected tuple containing single dict")
+    if not args and not kwargs:
+        raise TypeError("expected configuration dict")
+    if args and not isinstance(args[0], dict):
+        raise TypeError("expected configuration dict")
+    return {**(args[0] if args else {}), **kwargs}
 
 
 class Producer:
     """confluent-kafka's Producer, its records batched with every other process of the
     pool (``shmkafka.pool`` picks it; default: one per distinct configuration)."""
 
-    def __init__(self, conf: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if conf is not None and not isinstance(conf, dict):
-            raise TypeError(f"expected configuration dict, got {type(conf).__name__}")
-        conf = {**(conf or {}), **kwargs}
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        conf = _conf_from(args, kwargs)
         try:
-            s, ignored = confluent_config.parse(conf)
-            self._settings = s
+            s, ignored, warnings = confluent_config.parse(conf)
+        except confluent_config.ConfigError as exc:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, str(exc))) from None
+        self._settings = s
+        self._conf = conf
+        self._logger: logging.Logger = s["logger"] or log
+        for warning in warnings:
+            self._logger.warning("%s", warning)
+        fresh = sorted(set(ignored) - _LOGGED_IGNORED)
+        if fresh:
+            _LOGGED_IGNORED.update(fresh)
+            self._logger.info("Producer: accepted, no effect in shmkafka: %s", ", ".join(fresh))
+        self._reports: deque[Report] = deque()
+        self._errors: deque[KafkaError] = deque()
+        self._reports_ready = threading.Condition()
+        self._unassigned: deque[Unassigned] = deque()
+        self._closed = False
+        self._stats_at = self._created = time.monotonic()
+        self._engine = self._open_engine(s)
+        if self._engine is None and s["error_cb"] is not None:
+            self._errors.append(KafkaError(KafkaError._ALL_BROKERS_DOWN, NO_BOOTSTRAP))
+        if self._engine is not None:
+            self._attach(self._engine.handle)
+
+    def _open_engine(self, s: dict[str, Any]) -> Engine | None:
+        if s["bootstrap_servers"] is None:
+            return None  # nothing can be sent: records wait, then time out
+        try:
             settings = Settings.build(self._sender_settings(s), self._pool_settings(s),
                                       s["pool"], max_block_ms=0)  # fmt: skip
-        except (confluent_config.ConfigValueError, ProtocolKafkaError) as exc:
-            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, str(exc))) from None
-        from shmkafka.producer.kafka_python import log_ignored_once
-
-        log_ignored_once(ignored, "Producer")
-        self._conf = conf
-        with _confluent_errors:
-            self._engine = Engine(settings, sender_log=s["sender_log"])
-        # (future or None, (topic, report), error for a record that never reached the pool)
-        self._reports: deque[tuple[Future | None, Any, KafkaError | None]] = deque()
-        self._reports_ready = threading.Condition()
-        self._unassigned: deque[tuple[str, Any, Any, Any, int, Any, float]] = deque()
-        self._closed = False
-        self._attach(self._engine.handle)
+        except KafkaConfigurationError as exc:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, text_of(exc))) from None
+        try:
+            return Engine(settings, sender_log=s["sender_log"])
+        except ProtocolKafkaError as exc:
+            raise confluent_exception(exc) from None
 
     @staticmethod
     def _sender_settings(s: dict[str, Any]) -> dict[str, Any]:
@@ -299,10 +137,16 @@ class Producer:
 
     def _attach(self, handle: ProducerHandle) -> ProducerHandle:
         handle.on_done = self._queue_reports
+        if self._settings["logger"] is not None:
+            handle.event_logger = self._settings["logger"]
+        if self._settings["error_cb"] is not None:
+            handle.on_event = self._queue_error
         return handle
 
     @property
-    def _handle(self) -> ProducerHandle:
+    def _handle(self) -> ProducerHandle | None:
+        if self._engine is None:
+            return None
         handle = self._engine.handle
         if handle.on_done is None:  # re-made after fork
             self._attach(handle)
@@ -316,7 +160,13 @@ class Producer:
         with self._reports_ready:
             for future in futures:
                 if future.report is not None and not (only_errors and future.succeeded()):
-                    self._reports.append((future, (future.topic, future.report), None))
+                    self._reports.append(Report(future, future.report, None))
+            self._reports_ready.notify_all()
+
+    def _queue_error(self, event: Event) -> None:
+        """The completion thread's hook for the Sender's errors: ``error_cb`` gets them."""
+        with self._reports_ready:
+            self._errors.append(KafkaError(event.code, event.text, fatal=event.fatal))
             self._reports_ready.notify_all()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -339,187 +189,285 @@ class Producer:
         headers: Any = None,
     ) -> None:
         self._check_open()
-        check_topic(topic)
-        value_bytes, key_bytes = _encode("value", value), _encode("key", key)
-        header_list = _headers(headers)
-        if not isinstance(partition, int) or partition < -1:
-            raise KafkaException(KafkaError._INVALID_ARG, f"invalid partition {partition!r}")
+        self._produce(topic, value, key, partition, callback or on_delivery, timestamp, headers)
+
+    def _produce(self, topic: Any, value: Any, key: Any, partition: Any, callback: Any,
+                 timestamp: Any, headers: Any) -> None:  # fmt: skip
+        if not isinstance(topic, str):
+            raise TypeError(f"argument 1 must be str, not {type(topic).__name__}")
+        check_value(value)
+        check_value(key)
+        header_list = check_headers(headers)
+        partition, timestamp = partition.__index__(), timestamp.__index__()
         if len(self) >= self._settings["max_messages"]:
-            raise BufferError("Local: Queue full")
-        report = (callback or on_delivery or self._settings["on_delivery"], key, value, headers,
+            raise BufferError(KafkaError(KafkaError._QUEUE_FULL).str())
+        value_bytes = value.encode() if isinstance(value, str) else value
+        key_bytes = key.encode() if isinstance(key, str) else key
+        report = (callback or self._settings["on_delivery"], key_bytes, value_bytes,
                   time.monotonic())  # fmt: skip
+        record = Unassigned(topic, value_bytes, key_bytes, header_list, partition, timestamp,
+                            report, time.monotonic() + self._timeout_s())  # fmt: skip
         try:  # (not a with block: this is the per-record path, and a try costs nothing)
-            self._serve_unassigned()
             handle = self._handle
-            entries = handle.pool.directory.partitions(topic)
-            if entries is None:
-                handle.request_topic(topic)
-                deadline = time.monotonic() + self._settings["delivery_timeout_ms"] / 1000
-                self._unassigned.append(
-                    (topic, value_bytes, key_bytes, header_list, partition, report, deadline)
-                )
+            if handle is None:
+                self._unassigned.append(record)
                 return
-            self._append(handle, topic, value_bytes, key_bytes, header_list, partition,
-                         timestamp, report, len(entries))  # fmt: skip
+            self._serve_unassigned(handle)
+            if not self._append(handle, record):
+                handle.request_topic(topic)
+                self._unassigned.append(record)
         except ProtocolKafkaError as exc:
-            raise _confluent_exception(exc) from None
+            raise confluent_exception(exc) from None
 
-    def _append(self, handle: ProducerHandle, topic: str, value: bytes | None, key: bytes | None,
-                headers: list[tuple[str, bytes | None]], partition: int, timestamp: int,
-                report: Any, count: int) -> None:  # fmt: skip
-        chosen = self._partition(topic, key, count) if partition == -1 else partition
-        if chosen is not None and chosen >= count:
-            raise KafkaException(KafkaError._UNKNOWN_PARTITION, f"{topic} [{partition}]")
-        future = handle.send(topic, value, key, headers, chosen, timestamp or None)
-        future.report = report
-        if report[0] is not None and future.is_done and not handle.on_done:
+    def _timeout_s(self) -> float:
+        return float(self._settings["delivery_timeout_ms"]) / 1000
+
+    def _append(self, handle: ProducerHandle, record: Unassigned) -> bool:
+        """Append a record whose topic the pool knows; False if it does not know it yet."""
+        if not record.topic or check_topic(record.topic) is None:
+            return False
+        entries = handle.pool.directory.partitions(record.topic)
+        if entries is None:
+            return False
+        count = len(entries)
+        chosen: int | None = record.partition
+        if chosen == -1:
+            chosen = partition_for(self._settings["partitioner"], record.key, count)
+        elif chosen is not None and not 0 <= chosen < count:
+            self._fail_now(record, KafkaError(KafkaError._UNKNOWN_PARTITION))
+            return True
+        future = handle.send(record.topic, record.value, record.key, record.headers, chosen,
+                             record.timestamp or None)  # fmt: skip
+        future.report = record.report
+        if record.report[0] is not None and future.is_done and not handle.on_done:
             self._queue_reports([future])
+        return True
 
-    def _partition(self, topic: str, key: bytes | None, count: int) -> int | None:
-        """librdkafka's partitioners; None = the pool's sticky choice for a null key."""
-        name = self._settings["partitioner"]
-        randomly = name == "random" or key is None or (key == b"" and name == "consistent_random")
-        if randomly and (name == "random" or name.endswith("_random")):
-            return None if key is None else random.randrange(count)
-        key = key or b""  # librdkafka maps null keys of the plain hashes to one partition
-        if name.startswith("consistent"):
-            return zlib.crc32(key) % count
-        if name.startswith("murmur2"):
-            return murmur2_partition(key, count)
-        h = _fnv1a(key)  # librdkafka: the absolute value of the hash as a signed int32
-        return abs(h - 0x100000000 if h & 0x80000000 else h) % count
+    def _fail_now(self, record: Unassigned, error: KafkaError) -> None:
+        if record.report[0] is not None:
+            with self._reports_ready:
+                self._reports.append(Report(None, record.report, error, record.topic))
 
-    def _serve_unassigned(self) -> None:
+    def _serve_unassigned(self, handle: ProducerHandle | None) -> None:
         """Append records whose topic is now known; time out those waiting too long."""
         if not self._unassigned:
             return
-        handle = self._engine.handle
         now = time.monotonic()
-        waiting: deque[tuple[str, Any, Any, Any, int, Any, float]] = deque()
+        waiting: deque[Unassigned] = deque()
         while self._unassigned:
-            item = self._unassigned.popleft()
-            topic, value, key, headers, partition, report, deadline = item
-            entries = handle.pool.directory.partitions(topic)
-            if entries is not None:
-                self._append(handle, topic, value, key, headers, partition, 0, report, len(entries))
-            elif now >= deadline:
-                timed_out = KafkaError(KafkaError._MSG_TIMED_OUT)
-                with self._reports_ready:
-                    self._reports.append((None, (topic, report), timed_out))
+            record = self._unassigned.popleft()
+            if handle is not None and self._append(handle, record):
+                continue
+            if now >= record.deadline:
+                self._fail_now(record, KafkaError(KafkaError._MSG_TIMED_OUT))
+                if record.report[0] is None:
+                    continue
             else:
-                waiting.append(item)
+                waiting.append(record)
         self._unassigned = waiting
+
+    def produce_batch(
+        self,
+        topic: str,
+        messages: list[dict[str, Any]],
+        partition: int = -1,
+        on_delivery: Callable[..., Any] | None = None,
+        callback: Callable[..., Any] | None = None,
+    ) -> int:
+        """Produce each message dict (``value``, ``key``, ``partition``, ``callback``);
+        returns how many were queued. A message that fails gets an ``_error`` entry (its
+        KafkaError) and is not queued, as in confluent-kafka."""
+        self._check_open()
+        if not isinstance(topic, str):
+            raise TypeError(f"argument 1 must be str, not {type(topic).__name__}")
+        if not isinstance(messages, list):
+            raise TypeError("messages must be a list")
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise TypeError(f"Message at index {index} must be a dict")
+            for field in ("value", "key"):
+                if not isinstance(message.get(field), str | bytes | type(None)):
+                    raise TypeError(f"Message {field} at index {index} must be bytes or str")
+            if message.get("timestamp"):
+                raise NotImplementedError(
+                    "Message timestamps are not currently supported in batch mode"
+                )
+        default = callback or on_delivery
+        queued = 0
+        for message in messages:
+            try:
+                self._produce(topic, message.get("value"), message.get("key"),
+                              message.get("partition", partition),
+                              message.get("callback") or message.get("on_delivery") or default,
+                              0, None)  # fmt: skip
+            except (KafkaException, BufferError) as exc:
+                message["_error"] = error_of(exc)
+                continue
+            queued += 1
+        return queued
 
     # ------------------------------------------------------------------ reports
 
-    def poll(self, timeout: float | None = None) -> int:
-        """Serve delivery reports (waiting up to ``timeout`` s for one; None or a negative
-        value: until one comes); returns how many were served."""
+    def poll(self, timeout: float = -1) -> int:
+        """Serve delivery reports and errors (waiting up to ``timeout`` s for one; a
+        negative value: until one comes); returns how many were served."""
         self._check_open()
-        self._maybe_stats()
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        deadline = None if timeout < 0 else time.monotonic() + timeout
         while True:
-            with _confluent_errors:
-                self._serve_unassigned()
+            try:
+                self._serve_unassigned(self._handle)
+            except ProtocolKafkaError as exc:
+                raise confluent_exception(exc) from None
             with self._reports_ready:
-                if not self._reports:
+                if not (self._reports or self._errors):
                     remaining = 0.05 if deadline is None else deadline - time.monotonic()
                     if remaining > 0:
                         self._reports_ready.wait(min(remaining, 0.05))
-                if self._reports or (deadline is not None and time.monotonic() >= deadline):
-                    break
-        return self._serve_reports()
+                ready = bool(self._reports or self._errors)
+            if ready or (deadline is not None and time.monotonic() >= deadline):
+                break
+        return self._serve()
 
-    def _serve_reports(self) -> int:
+    def _serve(self) -> int:
         served = 0
+        while self._errors:
+            error = self._errors.popleft()
+            served += 1
+            callback = self._settings["error_cb"]
+            if callback is not None:
+                callback(error)
+        self._maybe_stats()
         while self._reports:
             try:
-                future, (topic, report), error = self._reports.popleft()
+                report = self._reports.popleft()
             except IndexError:
                 break
-            callback, key, value, headers, sent_at = report
-            if future is not None and future.failed():
-                assert future.exception is not None
-                error = KafkaError.from_exception(future.exception)
             served += 1
+            callback = report.callback
             if callback is not None:
-                latency = time.monotonic() - sent_at
-                callback(error, Message(future, topic, key, value, headers, error, latency))
+                message = message_for(report)
+                callback(message.error(), message)
         return served
 
-    def flush(self, timeout: float | None = None) -> int:
+    def flush(self, timeout: float = -1) -> int:
         """Send everything now and serve reports until none is pending or ``timeout`` s
         passed; returns how many are still pending."""
         self._check_open()
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        deadline = None if timeout < 0 else time.monotonic() + timeout
         while len(self):
-            with _confluent_errors:
-                self._handle.wake_sender()
+            handle = self._handle
+            if handle is not None:
+                try:
+                    handle.wake_sender()
+                except ProtocolKafkaError as exc:
+                    raise confluent_exception(exc) from None
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 break
             self.poll(0.05 if remaining is None else min(0.05, remaining))
+        if not len(self):
+            self._serve()  # errors and statistics due
         return len(self)
 
     def __len__(self) -> int:
         if self._closed:
             return 0
-        handle = self._engine._handle
-        pending = 0 if handle.pool.forked else handle._outstanding
+        pending = 0
+        if self._engine is not None:
+            handle = self._engine._handle
+            pending = 0 if handle.pool.forked else handle._outstanding
         return pending + len(self._reports) + len(self._unassigned)
 
     def __bool__(self) -> bool:
         return True
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
-        """Report this process's pending records as purged (``_PURGE_QUEUE``); records
-        already in the shared pool may still be delivered by the Sender, unreported."""
+        """Report this process's pending records as purged: ``_PURGE_QUEUE`` for those not
+        sent yet (``in_queue``), ``_PURGE_INFLIGHT`` for those being sent (``in_flight``).
+        Records already in the shared pool may still be delivered by the Sender, unreported
+        (other processes' records share their batches)."""
         del blocking
         self._check_open()
-        if not (in_queue or in_flight):
-            return
-        code = KafkaError._PURGE_QUEUE if in_queue else KafkaError._PURGE_INFLIGHT
-        purged = KafkaError(code)
-        with self._reports_ready:
+        if in_queue:
             while self._unassigned:
-                topic, _, _, _, _, report, _ = self._unassigned.popleft()
-                self._reports.append((None, (topic, report), purged))
-        self._handle.fail_pending(_Purged(code))
+                self._fail_now(self._unassigned.popleft(), KafkaError(KafkaError._PURGE_QUEUE))
+        handle = self._handle
+        if handle is None:
+            return
+        if in_queue:
+            handle.fail_pending(_Purged(KafkaError._PURGE_QUEUE),
+                                select=lambda r: not handle.in_flight(r))  # fmt: skip
+        if in_flight:
+            handle.fail_pending(_Purged(KafkaError._PURGE_INFLIGHT), select=handle.in_flight)
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
-        """Topics and partitions as the pool's Sender last saw them (``topic``: wait up to
-        ``timeout`` s for it)."""
+        """Topics and partition leaders as the pool's Sender last saw them (``topic``: wait
+        up to ``timeout`` s for it)."""
         self._check_open()
-        with _confluent_errors:
-            handle = self._handle
-            if topic is not None and handle.pool.directory.partitions(topic) is None:
-                handle.request_topic(topic)
-                deadline = time.monotonic() + (300 if timeout is None or timeout < 0 else timeout)
-                while handle.pool.directory.partitions(topic) is None:
-                    if time.monotonic() >= deadline:
-                        raise KafkaException(KafkaError._TIMED_OUT, f"no metadata for {topic!r}")
-                    time.sleep(0.01)
-        snapshot = handle.pool.directory.snapshot()
-        names = [topic] if topic is not None else list(snapshot.topics)
-        return ClusterMetadata({
-            name: TopicMetadata(name, {
-                p: PartitionMetadata(p, e.leader) for p, e in enumerate(snapshot.topics[name])
-            })
-            for name in names
-        })  # fmt: skip
+        handle = self._handle
+        deadline = time.monotonic() + (300 if timeout is None or timeout < 0 else timeout)
+        if handle is None or not self._wait_metadata(handle, topic, deadline):
+            raise KafkaException(KafkaError(
+                KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure"
+            ))  # fmt: skip
+        return cluster_metadata(handle.pool.directory.snapshot(), topic)
 
-    def close(self, timeout: float | None = None) -> None:
-        """Flush (up to ``timeout`` s), then detach; later calls raise RuntimeError."""
+    @staticmethod
+    def _wait_metadata(handle: ProducerHandle, topic: str | None, deadline: float) -> bool:
+        try:
+            directory = handle.pool.directory
+            if topic is not None and directory.partitions(topic) is None:
+                handle.request_topic(topic)
+            while (directory.version() == 0 if topic is None
+                   else directory.partitions(topic) is None):  # fmt: skip
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.01)
+        except ProtocolKafkaError as exc:
+            raise confluent_exception(exc) from None
+        return True
+
+    # Transactions are not supported (``transactional.id`` is refused): librdkafka's answer
+    # on a producer without one.
+
+    def init_transactions(self, timeout: float = -1) -> None:
+        del timeout
+        raise KafkaException(KafkaError(
+            KafkaError._NOT_CONFIGURED,
+            "The Transactional API requires transactional.id to be configured",
+        ))  # fmt: skip
+
+    def begin_transaction(self) -> None:
+        self.init_transactions()
+
+    def commit_transaction(self, timeout: float = -1) -> None:
+        self.init_transactions()
+
+    def abort_transaction(self, timeout: float = -1) -> None:
+        self.init_transactions()
+
+    def send_offsets_to_transaction(self, *args: Any, **kwargs: Any) -> None:
+        self.init_transactions()
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """Accepted: shmkafka connects with PLAINTEXT only, where credentials are unused."""
+        del username, password
+
+    def close(self, timeout: float = -1) -> bool:
+        """Flush (up to ``timeout`` s), then detach; returns True. Later calls to the
+        producer raise RuntimeError; a second close returns True."""
         if self._closed:
-            return
+            return True
         try:
             self.flush(timeout)
         finally:
             self._closed = True
-            handle = self._engine._handle
-            if not handle.pool.forked:
-                handle.fail_pending(KafkaTimeoutError("the producer was closed"))
-                handle.close(0)
+            if self._engine is not None:
+                handle = self._engine._handle
+                if not handle.pool.forked:
+                    handle.fail_pending(_Purged(KafkaError._PURGE_QUEUE))
+                    handle.close(0)
+        return True
 
     def __enter__(self) -> Producer:
         return self
@@ -537,41 +485,17 @@ class Producer:
         if not interval or callback is None:
             return
         now = time.monotonic()
-        if now - getattr(self, "_stats_at", 0.0) >= interval / 1000:
+        if now - self._stats_at >= interval / 1000:
             self._stats_at = now
-            from shmkafka.shm.stat import pool_stat
-
-            callback(json.dumps(pool_stat(self._engine.pool_name)))
+            callback(statistics(self, self._settings))
 
 
 class _Purged(ProtocolKafkaError):
+    """A future failed by ``purge`` (or ``close``): reported with its librdkafka code."""
+
     def __init__(self, code: int) -> None:
-        super().__init__(_LOCAL[code][1])
+        super().__init__(KafkaError(code).str())
         self.error_code = code
 
 
-class PartitionMetadata:
-    def __init__(self, partition: int, leader: int) -> None:
-        self.id = partition
-        self.leader = leader
-        self.replicas = [leader] if leader >= 0 else []
-        self.isrs = list(self.replicas)
-        self.error = None
-
-
-class TopicMetadata:
-    def __init__(self, topic: str, partitions: dict[int, PartitionMetadata]) -> None:
-        self.topic = topic
-        self.partitions = partitions
-        self.error = None
-
-
-class ClusterMetadata:
-    def __init__(self, topics: dict[str, TopicMetadata]) -> None:
-        self.topics = topics
-        self.cluster_id = None
-        self.controller_id = -1
-        self.brokers: dict[int, Any] = {}
-
-
-__all__ = ["KafkaError", "KafkaException", "Message", "Producer"]
+__all__ = ["Producer"]

@@ -1,69 +1,37 @@
-"""The confluent-kafka ``Producer``'s configuration: librdkafka property names mapped onto
-shmkafka's settings, with librdkafka's defaults where they fit a shared pool.
+"""The confluent-kafka ``Producer``'s configuration, checked as librdkafka checks it: the same
+properties (librdkafka_properties.py), value syntax, ranges, checks across properties and
+error texts, then mapped onto shmkafka's settings.
 
 Rules:
-- A property in ``SUPPORTED`` is converted and validated; a bad value is an
-  ``_INVALID_ARG`` error naming the property.
-- A property in ``IGNORED`` is a valid librdkafka property that has no effect here: it is
-  accepted and logged once. Anything else is unknown: ``_INVALID_ARG`` naming it and the
-  closest valid name.
-- Different defaults from librdkafka's, because a batch is a fixed slab of shared memory:
-  ``batch.size`` 16384 (librdkafka 1000000), ``queue.buffering.max.kbytes`` 32768
-  (librdkafka 1048576), ``max.in.flight`` 5 (librdkafka 1000000).
+- ``parse`` raises ``ConfigError`` with librdkafka's text (the caller makes it a
+  ``KafkaException(_INVALID_ARG)``), or the Python exception confluent-kafka raises for the
+  Python-only keys (``error_cb`` and so on). The first bad property raises, in dict order;
+  the checks across properties run after all are set, prefixed "Failed to create producer: ".
+- A property is looked up in the global table, then (without a ``topic.`` prefix) in the
+  topic table; aliases resolve to their property, whose name the messages use.
+- Every valid property is accepted. Those in ``SETTINGS`` take effect; the others are
+  checked and reported once as having no effect here (consumer properties as librdkafka
+  warns of them). ``security.protocol`` other than plaintext and ``transactional.id`` are
+  refused: shmkafka does not do them.
+- Defaults differ from librdkafka's where a batch is a fixed slab of shared memory:
+  ``batch.size`` 16384 (librdkafka 1000000), ``queue.buffering.max.kbytes`` 32768 (1048576),
+  ``max.in.flight`` 5 (1000000).
 """
 
 from __future__ import annotations
 
-import difflib
+import re
 from collections.abc import Callable
 from typing import Any
 
+from shmkafka.producer.librdkafka_properties import GLOBAL, TOPIC, Property
 
-class ConfigValueError(ValueError):
-    """A property or value is not accepted; the message names it (→ ``_INVALID_ARG``)."""
-
-
-def _int(name: str, value: Any) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ConfigValueError(f"{name}: expected an integer, got {value!r}") from None
-    if isinstance(value, float) and value != number:
-        raise ConfigValueError(f"{name}: expected an integer, got {value!r}")
-    return number
+INT32_MAX = 2**31 - 1
+INFINITE_TIMEOUT_MS = INT32_MAX  # message.timeout.ms=0 (no limit): about 24.8 days
 
 
-def _bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise ConfigValueError(f"{name}: expected true or false, got {value!r}")
-
-
-def _acks(name: str, value: Any) -> int:
-    text = str(value).lower()
-    if text == "all" or text == "-1":
-        return -1
-    if text in ("0", "1"):
-        return int(text)
-    raise ConfigValueError(f"{name}: expected all, -1, 0 or 1, got {value!r}")
-
-
-def _servers(name: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigValueError(f"{name}: expected HOST:PORT[,HOST:PORT...], got {value!r}")
-    return value
-
-
-def _codec(name: str, value: Any) -> str:
-    text = str(value).lower()
-    if text not in ("none", "gzip", "snappy", "lz4", "zstd"):
-        raise ConfigValueError(f"{name}: expected none, gzip, snappy, lz4 or zstd, got {value!r}")
-    return text
+class ConfigError(ValueError):
+    """A property or value librdkafka refuses; the message is librdkafka's."""
 
 
 PARTITIONERS = (
@@ -71,110 +39,44 @@ PARTITIONERS = (
     "fnv1a_random",
 )  # fmt: skip
 
-
-def _partitioner(name: str, value: Any) -> str:
-    if value not in PARTITIONERS:
-        raise ConfigValueError(f"{name}: expected one of {', '.join(PARTITIONERS)}, got {value!r}")
-    return str(value)
-
-
-def _callable(name: str, value: Any) -> Any:
-    if value is not None and not callable(value):
-        raise ConfigValueError(f"{name}: expected a callable, got {value!r}")
-    return value
-
-
-def _text(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ConfigValueError(f"{name}: expected a string, got {value!r}")
-    return value
-
-
-def _plaintext(name: str, value: Any) -> str:
-    if str(value).lower() != "plaintext":
-        raise ConfigValueError(f"{name}: only plaintext is supported, got {value!r}")
-    return "plaintext"
-
-
-Converter = Callable[[str, Any], Any]
-# librdkafka property → (setting name, converter). Aliases map onto the same setting.
-SUPPORTED: dict[str, tuple[str, Converter]] = {
-    "bootstrap.servers": ("bootstrap_servers", _servers),
-    "metadata.broker.list": ("bootstrap_servers", _servers),
-    "client.id": ("client_id", _text),
-    "acks": ("acks", _acks),
-    "request.required.acks": ("acks", _acks),
-    "linger.ms": ("linger_ms", _int),
-    "queue.buffering.max.ms": ("linger_ms", _int),
-    "batch.size": ("batch_size", _int),
-    "compression.type": ("compression_type", _codec),
-    "compression.codec": ("compression_type", _codec),
-    "compression.level": ("compression_level", _int),
-    "enable.idempotence": ("enable_idempotence", _bool),
-    "message.timeout.ms": ("delivery_timeout_ms", _int),
-    "delivery.timeout.ms": ("delivery_timeout_ms", _int),
-    "request.timeout.ms": ("request_timeout_ms", _int),
-    "retries": ("retries", _int),
-    "message.send.max.retries": ("retries", _int),
-    "retry.backoff.ms": ("retry_backoff_ms", _int),
-    "retry.backoff.max.ms": ("retry_backoff_max_ms", _int),
-    "max.in.flight": ("max_in_flight_requests_per_connection", _int),
-    "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", _int),
-    "message.max.bytes": ("max_request_size", _int),
-    "metadata.max.age.ms": ("metadata_max_age_ms", _int),
-    "reconnect.backoff.ms": ("reconnect_backoff_ms", _int),
-    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", _int),
-    "queue.buffering.max.kbytes": ("buffer_kbytes", _int),
-    "queue.buffering.max.messages": ("max_messages", _int),
-    "partitioner": ("partitioner", _partitioner),
-    "delivery.report.only.error": ("report_only_errors", _bool),
-    "security.protocol": ("security_protocol", _plaintext),
-    "error_cb": ("error_cb", _callable),
-    "stats_cb": ("stats_cb", _callable),
-    "on_delivery": ("on_delivery", _callable),
-    "dr_msg_cb": ("on_delivery", _callable),
-    "dr_cb": ("on_delivery", _callable),
-    "logger": ("logger", lambda _, v: v),
-    "statistics.interval.ms": ("statistics_interval_ms", _int),
-    # shmkafka's own: the pool and its sizes
-    "shmkafka.pool": ("pool", _text),
-    "shmkafka.max.topics": ("max_topics", _int),
-    "shmkafka.max.partitions": ("max_partitions", _int),
-    "shmkafka.max.processes": ("max_processes", _int),
-    "shmkafka.sender.log": ("sender_log", _text),
+# librdkafka property → the setting it drives (every other valid property has no effect here)
+SETTINGS = {
+    "metadata.broker.list": "bootstrap_servers",
+    "client.id": "client_id",
+    "request.required.acks": "acks",
+    "queue.buffering.max.ms": "linger_ms",
+    "batch.size": "batch_size",
+    "compression.codec": "compression_type",
+    "compression.level": "compression_level",
+    "enable.idempotence": "enable_idempotence",
+    "message.timeout.ms": "delivery_timeout_ms",
+    "request.timeout.ms": "request_timeout_ms",
+    "message.send.max.retries": "retries",
+    "retry.backoff.ms": "retry_backoff_ms",
+    "retry.backoff.max.ms": "retry_backoff_max_ms",
+    "max.in.flight.requests.per.connection": "max_in_flight_requests_per_connection",
+    "message.max.bytes": "max_request_size",
+    "metadata.max.age.ms": "metadata_max_age_ms",
+    "reconnect.backoff.ms": "reconnect_backoff_ms",
+    "reconnect.backoff.max.ms": "reconnect_backoff_max_ms",
+    "queue.buffering.max.kbytes": "buffer_kbytes",
+    "queue.buffering.max.messages": "max_messages",
+    "partitioner": "partitioner",
+    "security.protocol": "security_protocol",
+    "statistics.interval.ms": "statistics_interval_ms",
 }
-
-# Valid librdkafka (global and topic) properties without an effect here.
-IGNORED = frozenset({
-    "api.version.request", "api.version.request.timeout.ms", "api.version.fallback.ms",
-    "broker.version.fallback", "allow.auto.create.topics", "broker.address.family",
-    "broker.address.ttl", "client.dns.lookup", "client.rack", "connections.max.idle.ms",
-    "debug", "enable.gapless.guarantee", "enable.random.seed",
-    "enable.sasl.oauthbearer.unsecure.jwt",
-    "enable.ssl.certificate.verification", "enabled_events", "internal.termination.signal",
-    "log.connection.close", "log.queue", "log.thread.name", "log_cb", "log_level",
-    "message.copy.max.bytes", "metadata.max.age.ms.topic", "metadata.request.timeout.ms",
-    "opaque", "queue.buffering.backpressure.threshold", "receive.message.max.bytes",
-    "sasl.kerberos.keytab", "sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin",
-    "sasl.kerberos.principal", "sasl.kerberos.service.name", "sasl.mechanism",
-    "sasl.mechanisms", "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret",
-    "sasl.oauthbearer.config", "sasl.oauthbearer.method", "sasl.oauthbearer.scope",
-    "sasl.oauthbearer.token.endpoint.url", "sasl.password", "sasl.username",
-    "socket.blocking.max.ms", "socket.connection.setup.timeout.ms", "socket.keepalive.enable",
-    "socket.max.fails", "socket.nagle.disable", "socket.receive.buffer.bytes",
-    "socket.send.buffer.bytes", "socket.timeout.ms", "ssl.ca.location", "ssl.certificate.location",
-    "ssl.cipher.suites", "ssl.endpoint.identification.algorithm", "ssl.key.location",
-    "ssl.key.password", "sticky.partitioning.linger.ms", "throttle_cb",
-    "topic.blacklist", "topic.metadata.propagation.max.ms",
-    "topic.metadata.refresh.fast.interval.ms",
-    "topic.metadata.refresh.interval.ms", "topic.metadata.refresh.sparse",
-    "transaction.timeout.ms", "batch.num.messages", "queue.buffering.max.messages.per.partition",
-    "message.timeout.ms.per.topic", "produce.offset.report", "queuing.strategy",
-    "msg_order_cmp", "partitioner_cb", "compression.level.per.topic",
-    "retry.backoff.jitter", "ssl.providers", "ssl.engine.location", "ssl_key", "ssl.sigalgs.list",
-})  # fmt: skip
-REJECTED = {"transactional.id": "transactions are not supported"}
-
+NOT_SUPPORTED = {
+    "transactional.id": "transactions are not supported by shmkafka",
+}
+JAVA_ONLY = {
+    "ssl.truststore.location": "Java TrustStores are not supported, use `ssl.ca.location` "
+    "and a certificate file instead. See "
+    "https://github.com/confluentinc/librdkafka/wiki/Using-SSL-with-librdkafka for more "
+    "information.",
+    "sasl.jaas.config": "Java JAAS configuration is not supported, see "
+    "https://github.com/confluentinc/librdkafka/wiki/Using-SASL-with-librdkafka for more "
+    "information.",
+}
 DEFAULTS: dict[str, Any] = {
     "bootstrap_servers": None,
     "client_id": "rdkafka",
@@ -186,7 +88,7 @@ DEFAULTS: dict[str, Any] = {
     "enable_idempotence": False,
     "delivery_timeout_ms": 300_000,
     "request_timeout_ms": 30_000,
-    "retries": 2_147_483_647,
+    "retries": INT32_MAX,
     "retry_backoff_ms": 100,
     "retry_backoff_max_ms": 1000,
     "max_in_flight_requests_per_connection": 5,
@@ -201,6 +103,8 @@ DEFAULTS: dict[str, Any] = {
     "security_protocol": "plaintext",
     "error_cb": None,
     "stats_cb": None,
+    "throttle_cb": None,
+    "oauth_cb": None,
     "on_delivery": None,
     "logger": None,
     "statistics_interval_ms": 0,
@@ -212,26 +116,241 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def parse(conf: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """librdkafka properties → settings (DEFAULTS' names) and the ignored properties."""
+# ----------------------------------------------------------------------------- values
+
+
+def _int(prop: Property, text: str) -> int:
+    if not text:
+        raise ConfigError(
+            f'Integer configuration property "{prop.name}" cannot be set to empty value'
+        )
+    match = re.match(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text)
+    if match is None:
+        if prop.name == "request.required.acks" and text.strip().lower() == "all":
+            return -1
+        raise ConfigError(f'Invalid value for configuration property "{prop.name}"')
+    digits = match.group(2)
+    base = 16 if digits[:2].lower() == "0x" else 8 if digits[0] == "0" else 10  # strtol's
+    value = int(digits, base)
+    value = -value if match.group(1) == "-" else value
+    value = (value + 2**31) % 2**32 - 2**31  # strtol's long, stored in an int
+    lo, hi = (int(x) for x in prop.values.split(".."))
+    if not lo <= value <= hi:
+        raise ConfigError(
+            f'Configuration property "{prop.name}" value {value} is outside allowed range '
+            f"{lo}..{hi}\n"
+        )
+    return value
+
+
+def _float(prop: Property, text: str) -> float:
+    match = re.match(r"\s*[+-]?(nan|inf(inity)?|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)", text, re.I)
+    if not text or match is None:
+        raise ConfigError(f'Invalid value for configuration property "{prop.name}"')
+    value = float(match.group(0))
+    lo, hi = (float(x) for x in prop.values.split(".."))
+    if not lo <= value <= hi and value == value:  # (nan passes, as in librdkafka)
+        raise ConfigError(
+            f'Configuration property "{prop.name}" value {value:g} is outside allowed range '
+            f"{lo:g}..{hi:g}\n"
+        )
+    return value
+
+
+def _bool(prop: Property, text: str) -> bool:
+    if not text:
+        raise ConfigError(f'Bool configuration property "{prop.name}" cannot be set to empty value')
+    if text.lower() in ("true", "t") or text == "1":
+        return True
+    if text.lower() in ("false", "f") or text == "0":
+        return False
+    raise ConfigError(f'Expected bool value for "{prop.name}": true or false')
+
+
+def _enum(prop: Property, text: str) -> str:
+    if not text:
+        raise ConfigError(f'Configuration property "{prop.name}" cannot be set to empty value')
+    value = text.lstrip().lower()
+    if value not in prop.values.split(","):
+        raise ConfigError(
+            f'Invalid value "{text.lstrip()}" for configuration property "{prop.name}"'
+        )
+    return value
+
+
+def _string(prop: Property, text: str) -> str | None:
+    value = text.lstrip()
+    if prop.name == "partitioner" and value not in PARTITIONERS:
+        raise ConfigError(
+            f'Invalid value for configuration property "partitioner": {value or "(null)"}'
+        )
+    return value or None  # empty: back to the default
+
+
+PARSERS: dict[str, Callable[[Property, str], Any]] = {
+    "int": _int, "float": _float, "bool": _bool, "enum": _enum, "str": _string,
+    "flags": _string, "patlist": _string,
+}  # fmt: skip
+
+
+def _lookup(name: str) -> Property:
+    prop = GLOBAL.get(name) or TOPIC.get(name.removeprefix("topic."))
+    if prop is None:
+        raise ConfigError(f'No such configuration property: "{name.removeprefix("topic.")}"')
+    if prop.alias_of:
+        table = GLOBAL if prop.scope == "G" else TOPIC
+        prop = table[prop.alias_of]
+    if prop.kind == "ptr":
+        raise ConfigError(f'Property "{name}" must be set through dedicated .._set_..() function')
+    return prop
+
+
+# ----------------------------------------------------------------------------- the dict
+
+
+def _python_only(conf: dict[str, Any], settings: dict[str, Any]) -> None:
+    """The keys confluent-kafka handles itself, before librdkafka sees the rest."""
+    for key, kind in (("error_cb", TypeError), ("stats_cb", TypeError),
+                      ("oauth_cb", TypeError), ("throttle_cb", ValueError)):  # fmt: skip
+        if key in conf:
+            value = conf.pop(key)
+            if not callable(value):
+                raise kind(f"expected {key} property as a callable function")
+            settings[key] = value
+    if "logger" in conf:
+        settings["logger"] = conf.pop("logger")
+    if "on_delivery" in conf:
+        value = conf.pop("on_delivery")
+        if not callable(value):
+            raise ConfigError("on_delivery requires a callable object")
+        settings["on_delivery"] = value
+    if "delivery.report.only.error" in conf:
+        value = conf.pop("delivery.report.only.error")
+        if not isinstance(value, bool):
+            raise TypeError(
+                f"Expected delivery.report.only.error to be bool type, not {type(value).__name__}"
+            )
+        settings["report_only_errors"] = value
+
+
+def _own(conf: dict[str, Any], settings: dict[str, Any]) -> None:
+    for key, setting in (("shmkafka.pool", "pool"), ("shmkafka.sender.log", "sender_log")):
+        if key in conf:
+            value = conf.pop(key)
+            if not isinstance(value, str):
+                raise ConfigError(f'Invalid value for configuration property "{key}"')
+            settings[setting] = value
+    for key, setting in (("shmkafka.max.topics", "max_topics"),
+                         ("shmkafka.max.partitions", "max_partitions"),
+                         ("shmkafka.max.processes", "max_processes")):  # fmt: skip
+        if key in conf:
+            settings[setting] = _int(Property(key, "G", "P", "int", f"1..{INT32_MAX}", "", ""),
+                                     str(conf.pop(key)))  # fmt: skip
+
+
+def parse(conf: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
+    """librdkafka properties → (settings with DEFAULTS' names, properties without effect
+    here, warnings to log); raises ConfigError, TypeError or ValueError as confluent-kafka."""
+    conf = dict(conf)
+    if "default.topic.config" in conf:  # deprecated: its keys override the top level's
+        topic_conf = conf.pop("default.topic.config")
+        conf.update({key: topic_conf[key] for key in topic_conf.keys()})  # noqa: SIM118
     settings = dict(DEFAULTS)
-    ignored = []
-    for name, value in conf.items():
-        if not isinstance(name, str):
-            raise ConfigValueError(f"property names are strings, got {name!r}")
-        if name in REJECTED:
-            raise ConfigValueError(f"{name}: {REJECTED[name]}")
-        if name in IGNORED:
+    _python_only(conf, settings)
+    _own(conf, settings)
+    ignored: list[str] = []
+    warnings: list[str] = []
+    given: dict[str, Any] = {}
+    for key, raw in conf.items():
+        name = str(key)
+        if name in JAVA_ONLY:
+            raise ConfigError(JAVA_ONLY[name])
+        prop = _lookup(name)
+        value = PARSERS[prop.kind](prop, "" if raw is None else str(raw))
+        if prop.name in NOT_SUPPORTED and value is not None:
+            raise ConfigError(f"{prop.name}: {NOT_SUPPORTED[prop.name]}")
+        given[prop.name] = value
+        if prop.usage == "C":
+            warnings.append(f"Configuration property {prop.name} is a consumer property and "
+                            "will be ignored by this producer instance")  # fmt: skip
+        elif prop.name not in SETTINGS:
             ignored.append(name)
-            continue
-        if name not in SUPPORTED:
-            close = difflib.get_close_matches(name, sorted(SUPPORTED) + sorted(IGNORED), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigValueError(f"No such configuration property: {name!r}{hint}")
-        key, convert = SUPPORTED[name]
-        settings[key] = convert(name, value)
+    _apply(given, settings, warnings)
+    return settings, ignored, warnings
+
+
+def _apply(given: dict[str, Any], settings: dict[str, Any], warnings: list[str]) -> None:
+    for name, setting in SETTINGS.items():
+        if name in given and given[name] is not None:
+            settings[setting] = given[name]
+    _check_across(given, settings, warnings)
+    if settings["security_protocol"] != "plaintext":
+        raise ConfigError(
+            f"security.protocol={settings['security_protocol']} is not supported by shmkafka: "
+            "plaintext only"
+        )
+    linger = settings["linger_ms"]
+    settings["linger_ms"] = int(linger) if linger == linger else 0  # (nan: no linger)
+    if settings["delivery_timeout_ms"] == 0:
+        settings["delivery_timeout_ms"] = INFINITE_TIMEOUT_MS
+    if settings["max_messages"] == 0:
+        settings["max_messages"] = INT32_MAX
+    settings["compression_level"] = _clamped_level(
+        settings["compression_type"], settings["compression_level"]
+    )
+
+
+def _failed(text: str) -> ConfigError:
+    return ConfigError(f"Failed to create producer: {text}")
+
+
+def _check_across(given: dict[str, Any], settings: dict[str, Any], warnings: list[str]) -> None:
+    """librdkafka's checks across properties (rd_kafka_conf_finalize)."""
+    timeout = settings["delivery_timeout_ms"]
+    if timeout and timeout <= settings["linger_ms"]:
+        if "queue.buffering.max.ms" in given:
+            raise _failed("`message.timeout.ms` must be greater than `linger.ms`")
+        settings["linger_ms"] = timeout - 0.1
+    if settings["enable_idempotence"]:
+        if "request.required.acks" in given and settings["acks"] != -1:
+            raise _failed("`acks` must be set to `all` when `enable.idempotence` is true")
+        inflight = given.get("max.in.flight.requests.per.connection")
+        if inflight is not None and inflight > 5:
+            raise _failed("`max.in.flight` must be set <= 5 when `enable.idempotence` is true")
+        if "message.send.max.retries" in given and settings["retries"] < 1:
+            raise _failed("`retries` must be set >= 1 when `enable.idempotence` is true")
+        if given.get("queue.buffering.backpressure.threshold", 1) > 1:
+            raise _failed(
+                "`queue.buffering.backpressure.threshold` must be set to 1 when "
+                "`enable.idempotence` is true"
+            )
+        if given.get("queuing.strategy") == "lifo":
+            raise _failed(
+                "`queuing.strategy` must be set to `fifo` when `enable.idempotence` is true"
+            )
+        settings["acks"] = -1
+    elif given.get("enable.gapless.guarantee"):
+        raise _failed("`enable.gapless.guarantee` requires `enable.idempotence` to be enabled")
+    if settings["reconnect_backoff_max_ms"] < settings["reconnect_backoff_ms"]:
+        raise _failed("`reconnect.backoff.max.ms` must be >= `reconnect.backoff.ms`")
+    if given.get("ssl.keystore.location") and not given.get("ssl.keystore.password"):
+        raise _failed("`ssl.keystore.password` is mandatory when `ssl.keystore.location` is set")
+    if settings["retry_backoff_ms"] > settings["retry_backoff_max_ms"]:
+        warnings.append(
+            f"Configuration `retry.backoff.ms` with value {settings['retry_backoff_ms']} is "
+            f"greater than configuration `retry.backoff.max.ms` with value "
+            f"{settings['retry_backoff_max_ms']}. A static backoff with value "
+            "`retry.backoff.max.ms` will be applied."
+        )
+        settings["retry_backoff_ms"] = settings["retry_backoff_max_ms"]
     if settings["bootstrap_servers"] is None:
-        raise ConfigValueError("bootstrap.servers is required")
-    if settings["enable_idempotence"]:  # as librdkafka: idempotence forces these
-        settings.update(acks=-1, max_in_flight_requests_per_connection=5)
-    return settings, ignored
+        warnings.append(
+            "No `bootstrap.servers` configured: client will not be able to connect to Kafka cluster"
+        )
+
+
+def _clamped_level(codec: str, level: int) -> int:
+    """librdkafka clamps compression.level per codec when it uses it; -1 is the default."""
+    if level == -1 or codec in ("none", "snappy"):
+        return -1
+    return min(level, {"gzip": 9, "lz4": 12, "zstd": 22}[codec])

@@ -34,7 +34,6 @@ class RecordMetadata(NamedTuple):
     topic_partition: TopicPartition
     offset: int
     timestamp: int
-    log_start_offset: int
     checksum: None
     serialized_key_size: int
     serialized_value_size: int
@@ -112,8 +111,8 @@ class Future:
         partition, delta = facts[2], facts[DELTA]
         return RecordMetadata(
             self.topic, partition, TopicPartition(self.topic, partition), c.offset_of(delta),
-            c.log_append_time if c.log_append_time >= 0 else facts[4], c.log_start_offset,
-            None, facts[5], facts[6], facts[7] if len(facts) > 7 else -1,
+            c.log_append_time if c.log_append_time >= 0 else facts[4], None, facts[5], facts[6],
+            facts[7] if len(facts) > 7 else -1,
         )  # fmt: skip
 
     @property

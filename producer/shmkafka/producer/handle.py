@@ -13,6 +13,10 @@ Rules:
 - The producer makes sure a live Sender serves the pool (supervisor.py).
 - Errors of the shared-memory pool leave this class only as Kafka errors (``kafka_error``):
   the facades above see nothing but the ``KafkaError`` tree.
+- The completion thread also reads the pool's event ring (shm/events.py): each Sender log
+  line is logged once per process to ``shmkafka.sender``; each error goes to ``on_event``
+  if a facade set it (confluent's ``error_cb``), else is logged at ERROR. A new handle
+  also hears of errors of the last ``RECENT_EVENTS_S`` seconds.
 - Keyed records go to ``(murmur2(key) & 0x7fffffff) % partitions`` as in the Java client;
   keyless ones stick to one partition, shared by all the pool's producers, until its batch
   fills (KIP-480 style); then they all move to a random one.
@@ -66,12 +70,17 @@ from shmkafka.shm.errors import (
     ShmConfigError,
     ShmError,
 )
-from shmkafka.shm.layout import ALL_DELTAS, DIRECTORY_LOCK
+from shmkafka.shm.events import Event
+from shmkafka.shm.layout import ALL_DELTAS, DIRECTORY_LOCK, IN_FLIGHT
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import CORRUPT_DESCRIPTOR, DELIVERY_TIMEOUT, Completion
 from shmkafka.shm.sender_link import sender_semaphore, wake
 
 SENDER_CHECK_S = 0.2
+RECENT_EVENTS_S = 10.0
+sender_logger = logging.getLogger("shmkafka.sender")
+# (pool name, pid) -> the last event number logged by any handle of this process
+_events_logged: dict[tuple[str, int], int] = {}
 RETIRE_S = 5.0  # a completed batch's wait stays this long for registrations still in flight
 log = logging.getLogger("shmkafka.producer")
 
@@ -155,6 +164,10 @@ class ProducerHandle:
         # Called (by the completion thread, or by send for a record resolved at once) with
         # the futures just resolved, in offset order per batch.
         self.on_done: Callable[[list[Future]], None] | None = None
+        # Called by the completion thread with each error event of the pool's Sender.
+        self.on_event: Callable[[Event], None] | None = None
+        self.event_logger = sender_logger
+        self._events_seen = self._recent_events_start()
         self._closed = False
         self._outstanding = 0
         self._flushers = 0  # threads waiting in flush(), under self._cond
@@ -334,6 +347,29 @@ class ProducerHandle:
             for completion in rings.poll(slot):
                 self._on_completion(completion)
             self._retire(time.monotonic())
+            self._poll_events()
+
+    def _recent_events_start(self) -> int:
+        """The event number to read after: before the errors of the last few seconds."""
+        events, last = self.pool.events.read_after(0)
+        since = wall_ms() - int(RECENT_EVENTS_S * 1000)
+        recent = [e.number for e in events if e.is_error and e.wall_ms >= since]
+        return recent[0] - 1 if recent else last
+
+    def _poll_events(self) -> None:
+        if self.pool.events.published() == self._events_seen:
+            return
+        events, self._events_seen = self.pool.events.read_after(self._events_seen)
+        key = (self.pool.name, os.getpid())
+        logged = _events_logged.get(key, 0)
+        for event in events:
+            if event.is_error and self.on_event is not None:
+                self.on_event(event)
+            elif event.number > logged:
+                level = logging.ERROR if event.is_error else event.level
+                self.event_logger.log(level, "%s", event.text)
+        if events:
+            _events_logged[key] = max(logged, events[-1].number)
 
     def _on_completion(self, completion: Completion, local: KafkaError | None = None) -> None:
         registration = (completion.batch_id << 32) | completion.generation
@@ -363,16 +399,29 @@ class ProducerHandle:
             if future._callbacks:
                 future._run_callbacks()
 
-    def fail_pending(self, error: KafkaError) -> int:
-        """Resolve every future of this process still pending with ``error``; returns how
-        many. Their records stay in the pool and the Sender may still deliver them; a result
-        that arrives later is not reported (the first outcome of a future stands)."""
+    def fail_pending(
+        self, error: KafkaError, *, select: Callable[[int], bool] | None = None
+    ) -> int:
+        """Resolve every future of this process still pending (of the batch registrations
+        ``select`` accepts) with ``error``; returns how many. Their records stay in the pool
+        and the Sender may still deliver them; a result that arrives later is not reported
+        (the first outcome of a future stands)."""
         with self._lock:
-            pending = [(r, w.pending) for r, w in self._waits.items() if w.pending]
+            pending = [
+                (r, w.pending)
+                for r, w in self._waits.items()
+                if w.pending and (select is None or select(r))
+            ]
         for registration, _ in pending:
             failure = Completion(registration >> 32, registration & 0xFFFFFFFF, -1, -1, -1, -1)
             self._on_completion(failure, error)
         return sum(count for _, count in pending)
+
+    def in_flight(self, registration: int) -> bool:
+        """The batch of this registration (batch id << 32 | generation) is being sent."""
+        with kafka_errors:
+            info = self.pool.batches.read(registration >> 32)
+        return info.state == IN_FLIGHT and info.generation == registration & 0xFFFFFFFF
 
     def _retire(self, now: float) -> None:
         """Forget waits whose futures are all resolved, ``RETIRE_S`` after their completion."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -29,14 +30,24 @@ from shmkafka.errors import (
     MessageSizeTooLargeError,
     UnknownTopicOrPartitionError,
 )
+from shmkafka.producer import peer_errors
 from shmkafka.producer.accumulator import record_size_bound
 from shmkafka.producer.engine import Engine, Settings, check_topic
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.kafka_plugins import (
+    ClusterView,
+    DefaultPartitioner,
+    Headers,
+    choose_partition,
+    is_default_partitioner,
+    serialize,
+)
 from shmkafka.producer.settings import normalize_bootstrap
 from shmkafka.shm.sender_link import sender_alive
 
 log = logging.getLogger("shmkafka.producer")
+peer_errors.install()  # our errors are kafka-python's too, when it is installed
 
 ACKS = {"all": -1, -1: -1, 0: 0, 1: 1, "0": 0, "1": 1, "-1": -1}
 SENDER_ARGS = (
@@ -113,22 +124,67 @@ def log_ignored_once(names: list[str], client: str) -> None:
         log.info("%s: accepted but not used by shmkafka: %s", client, ", ".join(sorted(fresh)))
 
 
-def _settings(config: dict[str, Any], explicit_idempotence: bool) -> Settings:
+API_VERSION = (0, 11)  # the oldest broker shmkafka talks to (RecordBatch v2, idempotence)
+CODECS = (None, "gzip", "snappy", "lz4", "zstd")
+_IDEMPOTENT_CONFLICTS = (
+    ("acks", lambda v: ACKS[v] != -1),
+    ("retries", lambda v: v == 0),
+    ("max_in_flight_requests_per_connection", lambda v: v > 5),
+)
+
+
+def _resolve(config: dict[str, Any], given: set[str]) -> None:
+    """kafka-python's resolution of the arguments, in place: ``acks='all'`` → -1, idempotence
+    switched off (with a warning) or refused where other arguments conflict with it, and
+    ``api_version`` a tuple."""
+    if config["acks"] not in ACKS:
+        raise KafkaConfigurationError(f"acks must be 0, 1, -1 or 'all', got {config['acks']!r}")
+    if config["compression_type"] not in CODECS:
+        raise KafkaConfigurationError(f"Not supported codec: {config['compression_type']}")
+    version = config["api_version"]
+    if isinstance(version, str):
+        version = None if version == "auto" else tuple(int(p) for p in version.split("."))
+    config["api_version"] = API_VERSION if version is None else tuple(version)
+    explicit = "enable_idempotence" in given
+    if config["enable_idempotence"]:
+        conflicts = [
+            f"{name}={config[name]!r}"
+            for name, conflicting in _IDEMPOTENT_CONFLICTS
+            if name in given and conflicting(config[name])
+        ]
+        if conflicts and explicit:
+            raise KafkaConfigurationError(
+                f"enable_idempotence=True is incompatible with user-provided {', '.join(conflicts)}"
+            )
+        if conflicts:
+            log.warning(
+                "Idempotence will be disabled because user-provided config conflicts with"
+                " idempotent defaults: %s", ", ".join(conflicts),
+            )  # fmt: skip
+            config["enable_idempotence"] = False
+    if config["enable_idempotence"] and config["api_version"] < (0, 11):
+        if explicit:
+            raise KafkaConfigurationError(
+                "Idempotent/Transactional producer requires broker >= 0.11 "
+                f"(got api_version={config['api_version']})"
+            )
+        config["enable_idempotence"] = False
+    config["acks"] = ACKS[config["acks"]]
+    config["client_id"] = config["client_id"] or "shmkafka"
+    if config["delivery_timeout_ms"] < config["linger_ms"] + config["request_timeout_ms"]:
+        raise KafkaConfigurationError(
+            "Must set delivery_timeout_ms higher than linger_ms + request_timeout_ms"
+        )
+    if config["partitioner"] is None:
+        config["partitioner"] = DefaultPartitioner()
+
+
+def _settings(config: dict[str, Any]) -> Settings:
     if str(config["security_protocol"]).upper() != "PLAINTEXT":
         raise KafkaConfigurationError(
             f"security_protocol {config['security_protocol']!r} is not supported: PLAINTEXT only"
         )
-    if config["acks"] not in ACKS:
-        raise KafkaConfigurationError(f"acks must be 0, 1, -1 or 'all', got {config['acks']!r}")
     sender = {k: config[k] for k in SENDER_ARGS}
-    if not explicit_idempotence and (
-        ACKS[config["acks"]] != -1
-        or config["retries"] == 0
-        or config["max_in_flight_requests_per_connection"] > 5
-    ):
-        sender["enable_idempotence"] = False  # as kafka-python: conflicting settings win
-    sender["acks"] = ACKS[config["acks"]]
-    sender["client_id"] = config["client_id"] or "shmkafka"
     sender["compression_type"] = config["compression_type"] or "none"
     retries = config["retries"]
     sender["retries"] = 2**31 - 1 if retries == float("inf") else retries
@@ -152,14 +208,25 @@ class KafkaProducer:
         log_ignored_once([n for n in configs if n in IGNORED], "KafkaProducer")
         self.config = {**DEFAULTS, **{k: v for k, v in configs.items() if k in DEFAULTS}}
         self._init_args = dict(configs)
-        for name in ("key_serializer", "value_serializer", "partitioner"):
+        for name in ("key_serializer", "value_serializer"):
             value = self.config[name]
             if value is not None and not callable(value) and not hasattr(value, "serialize"):
                 raise KafkaConfigurationError(f"{name} must be callable, got {value!r}")
-        settings = _settings(self.config, "enable_idempotence" in configs)
+        chooser = self.config["partitioner"]
+        if chooser is not None and not (callable(chooser) or hasattr(chooser, "partition")):
+            raise KafkaConfigurationError(f"partitioner must be a Partitioner, got {chooser!r}")
+        _resolve(self.config, set(configs))
+        settings = _settings(self.config)
         self._engine = Engine(settings, sender_log=self.config["sender_log"])
         self._closed = False
         self._max_size = self.config["max_request_size"]
+        self._custom_partitioner = not is_default_partitioner(self.config["partitioner"])
+
+    @classmethod
+    def max_usable_produce_magic(cls, api_version: tuple[int, ...] | None = None) -> int:
+        """The record format used: always RecordBatch v2 (magic 2), whatever is asked."""
+        del api_version
+        return 2
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (for multiprocessing spawn/forkserver) as its arguments: the receiving
@@ -191,15 +258,20 @@ class KafkaProducer:
         if value is None and key is None:
             raise ValueError("Need at least one: key or value")
         headers = _check_headers(headers)
-        key_bytes = _serialize(self.config["key_serializer"], topic, key, "key")
-        value_bytes = _serialize(self.config["value_serializer"], topic, value, "value")
+        key_bytes = _serialized(self.config["key_serializer"], topic, headers, key, "key")
+        value_bytes = _serialized(self.config["value_serializer"], topic, headers, value, "value")
         self._check_size(key_bytes, value_bytes, headers)
         if partition is not None and (not isinstance(partition, int) or partition < 0):
             raise IllegalArgumentError(f"partition must be an int >= 0, got {partition!r}")
         handle = self._handle
-        if partition is None and self.config["partitioner"] is not None:
-            partition = self._custom_partition(handle, topic, key_bytes)
-        return handle.send(topic, value_bytes, key_bytes, headers, partition, timestamp_ms)
+        if partition is None and self._custom_partitioner:
+            partition = self._custom_partition(handle, topic, key, key_bytes, value, value_bytes)
+        try:
+            return handle.send(topic, value_bytes, key_bytes, headers, partition, timestamp_ms)
+        except UnknownTopicOrPartitionError:
+            raise IllegalArgumentError(
+                f"Unrecognized partition {partition} for topic {topic}"
+            ) from None
 
     def _check_size(self, key: Any, value: Any, headers: list[tuple[str, bytes]]) -> None:
         size = record_size_bound(key, value, headers)  # the accumulator's own bound
@@ -210,14 +282,20 @@ class KafkaProducer:
                 f"configuration ({self._max_size})"
             )
 
-    def _custom_partition(self, handle: ProducerHandle, topic: str, key: Any) -> int:
-        handle.partitions_for(topic)
-        entries = handle.pool.directory.partitions(topic) or ()
-        every = list(range(len(entries)))
-        available = [p for p, e in enumerate(entries) if e.leader >= 0]
-        chosen = self.config["partitioner"](key, every, available)
-        if not isinstance(chosen, int) or not 0 <= chosen < len(every):
-            raise ValueError(f"partitioner returned {chosen!r} for topic {topic!r}")
+    def _custom_partition(
+        self, handle: ProducerHandle, topic: str, key: Any, key_bytes: bytes | None,
+        value: Any, value_bytes: bytes | None,
+    ) -> int:  # fmt: skip
+        count = handle.partitions_for(topic)
+        snapshot = handle.pool.directory.snapshot()
+        cluster = ClusterView({t: [e.leader for e in es] for t, es in snapshot.topics.items()})
+        chosen = choose_partition(
+            self.config["partitioner"], topic, key, key_bytes, value, value_bytes, cluster
+        )
+        if chosen is None:
+            raise ValueError(f"Partitioner did not assign a partition for topic {topic}!")
+        if not isinstance(chosen, int) or not 0 <= chosen < count:
+            raise ValueError(f"Unrecognized partition {chosen!r} for topic {topic}")
         return chosen
 
     # ------------------------------------------------------------------ the rest
@@ -233,9 +311,15 @@ class KafkaProducer:
         the pending futures at once; their records stay in the pool for the Sender. A second
         call does nothing."""
         del null_logger
+        if timeout is not None and not 0 <= timeout <= threading.TIMEOUT_MAX:
+            raise ValueError(f"Invalid timeout: {timeout}")
         if self._closed:
             return
         self._closed = True
+        for name in ("key_serializer", "value_serializer"):
+            closer = getattr(self.config[name], "close", None)
+            if callable(closer):
+                closer()
         handle = self._handle
         try:
             if timeout is not None and timeout <= 0:
@@ -264,6 +348,18 @@ class KafkaProducer:
         heard = pool.producer_identity()[0] >= 0 or pool.directory.version() > 0
         return sender_alive(pool) and heard
 
+    # Transactions are not supported (``transactional_id`` is refused): kafka-python's
+    # methods answer as they do on a producer without one.
+
+    def init_transactions(self) -> None:
+        raise IllegalStateError("Cannot use transactional methods without enabling transactions")
+
+    begin_transaction = commit_transaction = abort_transaction = init_transactions
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any) -> None:
+        del offsets, group_metadata
+        self.init_transactions()
+
     def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
         """The pool's Sender counters and this process's own, kafka-python-style names."""
         del raw
@@ -284,11 +380,8 @@ class KafkaProducer:
         }
 
 
-def _serialize(serializer: Any, topic: str, data: Any, what: str) -> Any:
-    if serializer is not None and data is not None:
-        data = serializer.serialize(topic, data) if hasattr(serializer, "serialize") else (
-            serializer(data)
-        )  # fmt: skip
+def _serialized(serializer: Any, topic: str, headers: Headers, data: Any, what: str) -> Any:
+    data = serialize(serializer, topic, headers, data)
     if data is not None and not isinstance(data, bytes | bytearray | memoryview):
         raise TypeError(f"Unsupported type for serialized {what}: {type(data)}")
     return bytes(data) if isinstance(data, bytearray | memoryview) else data

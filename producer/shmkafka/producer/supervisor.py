@@ -3,8 +3,12 @@
 Rules:
 - A producer makes sure a live Sender serves its pool: if the one recorded in the header is
   dead, it starts one (``python -m shmkafka.sender --pool NAME``) in its own session, with
-  stdio on /dev/null, under the pool's spawn lock so concurrent producers start at most one
-  between them (shm/sender_link.py).
+  stdin and stdout on /dev/null, under the pool's spawn lock so concurrent producers start at
+  most one between them (shm/sender_link.py).
+- Until it is up, the new Sender's stderr goes to a private file (mode 0600): a Sender that
+  exits before it is up fails ``ensure`` at once with what it printed. Once it is up the
+  file is removed; from then on the Sender's log lines reach the apps through the pool's
+  event ring (shm/events.py).
 - A Sender alive but silent (no heartbeat for ``stall_ms``: stopped, hung) is killed so a
   new one can take over; the new one re-sends what the old one had in flight.
 - Senders this process started are reaped when they exit (no zombies).
@@ -17,10 +21,11 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import time
 from typing import Any
 
-from shmkafka.errors import KafkaTimeoutError
+from shmkafka.errors import KafkaTimeoutError, PoolError
 from shmkafka.protocol.clock import monotonic_ms
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.pool import SharedPool
@@ -31,14 +36,27 @@ SENDER_STALL_MS = 10_000
 log = logging.getLogger("shmkafka.producer")
 
 
-def _spawn_detached(command: list[str]) -> int:
-    """Start a process in its own session with stdio on /dev/null; returns its pid."""
+def _spawn_detached(command: list[str], stderr: int) -> int:
+    """Start a process in its own session, stdin and stdout on /dev/null and stderr on the
+    descriptor given; returns its pid."""
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
-        actions = [(os.POSIX_SPAWN_DUP2, devnull, fd) for fd in (0, 1, 2)]
+        actions = [(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
+                   (os.POSIX_SPAWN_DUP2, stderr, 2)]  # fmt: skip
         return os.posix_spawn(command[0], command, os.environ, file_actions=actions, setsid=True)
     finally:
         os.close(devnull)
+
+
+def _last_lines(path: str, limit: int = 2000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+            text = f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return " | ".join(lines[-3:])
 
 
 class SenderSupervisor:
@@ -67,12 +85,30 @@ class SenderSupervisor:
         with spawn_lock(self.pool):
             if sender_alive(self.pool):
                 return
-            self._spawned.append(_spawn_detached(self._command()))
-            deadline = time.monotonic() + SENDER_START_WAIT_S
-            while not sender_alive(self.pool):
-                if time.monotonic() > deadline:
-                    raise KafkaTimeoutError("the Sender did not start within 10 s")
-                time.sleep(0.01)
+            fd, errors = tempfile.mkstemp(prefix="shmkafka-sender-", suffix=".err")
+            try:
+                pid = _spawn_detached(self._command(), fd)
+                self._spawned.append(pid)
+                self._wait_up(pid, errors)
+            finally:
+                os.close(fd)
+                os.unlink(errors)
+
+    def _wait_up(self, pid: int, errors: str) -> None:
+        """Wait until the Sender we started is up; fail at once if it exits first."""
+        deadline = time.monotonic() + SENDER_START_WAIT_S
+        while not sender_alive(self.pool):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                self._spawned.remove(pid)
+                if sender_alive(self.pool):  # another producer's Sender took the pool
+                    return
+                code = os.waitstatus_to_exitcode(status)
+                why = _last_lines(errors) or "it printed nothing"
+                raise PoolError(f"the Sender exited at start (status {code}): {why}")
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError("the Sender did not start within 10 s")
+            time.sleep(0.01)
 
     def check(self) -> None:
         """Reap Senders we started that exited; replace a dead Sender (the new one re-sends

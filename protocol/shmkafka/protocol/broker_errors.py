@@ -7,7 +7,7 @@ Rules:
   codes of consumer groups, transactions, admin and the cluster's internal APIs). Each is
   a class statement whose docstring is Kafka's description; its base says whether it is
   retriable (errors.py).
-- ``for_code`` never fails: an unknown code gives ``UnknownServerError`` carrying that code.
+- ``for_code`` never fails: an unknown code gives ``UnknownError`` carrying that code.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from shmkafka.protocol import other_api_errors  # noqa: F401  (its classes regis
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import (
     BROKER_ERRORS_BY_CODE,
+    AuthorizationError,
     BrokerResponseError,
     InvalidMetadataBrokerError,
     RetriableBrokerError,
@@ -23,8 +24,8 @@ from shmkafka.protocol.errors import (
 
 
 def for_code(code: int) -> type[BrokerResponseError]:
-    """The class for a broker error code; unknown codes map to UnknownServerError."""
-    return BROKER_ERRORS_BY_CODE.get(code, UnknownServerError)
+    """The class for a broker error code; unknown codes map to UnknownError."""
+    return BROKER_ERRORS_BY_CODE.get(code, UnknownError)
 
 
 def error_for(code: int, message: str | None = None) -> BrokerResponseError | None:
@@ -34,7 +35,7 @@ def error_for(code: int, message: str | None = None) -> BrokerResponseError | No
     return for_code(code)(message, code=code)
 
 
-class UnknownServerError(BrokerResponseError, code=ErrorCode.UNKNOWN_SERVER_ERROR):
+class UnknownError(BrokerResponseError, code=ErrorCode.UNKNOWN_SERVER_ERROR):
     """The server experienced an unexpected error when processing the request."""
 
 
@@ -42,7 +43,7 @@ class OffsetOutOfRangeError(BrokerResponseError, code=ErrorCode.OFFSET_OUT_OF_RA
     """The requested offset is out of range."""
 
 
-class CorruptMessageError(RetriableBrokerError, code=ErrorCode.CORRUPT_MESSAGE):
+class CorruptRecordError(RetriableBrokerError, code=ErrorCode.CORRUPT_MESSAGE):
     """The message failed its CRC or is otherwise corrupt."""
 
 
@@ -52,7 +53,7 @@ class UnknownTopicOrPartitionError(
     """This server does not host this partition."""
 
 
-class InvalidFetchSizeError(BrokerResponseError, code=ErrorCode.INVALID_FETCH_SIZE):
+class InvalidFetchRequestError(BrokerResponseError, code=ErrorCode.INVALID_FETCH_SIZE):
     """The requested fetch size is invalid."""
 
 
@@ -60,7 +61,7 @@ class LeaderNotAvailableError(InvalidMetadataBrokerError, code=ErrorCode.LEADER_
     """There is no leader for this partition."""
 
 
-class NotLeaderOrFollowerError(InvalidMetadataBrokerError, code=ErrorCode.NOT_LEADER_OR_FOLLOWER):
+class NotLeaderForPartitionError(InvalidMetadataBrokerError, code=ErrorCode.NOT_LEADER_OR_FOLLOWER):
     """This server is not the leader or a follower."""
 
 
@@ -76,15 +77,15 @@ class ReplicaNotAvailableError(InvalidMetadataBrokerError, code=ErrorCode.REPLIC
     """The replica is not available."""
 
 
-class MessageTooLargeError(BrokerResponseError, code=ErrorCode.MESSAGE_TOO_LARGE):
+class MessageSizeTooLargeError(BrokerResponseError, code=ErrorCode.MESSAGE_TOO_LARGE):
     """The request is larger than the server accepts."""
 
 
-class NetworkException(InvalidMetadataBrokerError, code=ErrorCode.NETWORK_EXCEPTION):
+class NetworkExceptionError(InvalidMetadataBrokerError, code=ErrorCode.NETWORK_EXCEPTION):
     """The server disconnected before a response."""
 
 
-class InvalidTopicException(BrokerResponseError, code=ErrorCode.INVALID_TOPIC_EXCEPTION):
+class InvalidTopicError(BrokerResponseError, code=ErrorCode.INVALID_TOPIC_EXCEPTION):
     """The topic name is invalid."""
 
 
@@ -106,12 +107,12 @@ class InvalidRequiredAcksError(BrokerResponseError, code=ErrorCode.INVALID_REQUI
     """The required acks value is invalid."""
 
 
-class TopicAuthorizationFailedError(BrokerResponseError, code=ErrorCode.TOPIC_AUTHORIZATION_FAILED):
+class TopicAuthorizationFailedError(AuthorizationError, code=ErrorCode.TOPIC_AUTHORIZATION_FAILED):
     """Topic authorization failed."""
 
 
 class ClusterAuthorizationFailedError(
-    BrokerResponseError, code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    AuthorizationError, code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 ):
     """Cluster authorization failed."""
 
@@ -222,3 +223,13 @@ class InconsistentTopicIdError(InvalidMetadataBrokerError, code=ErrorCode.INCONS
 
 class RebootstrapRequiredError(BrokerResponseError, code=ErrorCode.REBOOTSTRAP_REQUIRED):
     """The client must rebootstrap."""
+
+
+# Kafka's own (Java) names of the classes that take kafka-python's names above.
+UnknownServerError = UnknownError
+CorruptMessageError = CorruptRecordError
+InvalidFetchSizeError = InvalidFetchRequestError
+NotLeaderOrFollowerError = NotLeaderForPartitionError
+MessageTooLargeError = MessageSizeTooLargeError
+NetworkException = NetworkExceptionError
+InvalidTopicException = InvalidTopicError

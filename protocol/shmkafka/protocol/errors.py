@@ -13,16 +13,42 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from shmkafka.protocol.error_codes import ErrorCode
 
 
 class KafkaError(Exception):
-    """Root of every error shmkafka raises on purpose."""
+    """Root of every error shmkafka raises on purpose. ``str()`` is kafka-python's:
+    ``"ClassName: message"``.
+
+    ``twin_class`` is a hook for the drop-in APIs (``shmkafka.producer.peer_errors``): when
+    set, every instance is made of the class it returns, a subclass of both the class asked
+    for and a peer library's class, so that ``except kafka.errors.X`` catches our errors.
+    Nothing sets it in the Sender, which never imports a peer library."""
 
     retriable: ClassVar[bool] = False
     invalid_metadata: ClassVar[bool] = False
+    twin_class: ClassVar[Callable[[type[KafkaError]], type[KafkaError]] | None] = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> KafkaError:
+        twin = KafkaError.twin_class
+        return super().__new__(cls if twin is None else twin(cls), *args)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A twin class is made at run time and has no importable name: pickle as the class
+        # asked for (the receiving process makes its own twin).
+        cls = type(self)
+        cls = cls.__dict__.get("twin_of", cls)
+        return (cls, self.args, self.__dict__ or None)
+
+    def __str__(self) -> str:
+        if not self.args:
+            return type(self).__name__
+        # Exception's own, not super(): a twin's next class is kafka-python's, which adds
+        # the class name again
+        return f"{type(self).__name__}: {Exception.__str__(self)}"
 
 
 class RetriableError(KafkaError):
@@ -95,29 +121,35 @@ BROKER_ERRORS_BY_NAME: dict[str, type[BrokerResponseError]] = {}
 
 
 class BrokerResponseError(KafkaError):
-    """An error code returned by a broker. ``code`` and ``name`` are Kafka's."""
+    """An error code returned by a broker. ``code`` and ``name`` are Kafka's; ``errno``
+    and ``message`` are kafka-python's names for them. ``str()`` is kafka-python's:
+    ``"[Error 10] MessageSizeTooLargeError: the detail"``."""
 
     code: ClassVar[int] = ErrorCode.UNKNOWN_SERVER_ERROR
     name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
     description: ClassVar[str] = ""
+    errno: ClassVar[int] = ErrorCode.UNKNOWN_SERVER_ERROR
+    message: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
 
     def __init_subclass__(cls, code: ErrorCode | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if code is None:
             return
         cls.code, cls.name, cls.description = int(code), code.name, cls.__doc__ or ""
+        cls.errno, cls.message = cls.code, cls.name
         assert code not in BROKER_ERRORS_BY_CODE, f"two classes for {code.name}"
         BROKER_ERRORS_BY_CODE[code] = cls
         BROKER_ERRORS_BY_NAME[code.name] = cls
 
     def __init__(self, message: str | None = None, *, code: int | None = None) -> None:
         self.error_code = self.code if code is None else code
-        text = f"[Error {self.error_code}] {self.name}"
         if message:
-            text += f": {message}"
-        elif self.description:
-            text += f": {self.description}"
-        super().__init__(text)
+            super().__init__(message)
+        else:
+            super().__init__()
+
+    def __str__(self) -> str:
+        return f"[Error {self.error_code}] {KafkaError.__str__(self)}"
 
 
 class RetriableBrokerError(BrokerResponseError, RetriableError):
@@ -126,3 +158,7 @@ class RetriableBrokerError(BrokerResponseError, RetriableError):
 
 class InvalidMetadataBrokerError(BrokerResponseError, InvalidMetadataError):
     """A broker error after which the request may succeed once metadata is refreshed."""
+
+
+class AuthorizationError(BrokerResponseError):
+    """The principal is not allowed to do this (the *_AUTHORIZATION_FAILED codes)."""

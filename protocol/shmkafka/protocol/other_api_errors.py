@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import (
+    AuthorizationError,
     BrokerResponseError,
     InvalidMetadataBrokerError,
     RetriableBrokerError,
@@ -64,7 +65,7 @@ class InvalidCommitOffsetSizeError(BrokerResponseError, code=ErrorCode.INVALID_C
     """The committing offset data is too large."""
 
 
-class GroupAuthorizationFailedError(BrokerResponseError, code=ErrorCode.GROUP_AUTHORIZATION_FAILED):
+class GroupAuthorizationFailedError(AuthorizationError, code=ErrorCode.GROUP_AUTHORIZATION_FAILED):
     """Group authorization failed."""
 
 
@@ -80,11 +81,13 @@ class InvalidReplicationFactorError(BrokerResponseError, code=ErrorCode.INVALID_
     """The replication factor is invalid."""
 
 
-class InvalidReplicaAssignmentError(BrokerResponseError, code=ErrorCode.INVALID_REPLICA_ASSIGNMENT):
+class InvalidReplicationAssignmentError(
+    BrokerResponseError, code=ErrorCode.INVALID_REPLICA_ASSIGNMENT
+):
     """The replica assignment is invalid."""
 
 
-class InvalidConfigError(BrokerResponseError, code=ErrorCode.INVALID_CONFIG):
+class InvalidConfigurationError(BrokerResponseError, code=ErrorCode.INVALID_CONFIG):
     """The configuration is invalid."""
 
 
@@ -123,7 +126,7 @@ class TransactionCoordinatorFencedError(
 
 
 class TransactionalIdAuthorizationFailedError(
-    BrokerResponseError, code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    AuthorizationError, code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 ):
     """Transactional id denied."""
 
@@ -163,7 +166,7 @@ class DelegationTokenRequestNotAllowedError(
 
 
 class DelegationTokenAuthorizationFailedError(
-    BrokerResponseError, code=ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED
+    AuthorizationError, code=ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED
 ):
     """Token authorization failed."""
 
@@ -408,3 +411,8 @@ class ShareSessionLimitReachedError(
     RetriableBrokerError, code=ErrorCode.SHARE_SESSION_LIMIT_REACHED
 ):
     """The share session limit is reached."""
+
+
+# Kafka's own (Java) names of the classes that take kafka-python's names above.
+InvalidReplicaAssignmentError = InvalidReplicationAssignmentError
+InvalidConfigError = InvalidConfigurationError

@@ -42,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
     handler: logging.Handler = (
         logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler()
     )
+    if not args.log_file and not sys.stderr.isatty():
+        # started by an app: its lines reach the apps through the pool's event ring, and
+        # stderr (a file the app reads only if we exit at start) gets what is serious
+        handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(message)s"))
     root = logging.getLogger("shmkafka")
     root.addHandler(handler)

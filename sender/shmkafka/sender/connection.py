@@ -12,7 +12,11 @@ Rules:
   ``reconnect_backoff_ms`` to ``reconnect_backoff_max_ms`` (with 20% jitter).
 - Time is passed in (``now_ms``) so the Sender's loop, not this module, owns the clock.
 - Each request carries the handler its response goes to; ``poll`` returns them in the
-  order they finished. ``Network`` is what the Sender needs of a transport: this module's
+  order they finished.
+- Failures the app must hear of go to ``on_event(code, text)`` with librdkafka's codes and
+  wording: a failed connect (``_TRANSPORT``) or resolution (``_RESOLVE``) once per node until
+  it connects again, and ``_ALL_BROKERS_DOWN`` once each time no node is left connected.
+- ``Network`` is what the Sender needs of a transport: this module's
   ``NetworkClient`` over sockets, or an in-memory one in tests (tests/sender/memnet.py).
 """
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import errno
+import os
 import random
 import selectors
 import socket
@@ -29,13 +34,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from shmkafka.protocol.broker_errors import NetworkException, RequestTimedOutError, for_code
+from shmkafka.protocol.broker_errors import NetworkExceptionError, RequestTimedOutError, for_code
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError, ProtocolError
 from shmkafka.protocol.frames import ClientProtocol
 from shmkafka.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from shmkafka.protocol.schema import Message
 from shmkafka.protocol.versions import broker_versions, negotiate
+from shmkafka.shm.events import ALL_BROKERS_DOWN, RESOLVE, TRANSPORT
+
+EventSink = Callable[[int, str], None]
 
 
 class ConnectionState(enum.Enum):
@@ -66,6 +74,7 @@ class Network(Protocol):
     """What the Sender needs of a transport to the brokers."""
 
     bytes_sent: int
+    on_event: EventSink | None  # failures the app must hear of (librdkafka code, text)
 
     def set_nodes(self, nodes: Iterable[tuple[int, str, int]]) -> None: ...
 
@@ -123,6 +132,11 @@ class NodeConnection:
     next_attempt_ms: int = 0
     api_versions_version: int = ApiVersionsRequest.MAX_VERSION
     connect_started_ms: int = 0
+    last_event: str = ""  # the failure last reported (a repeat is not reported again)
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}:{self.port}/{self.node_id if self.node_id >= 0 else 'bootstrap'}"
 
     def __post_init__(self) -> None:
         self.protocol = ClientProtocol(self.client_id)
@@ -156,6 +170,8 @@ class NetworkClient:
         self._completed: list[ClientResponse] = []
         self.bytes_sent = 0
         self.requests_sent = 0
+        self.on_event: EventSink | None = None
+        self._all_down_reported = False
 
     # ------------------------------------------------------------------ nodes
 
@@ -165,7 +181,7 @@ class NetworkClient:
         for node_id in list(self.nodes):
             conn = self.nodes[node_id]
             if wanted.get(node_id) != (conn.host, conn.port):
-                self._close(conn, NetworkException("the broker left the cluster or moved"))
+                self._close(conn, NetworkExceptionError("the broker left the cluster or moved"))
                 del self.nodes[node_id]
         for node_id, (host, port) in wanted.items():
             if node_id not in self.nodes:
@@ -244,27 +260,31 @@ class NetworkClient:
 
     def close(self) -> None:
         for conn in self.nodes.values():
-            self._close(conn, NetworkException("the client closed"))
+            self._close(conn, NetworkExceptionError("the client closed"))
         self._completed.clear()
         self.selector.close()
 
     # ------------------------------------------------------------------ internals
 
     def _connect(self, conn: NodeConnection, now_ms: int) -> None:
+        conn.connect_started_ms = now_ms
         try:
             infos = socket.getaddrinfo(conn.host, conn.port, type=socket.SOCK_STREAM)
             family, kind, proto, _, address = infos[0]
             sock = socket.socket(family, kind, proto)
         except OSError as exc:
-            self._failed(conn, now_ms, NetworkException(f"cannot resolve {conn.host}: {exc}"))
+            reason = exc.strerror or str(exc)
+            self._report(conn, RESOLVE, f"Failed to resolve '{conn.host}:{conn.port}': {reason}")
+            self._failed(conn, now_ms, NetworkExceptionError(f"cannot resolve {conn.host}: {exc}"))
             return
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         code = sock.connect_ex(address)
         if code not in (0, errno.EINPROGRESS):
             sock.close()
+            self._report_connect_failure(conn, code, now_ms)
             self._failed(
-                conn, now_ms, NetworkException(f"connect to {conn.host}:{conn.port}: {code}")
+                conn, now_ms, NetworkExceptionError(f"connect to {conn.host}:{conn.port}: {code}")
             )
             return
         conn.sock = sock
@@ -279,7 +299,10 @@ class NetworkClient:
             assert conn.sock is not None
             error = conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if error:
-                self._close(conn, NetworkException(f"connect to {conn.host}:{conn.port}: {error}"))
+                self._report_connect_failure(conn, error, now_ms)
+                self._close(
+                    conn, NetworkExceptionError(f"connect to {conn.host}:{conn.port}: {error}")
+                )
                 self._failed(conn, now_ms, None)
                 return
             conn.state = ConnectionState.HANDSHAKE
@@ -302,7 +325,7 @@ class NetworkClient:
         except (BlockingIOError, InterruptedError):
             pass
         except OSError as exc:
-            self._close(conn, NetworkException(f"send to node {conn.node_id}: {exc}"))
+            self._close(conn, NetworkExceptionError(f"send to node {conn.node_id}: {exc}"))
             self._failed(conn, now_ms, None)
             return
         events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbox else 0)
@@ -315,17 +338,19 @@ class NetworkClient:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            self._close(conn, NetworkException(f"receive from node {conn.node_id}: {exc}"))
+            self._close(conn, NetworkExceptionError(f"receive from node {conn.node_id}: {exc}"))
             self._failed(conn, now_ms, None)
             return
         if not data:
-            self._close(conn, NetworkException(f"node {conn.node_id} closed the connection"))
+            self._report(conn, TRANSPORT, "Disconnected (after the broker closed the connection)")
+            self._close(conn, NetworkExceptionError(f"node {conn.node_id} closed the connection"))
             self._failed(conn, now_ms, None)
             return
         try:
             responses = conn.protocol.receive_bytes(data)
         except ProtocolError as exc:
-            self._close(conn, NetworkException(f"protocol error from node {conn.node_id}: {exc}"))
+            error = NetworkExceptionError(f"protocol error from node {conn.node_id}: {exc}")
+            self._close(conn, error)
             self._failed(conn, now_ms, None)
             return
         for correlation_id, response in responses:
@@ -356,6 +381,8 @@ class NetworkClient:
         conn.versions = broker_versions(response.api_keys)
         conn.state = ConnectionState.READY
         conn.failures = 0
+        conn.last_event = ""
+        self._all_down_reported = False
 
     def _expire(self, now_ms: int) -> None:
         for conn in self.nodes.values():
@@ -371,7 +398,9 @@ class NetworkClient:
                 conn.state is ConnectionState.CONNECTING
                 and now_ms - conn.connect_started_ms > conn.request_timeout_ms
             ):
-                self._close(conn, NetworkException(f"connect to node {conn.node_id} timed out"))
+                self._report_connect_failure(conn, errno.ETIMEDOUT, now_ms)
+                error = NetworkExceptionError(f"connect to node {conn.node_id} timed out")
+                self._close(conn, error)
                 self._failed(conn, now_ms, None)
 
     def _close(self, conn: NodeConnection, error: KafkaError) -> None:
@@ -398,6 +427,27 @@ class NetworkClient:
         )
         conn.next_attempt_ms = now_ms + int(backoff * random.uniform(0.8, 1.2))
         del error
+        up = (ConnectionState.READY, ConnectionState.HANDSHAKE, ConnectionState.CONNECTING)
+        if not self._all_down_reported and not any(c.state in up for c in self.nodes.values()):
+            self._all_down_reported = True
+            count = len(self.nodes)
+            self._emit(ALL_BROKERS_DOWN, f"{count}/{count} brokers are down")
+
+    def _report_connect_failure(self, conn: NodeConnection, code: int, now_ms: int) -> None:
+        reason = os.strerror(code) if code > 0 else f"error {code}"
+        took = max(0, now_ms - conn.connect_started_ms)
+        where, state = f"{conn.host}:{conn.port}", f"after {took}ms in state CONNECT"
+        self._report(conn, TRANSPORT, f"Connect to {where} failed: {reason} ({state})")
+
+    def _report(self, conn: NodeConnection, code: int, text: str) -> None:
+        """One failure of ``conn`` for the app, unless it is the one reported last."""
+        if text != conn.last_event:
+            conn.last_event = text
+            self._emit(code, f"{conn.name}: {text}")
+
+    def _emit(self, code: int, text: str) -> None:
+        if self.on_event is not None:
+            self.on_event(code, text)
 
 
 @dataclass(frozen=True)

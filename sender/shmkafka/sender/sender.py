@@ -28,7 +28,7 @@ from typing import Any
 from shmkafka.producer.accumulator import DrainedBatch, RecordAccumulator
 from shmkafka.producer.settings import SenderConfig
 from shmkafka.protocol.broker_errors import for_code
-from shmkafka.protocol.clock import Clock, SystemClock
+from shmkafka.protocol.clock import Clock, SystemClock, wall_ms
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError
 from shmkafka.protocol.messages import (
@@ -118,6 +118,7 @@ class Sender:
         self._bootstrap = [
             (-1 - i, host, port) for i, (host, port) in enumerate(config.bootstrap_addresses())
         ]
+        self.network.on_event = self.publish_error
         self.network.set_nodes(self._bootstrap)
         self._max_in_flight_per_partition = (
             5 if config.enable_idempotence else config.max_in_flight_requests_per_connection
@@ -175,6 +176,12 @@ class Sender:
             s.records_sent, s.retries, s.errors, s.expired,
         )  # fmt: skip
         self.pool.segment.store_u64(H_SENDER_BYTES, self.network.bytes_sent)
+
+    def publish_error(self, code: int, text: str) -> None:
+        """An error every producer's app hears of (``error_cb``, its log): a librdkafka
+        code, or a broker error code."""
+        log.debug("event %d: %s", code, text)
+        self.pool.events.publish(code, text, wall_ms=wall_ms())
 
     def busy(self) -> bool:
         """Anything queued, in flight or waiting to be posted."""
@@ -319,7 +326,12 @@ class Sender:
         if not isinstance(response.response, MetadataResponse):
             self.metadata.failed()
             return
-        if self.metadata.on_response(response.response, now_ms):
+        before = dict(self.metadata.topic_errors)
+        changed = self.metadata.on_response(response.response, now_ms)
+        for topic, code in self.metadata.topic_errors.items():
+            if code and code != before.get(topic) and not for_code(code).retriable:
+                self.publish_error(code, f"Topic {topic}: {for_code(code).description}")
+        if changed:
             nodes = [(n, h, p) for n, (h, p) in self.metadata.brokers.items()]
             self.network.set_nodes(nodes + self._bootstrap)
 
@@ -332,6 +344,9 @@ class Sender:
             log.info("producer id %d epoch %d", answer.producer_id, answer.producer_epoch)
         else:
             log.warning("InitProducerId failed: %s", response.error or answer)
+            code = getattr(answer, "error_code", ErrorCode.NONE)
+            if code and not for_code(code).retriable:
+                self.publish_error(code, f"Failed to acquire idempotence PID: {for_code(code)()}")
 
     def _on_produce(
         self, batches: list[DrainedBatch], response: ClientResponse, now_ms: int

@@ -24,8 +24,9 @@ from types import FrameType
 import posix_ipc
 
 from shmkafka.producer.settings import SenderConfig
-from shmkafka.protocol.clock import monotonic_ms
+from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.sender.sender import Sender
+from shmkafka.shm.events import LOG
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.procs import is_alive
 from shmkafka.shm.sender_link import sender_lock, sender_semaphore
@@ -73,6 +74,24 @@ class _Waker:
         self.write.close()
 
 
+class PoolLogHandler(logging.Handler):
+    """The Sender's log lines, into the pool's event ring: every producer process logs them
+    to its own ``shmkafka.sender`` logger (a Sender started by an app has no terminal)."""
+
+    def __init__(self, pool: SharedPool, level: int = logging.INFO) -> None:
+        super().__init__(level)
+        self.pool = pool
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                text += f": {record.exc_info[1]!r}"
+            self.pool.events.publish(0, text, kind=LOG, level=record.levelno, wall_ms=wall_ms())
+        except Exception:  # noqa: BLE001  (a log line must never stop the Sender)
+            self.handleError(record)
+
+
 def run_sender(pool_name: str, config: SenderConfig, idle_exit_ms: int = IDLE_EXIT_MS) -> int:
     """Run the Sender of ``pool_name`` until it is idle; returns the exit status."""
     pool = SharedPool.open(pool_name)
@@ -81,9 +100,15 @@ def run_sender(pool_name: str, config: SenderConfig, idle_exit_ms: int = IDLE_EX
         if not lock.try_acquire():  # held while we serve (the kernel drops it if we die)
             log.info("another Sender already runs for pool %s", pool_name)
             return 0
+        handler = PoolLogHandler(pool)
+        logging.getLogger("shmkafka").addHandler(handler)
         try:
             return _serve(pool, config, idle_exit_ms)
+        except BaseException:
+            log.exception("the Sender of pool %s failed", pool_name)
+            raise
         finally:
+            logging.getLogger("shmkafka").removeHandler(handler)
             lock.release()
     finally:
         pool.detach()

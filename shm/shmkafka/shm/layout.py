@@ -42,6 +42,8 @@ Region 1 - HEADER (512 bytes)
     200  u64      new_batches            the C append path (a batch opened): a change the
                                          Sender checks before it sleeps (see handle.py)
     208  u64      sender_bytes_sent      the Sender: request bytes written to brokers
+    216  u64      events_published       the Sender: how many EVENTS it has written (the
+                                         last one publishes an entry; see events.py)
 Region 2 - CONFIG: the config JSON (4096 bytes), creator, once.
 Kernel record locks (``lockf``) on single bytes of the segment file, released by the kernel
 when their holder dies (they guard no bytes of the map; the byte is only a name):
@@ -119,7 +121,19 @@ Region 9 - WAITQ: max_processes u32 slot ids, a FIFO ring indexed by the header'
 Region 10 - TOPIC REQUESTS: max_topics entries (u16 len, 250s name) of topics that app
     processes are waiting for, appended by producers and consumed by the Sender, both under
     the directory lock; the header's topic_requests counts them.
-Region 11 - SLABS: num_slabs x batch_size bytes of record batches, written by the appender
+Region 11 - EVENTS: a ring of EVENT_SLOTS entries of EVENT (256 bytes), written by the
+    Sender only: the errors every producer's app must hear of (connection, resolution,
+    authentication, metadata: librdkafka's error codes) and the Sender's own log lines.
+    Event n (from 1) is at entry (n - 1) % EVENT_SLOTS:
+      0  u64 seq                          E_SEQ: 0 while written, then n (stored last)
+      8  i64 wall_ms                      when
+     16  i32 code                         a librdkafka error code (0 for a log line)
+     20  u8  level                        logging level / 10 (2 INFO, 3 WARNING, 4 ERROR)
+     21  u8  kind                         0 an error (error_cb), 1 a log line
+     22  u8  fatal                        1 if the error is fatal
+     23  pad
+     24  u16 text_len, then 230 bytes of UTF-8 text
+Region 12 - SLABS: num_slabs x batch_size bytes of record batches, written by the appender
     holding the deque's stripe lock (records), and by the Sender (batch header at drain).
 """
 
@@ -132,7 +146,7 @@ from dataclasses import dataclass
 from shmkafka.shm.config import PoolConfig
 
 MAGIC = b"SHMKAFKA"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: the EVENTS region
 PAGE = 4096
 
 HEADER_SIZE = 512
@@ -154,6 +168,7 @@ H_SENDER_WAKE_AT = 184
 H_SENDER_LINGER = 192
 H_NEW_BATCHES = 200
 H_SENDER_BYTES = 208
+H_EVENTS_PUBLISHED = 216
 SENDER_STAT_NAMES = (
     "produce_requests",
     "batches_sent",
@@ -202,6 +217,10 @@ NO_SLAB = 0xFFFFFFFF
 # batch completes its parent in parts).
 RING_ENTRY = struct.Struct("<IIqqqhxxII4x")
 ALL_DELTAS = 0xFFFFFFFF
+
+EVENT = struct.Struct("<QqiBBBxH230s")
+E_SEQ = 0
+EVENT_SLOTS = 64
 
 DIR_COPY_HEADER = struct.Struct("<II")
 TOPIC_REQUEST = struct.Struct("<H250s")
@@ -291,6 +310,7 @@ class Layout:
     freemap_at: int
     waitq_at: int
     topic_requests_at: int
+    events_at: int
     slabs_at: int
     size: int
 
@@ -315,7 +335,8 @@ class Layout:
         freemap_at = batches_at + num_slabs * BATCH_SIZE_BYTES
         waitq_at = _align(freemap_at + num_slabs)
         topic_requests_at = _align(waitq_at + WAITQ_ENTRY * config.max_processes)
-        slabs_at = _align(topic_requests_at + config.max_topics * TOPIC_REQUEST.size, PAGE)
+        events_at = _align(topic_requests_at + config.max_topics * TOPIC_REQUEST.size)
+        slabs_at = _align(events_at + EVENT_SLOTS * EVENT.size, PAGE)
         size = _align(slabs_at + num_slabs * config.batch_size, PAGE)
         return cls(
             config,
@@ -332,6 +353,7 @@ class Layout:
             freemap_at,
             waitq_at,
             topic_requests_at,
+            events_at,
             slabs_at,
             size,
         )
@@ -354,6 +376,10 @@ class Layout:
 
     def waitq_entry_at(self, index: int) -> int:
         return self.waitq_at + WAITQ_ENTRY * (index % self.config.max_processes)
+
+    def event_at(self, number: int) -> int:
+        """Where event ``number`` (from 1) is written."""
+        return self.events_at + (number - 1) % EVENT_SLOTS * EVENT.size
 
     def deque_at(self, deque_id: int) -> int:
         return self.deques_at + deque_id * self.deque_size
@@ -478,6 +504,7 @@ assert _names_match(PUBLISH_TIMES, (B_MAX_TS, B_LAST_APPEND), B_PUBLISH_TIMES)
 assert _names_match(PARENT, (B_PARENT, B_PARENT_GENERATION, B_PARENT_DELTA), B_PARENT)
 assert BATCH.size == B_APPENDERS + APPENDERS_SIZE <= B_PARENT
 assert B_PARENT + PARENT.size <= BATCH_SIZE_BYTES
+assert EVENT.size == 256 and _field_offsets(EVENT)[0] == E_SEQ
 assert SLOT_HEADER.size == SLOT_HEADER_SIZE
 assert DEQUE_HEADER.size == D_RING and DEQUE_ENTRY.size == U32.size
 # The publish word: write_pos | record_count << 32 in one aligned little-endian u64.

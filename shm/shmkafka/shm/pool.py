@@ -18,6 +18,7 @@ from shmkafka.shm.bufferpool import BufferPool, SlabRun
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.errors import ShmError
+from shmkafka.shm.events import EventRing
 from shmkafka.shm.layout import (
     FREE,
     H_DEQUES_USED,
@@ -70,6 +71,7 @@ class SharedPool:
         self.deques = Deques(segment)
         self.buffers = BufferPool(segment, self.locks, self.slots, self.slot)
         self.rings = CompletionRings(segment)
+        self.events = EventRing(segment)
         self._closed = False
         self.forked = False  # set in a forked child: this handle is the parent's
         handle = weakref.ref(self)

@@ -36,12 +36,13 @@ from shmkafka.shm.slots import SlotTable
 def pool_stat(name: str) -> dict[str, Any]:
     segment = Segment.attach(name)
     try:
-        return _stat(segment)
+        return segment_stat(segment)
     finally:
         segment.close()
 
 
-def _stat(segment: Segment) -> dict[str, Any]:
+def segment_stat(segment: Segment) -> dict[str, Any]:
+    """What ``shmkafka stat`` shows of a mapped segment."""
     buf = segment.buf
     config = segment.layout.config
     pid = I32.unpack_from(buf, H_SENDER_PID)[0]
@@ -72,7 +73,8 @@ def _stat(segment: Segment) -> dict[str, Any]:
     for topic, entries in Directory(segment).snapshot().topics.items():
         for partition, entry in enumerate(entries):
             ids = deques.batch_ids(entry.deque_id)
-            queued_bytes = sum(batches.read(b).write_pos for b in ids)
+            infos = [batches.read(b) for b in ids]
+            queued_bytes = sum(info.write_pos for info in infos)
             partitions.append(
                 {
                     "topic": topic,
@@ -80,6 +82,7 @@ def _stat(segment: Segment) -> dict[str, Any]:
                     "leader": entry.leader,
                     "queued_batches": len(ids),
                     "queued_bytes": queued_bytes,
+                    "queued_records": sum(info.record_count for info in infos),
                 }
             )
     counters = dict(

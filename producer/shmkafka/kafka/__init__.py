@@ -1,0 +1,30 @@
+"""kafka-python's import paths over shmkafka: change ``kafka`` to ``shmkafka.kafka`` and
+``from shmkafka.kafka import KafkaProducer`` gives shmkafka's producer, with
+``shmkafka.kafka.errors``, ``.partitioner``, ``.serializer``, ``.producer`` and ``.structs``
+under kafka-python's names.
+
+kafka-python's other classes (``KafkaConsumer``, ``KafkaAdminClient``...) are not
+shmkafka's: with kafka-python installed they are passed through from it, so one import line
+serves an app that also consumes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from shmkafka.kafka.structs import TopicPartition
+from shmkafka.producer.kafka_python import KafkaProducer
+
+__all__ = ["KafkaProducer", "TopicPartition"]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        peer = importlib.import_module("kafka")
+    except ImportError:
+        raise AttributeError(
+            f"shmkafka.kafka has no {name!r}: shmkafka provides the producer; install "
+            "kafka-python for its other classes"
+        ) from None
+    return getattr(peer, name)
