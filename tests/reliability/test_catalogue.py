@@ -61,9 +61,9 @@ def test_case_04_and_05_bad_partitions_and_conflicting_config(
         with pytest.raises(IllegalArgumentError):
             p.send("parts", b"v", partition=-1)
         p.partitions_for("parts")
-        with pytest.raises(Exception, match="does not exist"):
-            p.send("parts", b"v", partition=99)
-    with pytest.raises(KafkaConfigurationError, match="acks=all"):
+        with pytest.raises(ValueError, match="Unrecognized partition 99 for topic parts"):
+            p.send("parts", b"v", partition=99)  # (kafka-python's ValueError and words)
+    with pytest.raises(KafkaConfigurationError, match="incompatible with user-provided acks=1"):
         producer(stub, pool_name, enable_idempotence=True, acks=1)
 
 
@@ -136,7 +136,7 @@ def test_case_24_and_25_permanent_errors_fail_without_retry(
         futures = [p.send("fatal", b"%d" % i, partition=0) for i in range(10)]
         p.flush(30)
         for f in futures:
-            assert f.failed() and name in str(f.exception)
+            assert f.failed() and name in getattr(f.exception, "name", "")
             assert not f.retriable()
     assert stub.errors_sent().get(code, 0) <= 2  # answered once per request: never retried
 

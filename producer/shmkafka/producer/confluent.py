@@ -26,31 +26,36 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from shmkafka.errors import KafkaConfigurationError
 from shmkafka.producer import confluent_config
+from shmkafka.producer.accumulator import record_size_bound
 from shmkafka.producer.confluent_records import (
     Report,
     Unassigned,
+    check_batch,
     check_headers,
     check_value,
     confluent_exception,
     error_of,
+    kafka_error_of,
     message_for,
     partition_for,
     text_of,
 )
 from shmkafka.producer.confluent_stats import statistics
 from shmkafka.producer.confluent_types import KafkaError, KafkaException
-from shmkafka.producer.engine import Engine, Settings, check_topic
+from shmkafka.producer.engine import Engine, Settings
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.producer.metadata_view import ClusterMetadata, cluster_metadata
 from shmkafka.producer.settings import normalize_bootstrap
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
+from shmkafka.shm.directory import LEGAL_TOPIC
 from shmkafka.shm.events import Event
 
 log = logging.getLogger("shmkafka.producer")
@@ -73,9 +78,17 @@ def _conf_from(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
 
 class Producer:
     """confluent-kafka's Producer, its records batched with every other process of the
-    pool (``shmkafka.pool`` picks it; default: one per distinct configuration)."""
+    pool (``shmkafka.pool`` picks it; default: one per distinct configuration).
+
+    A producer dropped without ``close()`` frees its process slot and completion thread
+    when it is collected (its records stay in the pool for the Sender), as confluent-kafka
+    frees its handle: the completion thread holds it only weakly."""
+
+    _closed = True  # until __init__ has run (a subclass may skip it)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if "_settings" in self.__dict__:
+            raise RuntimeError("Producer already __init__:ialized")
         conf = _conf_from(args, kwargs)
         try:
             s, ignored, warnings = confluent_config.parse(conf)
@@ -136,11 +149,12 @@ class Producer:
         }  # fmt: skip
 
     def _attach(self, handle: ProducerHandle) -> ProducerHandle:
-        handle.on_done = self._queue_reports
+        handle.on_done = _weakly(self._queue_reports)
         if self._settings["logger"] is not None:
             handle.event_logger = self._settings["logger"]
         if self._settings["error_cb"] is not None:
-            handle.on_event = self._queue_error
+            handle.on_event = _weakly(self._queue_error)
+        weakref.finalize(self, handle.release)
         return handle
 
     @property
@@ -188,7 +202,6 @@ class Producer:
         timestamp: int = 0,
         headers: Any = None,
     ) -> None:
-        self._check_open()
         self._produce(topic, value, key, partition, callback or on_delivery, timestamp, headers)
 
     def _produce(self, topic: Any, value: Any, key: Any, partition: Any, callback: Any,
@@ -199,14 +212,26 @@ class Producer:
         check_value(key)
         header_list = check_headers(headers)
         partition, timestamp = partition.__index__(), timestamp.__index__()
+        self._check_open()
         if len(self) >= self._settings["max_messages"]:
             raise BufferError(KafkaError(KafkaError._QUEUE_FULL).str())
         value_bytes = value.encode() if isinstance(value, str) else value
         key_bytes = key.encode() if isinstance(key, str) else key
+        if (
+            record_size_bound(key_bytes, value_bytes, header_list)
+            > self._settings["max_request_size"]
+        ):
+            raise KafkaException(KafkaError(
+                KafkaError.MSG_SIZE_TOO_LARGE,
+                "Unable to produce message: Broker: Message size too large",
+            ))  # fmt: skip
         report = (callback or self._settings["on_delivery"], key_bytes, value_bytes,
                   time.monotonic())  # fmt: skip
         record = Unassigned(topic, value_bytes, key_bytes, header_list, partition, timestamp,
                             report, time.monotonic() + self._timeout_s())  # fmt: skip
+        if not LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
+            self._fail_now(record, KafkaError(KafkaError.TOPIC_EXCEPTION))  # as a broker would
+            return
         try:  # (not a with block: this is the per-record path, and a try costs nothing)
             handle = self._handle
             if handle is None:
@@ -224,8 +249,6 @@ class Producer:
 
     def _append(self, handle: ProducerHandle, record: Unassigned) -> bool:
         """Append a record whose topic the pool knows; False if it does not know it yet."""
-        if not record.topic or check_topic(record.topic) is None:
-            return False
         entries = handle.pool.directory.partitions(record.topic)
         if entries is None:
             return False
@@ -256,7 +279,11 @@ class Producer:
         waiting: deque[Unassigned] = deque()
         while self._unassigned:
             record = self._unassigned.popleft()
-            if handle is not None and self._append(handle, record):
+            try:
+                if handle is not None and self._append(handle, record):
+                    continue
+            except ProtocolKafkaError as exc:  # this record's failure, not the caller's
+                self._fail_now(record, kafka_error_of(exc))
                 continue
             if now >= record.deadline:
                 self._fail_now(record, KafkaError(KafkaError._MSG_TIMED_OUT))
@@ -271,37 +298,32 @@ class Producer:
         topic: str,
         messages: list[dict[str, Any]],
         partition: int = -1,
-        on_delivery: Callable[..., Any] | None = None,
         callback: Callable[..., Any] | None = None,
+        on_delivery: Callable[..., Any] | None = None,
     ) -> int:
-        """Produce each message dict (``value``, ``key``, ``partition``, ``callback``);
-        returns how many were queued. A message that fails gets an ``_error`` entry (its
-        KafkaError) and is not queued, as in confluent-kafka."""
-        self._check_open()
+        """Produce each message dict (``value``, ``key``, ``callback``) to ``partition``;
+        returns how many were queued. As confluent-kafka: every message is checked before
+        any is queued; one that fails to queue gets an ``_error`` entry (its KafkaError)
+        and no report; per-message ``partition`` is checked but the batch's is used;
+        headers are dropped and timestamps are refused."""
         if not isinstance(topic, str):
             raise TypeError(f"argument 1 must be str, not {type(topic).__name__}")
+        partition = partition.__index__()
         if not isinstance(messages, list):
             raise TypeError("messages must be a list")
-        for index, message in enumerate(messages):
-            if not isinstance(message, dict):
-                raise TypeError(f"Message at index {index} must be a dict")
-            for field in ("value", "key"):
-                if not isinstance(message.get(field), str | bytes | type(None)):
-                    raise TypeError(f"Message {field} at index {index} must be bytes or str")
-            if message.get("timestamp"):
-                raise NotImplementedError(
-                    "Message timestamps are not currently supported in batch mode"
-                )
+        if not messages:
+            return 0
+        self._check_open()
+        check_batch(messages)
         default = callback or on_delivery
         queued = 0
         for message in messages:
             try:
-                self._produce(topic, message.get("value"), message.get("key"),
-                              message.get("partition", partition),
-                              message.get("callback") or message.get("on_delivery") or default,
-                              0, None)  # fmt: skip
+                self._produce(topic, message.get("value"), message.get("key"), partition,
+                              message.get("callback") or default, 0, None)  # fmt: skip
             except (KafkaException, BufferError) as exc:
-                message["_error"] = error_of(exc)
+                error = error_of(exc)
+                message["_error"] = KafkaError(error.code(), f"Message failed: {error.str()}")
                 continue
             queued += 1
         return queued
@@ -329,14 +351,17 @@ class Producer:
         return self._serve()
 
     def _serve(self) -> int:
+        """Call error_cb, stats_cb and the delivery callbacks due. As confluent-kafka, every
+        one runs even if one raises; the last exception raised propagates."""
         served = 0
+        raised: BaseException | None = None
         while self._errors:
             error = self._errors.popleft()
             served += 1
             callback = self._settings["error_cb"]
             if callback is not None:
-                callback(error)
-        self._maybe_stats()
+                raised = _run(callback, (error,)) or raised
+        raised = _run(self._maybe_stats, ()) or raised
         while self._reports:
             try:
                 report = self._reports.popleft()
@@ -346,7 +371,9 @@ class Producer:
             callback = report.callback
             if callback is not None:
                 message = message_for(report)
-                callback(message.error(), message)
+                raised = _run(callback, (message.error(), message)) or raised
+        if raised is not None:
+            raise raised
         return served
 
     def flush(self, timeout: float = -1) -> int:
@@ -403,7 +430,7 @@ class Producer:
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """Topics and partition leaders as the pool's Sender last saw them (``topic``: wait
         up to ``timeout`` s for it)."""
-        self._check_open()
+        self._check_open("Handle has been closed")
         handle = self._handle
         deadline = time.monotonic() + (300 if timeout is None or timeout < 0 else timeout)
         if handle is None or not self._wait_metadata(handle, topic, deadline):
@@ -432,6 +459,7 @@ class Producer:
 
     def init_transactions(self, timeout: float = -1) -> None:
         del timeout
+        self._check_open()
         raise KafkaException(KafkaError(
             KafkaError._NOT_CONFIGURED,
             "The Transactional API requires transactional.id to be configured",
@@ -451,15 +479,19 @@ class Producer:
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
         """Accepted: shmkafka connects with PLAINTEXT only, where credentials are unused."""
-        del username, password
+        self._check_open("Handle has been closed")
+        if not isinstance(username, str) or not isinstance(password, str):
+            raise TypeError("username and password must be str")
 
     def close(self, timeout: float = -1) -> bool:
-        """Flush (up to ``timeout`` s), then detach; returns True. Later calls to the
+        """Flush, then detach; returns True. As confluent-kafka's, it waits for every record
+        (each ends by ``message.timeout.ms``) whatever ``timeout`` says. Later calls to the
         producer raise RuntimeError; a second close returns True."""
+        del timeout
         if self._closed:
             return True
         try:
-            self.flush(timeout)
+            self.flush()
         finally:
             self._closed = True
             if self._engine is not None:
@@ -475,9 +507,9 @@ class Producer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _check_open(self) -> None:
+    def _check_open(self, message: str = "Producer has been closed") -> None:
         if self._closed:
-            raise RuntimeError("Producer has been closed")
+            raise RuntimeError(message)
 
     def _maybe_stats(self) -> None:
         interval = self._settings["statistics_interval_ms"]
@@ -488,6 +520,27 @@ class Producer:
         if now - self._stats_at >= interval / 1000:
             self._stats_at = now
             callback(statistics(self, self._settings))
+
+
+def _run(callback: Callable[..., Any], args: tuple[Any, ...]) -> BaseException | None:
+    try:
+        callback(*args)
+    except Exception as exc:  # noqa: BLE001  (raised again after the other callbacks)
+        return exc
+    return None
+
+
+def _weakly(method: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``method`` of an object, called only while the object lives (the completion thread
+    must not keep a producer alive)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(arg: Any) -> None:
+        bound = ref()
+        if bound is not None:
+            bound(arg)
+
+    return call
 
 
 class _Purged(ProtocolKafkaError):

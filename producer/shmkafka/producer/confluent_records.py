@@ -97,6 +97,27 @@ def check_headers(headers: Any) -> list[tuple[str, bytes | None]]:
     return out
 
 
+def check_batch(messages: list[Any]) -> None:
+    """``produce_batch``'s checks of every message, before any is queued."""
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise TypeError(f"Message at index {index} must be a dict")
+        for field in ("value", "key"):
+            data = message.get(field)
+            if data is not None and not isinstance(data, str | bytes):
+                raise TypeError(f"Message {field} at index {index} must be bytes or str")
+        if "partition" in message and not isinstance(message["partition"], int):
+            raise TypeError(f"Message partition at index {index} must be int")
+        if message.get("timestamp") is not None:
+            raise NotImplementedError(
+                "Message timestamps are not currently supported in batch mode"
+            )
+        try:
+            check_headers(message.get("headers"))
+        except TypeError:
+            raise ValueError(f"Invalid headers at index {index}") from None
+
+
 def _fnv1a(key: bytes) -> int:
     h = 0x811C9DC5
     for byte in key:

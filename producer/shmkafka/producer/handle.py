@@ -479,8 +479,20 @@ class ProducerHandle:
         try:
             self.flush(timeout)
         finally:
-            self._closed = True
-            self._thread.join()  # it stops within one ring wait; only then unmap
-            self.accumulator.close()
-            with kafka_errors:
-                self.pool.detach()
+            self.release()
+
+    def release(self) -> None:
+        """Detach at once, waiting for nothing: this process's slot and completion thread
+        are freed; its records stay in the pool for the Sender (a producer object that was
+        dropped without ``close``)."""
+        if self._closed and not self._thread.is_alive():
+            return
+        self._closed = True
+        if threading.current_thread() is self._thread:
+            return  # (dropped from one of its own callbacks: the thread ends by itself)
+        self._thread.join()  # it stops within one ring wait; only then unmap
+        if self.pool.forked:
+            return
+        self.accumulator.close()
+        with kafka_errors:
+            self.pool.detach()

@@ -14,8 +14,9 @@ Rules:
 - Each request carries the handler its response goes to; ``poll`` returns them in the
   order they finished.
 - Failures the app must hear of go to ``on_event(code, text)`` with librdkafka's codes and
-  wording: a failed connect (``_TRANSPORT``) or resolution (``_RESOLVE``) once per node until
-  it connects again, and ``_ALL_BROKERS_DOWN`` once each time no node is left connected.
+  wording, as often as librdkafka reports them: each failed connect (``_TRANSPORT``) or
+  resolution (``_RESOLVE``) attempt (they are paced by the reconnect backoff), and
+  ``_ALL_BROKERS_DOWN`` once each time no node is left connected.
 - ``Network`` is what the Sender needs of a transport: this module's
   ``NetworkClient`` over sockets, or an in-memory one in tests (tests/sender/memnet.py).
 """
@@ -132,7 +133,6 @@ class NodeConnection:
     next_attempt_ms: int = 0
     api_versions_version: int = ApiVersionsRequest.MAX_VERSION
     connect_started_ms: int = 0
-    last_event: str = ""  # the failure last reported (a repeat is not reported again)
 
     @property
     def name(self) -> str:
@@ -381,7 +381,6 @@ class NetworkClient:
         conn.versions = broker_versions(response.api_keys)
         conn.state = ConnectionState.READY
         conn.failures = 0
-        conn.last_event = ""
         self._all_down_reported = False
 
     def _expire(self, now_ms: int) -> None:
@@ -440,10 +439,8 @@ class NetworkClient:
         self._report(conn, TRANSPORT, f"Connect to {where} failed: {reason} ({state})")
 
     def _report(self, conn: NodeConnection, code: int, text: str) -> None:
-        """One failure of ``conn`` for the app, unless it is the one reported last."""
-        if text != conn.last_event:
-            conn.last_event = text
-            self._emit(code, f"{conn.name}: {text}")
+        """A failure of ``conn`` for the app."""
+        self._emit(code, f"{conn.name}: {text}")
 
     def _emit(self, code: int, text: str) -> None:
         if self.on_event is not None:
