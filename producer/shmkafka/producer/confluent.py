@@ -24,6 +24,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
 import weakref
@@ -211,7 +212,7 @@ class Producer:
         check_value(value)
         check_value(key)
         header_list = check_headers(headers)
-        partition, timestamp = partition.__index__(), timestamp.__index__()
+        partition, timestamp = operator.index(partition), operator.index(timestamp)
         self._check_open()
         if len(self) >= self._settings["max_messages"]:
             raise BufferError(KafkaError(KafkaError._QUEUE_FULL).str())
@@ -308,7 +309,7 @@ class Producer:
         headers are dropped and timestamps are refused."""
         if not isinstance(topic, str):
             raise TypeError(f"argument 1 must be str, not {type(topic).__name__}")
-        partition = partition.__index__()
+        partition = operator.index(partition)
         if not isinstance(messages, list):
             raise TypeError("messages must be a list")
         if not messages:

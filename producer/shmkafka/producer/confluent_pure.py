@@ -7,6 +7,7 @@ as those do (tests/api/test_confluent_types.py compares the two, side by side).
 from __future__ import annotations
 
 import builtins
+import operator
 from typing import Any
 
 from shmkafka.producer.librdkafka_errors import BY_CODE, ERRORS
@@ -28,7 +29,7 @@ class KafkaError:
         retriable: bool = False,
         txn_requires_abort: bool = False,
     ) -> None:
-        self._code = int(error.__index__())
+        self._code = operator.index(error)
         self._str = reason if reason is not None else _text(self._code)
         self._fatal, self._retriable = bool(fatal), bool(retriable)
         self._txn_requires_abort = bool(txn_requires_abort)
