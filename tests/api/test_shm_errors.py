@@ -14,6 +14,7 @@ import posix_ipc
 import pytest
 
 from shmkafka import KafkaProducer, Producer
+from shmkafka.confluent_kafka import KafkaException
 from shmkafka.errors import (
     KafkaConfigurationError,
     KafkaError,
@@ -23,7 +24,6 @@ from shmkafka.errors import (
     PoolSettingsMismatchError,
 )
 from shmkafka.producer import handle as handle_module
-from shmkafka.confluent_kafka import KafkaException
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.shm.errors import (
     BufferExhaustedError,

@@ -12,13 +12,13 @@ import confluent_kafka
 import pytest
 
 from shmkafka import KafkaProducer, Producer
+from shmkafka.confluent_kafka import KafkaError, KafkaException
 from shmkafka.errors import (
     IllegalStateError,
     KafkaConfigurationError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
 )
-from shmkafka.confluent_kafka import KafkaError, KafkaException
 from shmkafka.protocol.hashing import murmur2_partition
 from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.peers import Peer
