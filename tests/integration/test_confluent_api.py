@@ -238,13 +238,19 @@ def test_statistics_follow_librdkafkas_schema(tansu: Peer, topic: str, pool_name
         for i in range(20):
             p.produce(topic, b"v%d" % i, b"k%d" % i)
         p.flush(30)
-        time.sleep(0.06)
-        p.poll(0.1)
+        deadline = time.monotonic() + 5  # (the Sender publishes its counters every 100 ms)
+        while time.monotonic() < deadline and not any(
+            b["state"] == "UP" and b["rx"] for b in documents[-1]["brokers"].values()
+        ):
+            p.poll(0.05)
     theirs: list[dict[str, Any]] = []
-    reference = confluent_kafka.Producer(
-        {"statistics.interval.ms": 50, "stats_cb": lambda s: theirs.append(json.loads(s))}
-    )
-    reference.poll(0.3)
+    reference = confluent_kafka.Producer({
+        "bootstrap.servers": tansu.bootstrap, "statistics.interval.ms": 50,
+        "stats_cb": lambda s: theirs.append(json.loads(s)),
+    })  # fmt: skip
+    reference.produce(topic, b"v")
+    reference.flush(30)
+    reference.poll(0.2)
     assert documents and theirs
     last = documents[-1]
     expected = {"name", "client_id", "type", "ts", "time", "age", "replyq", "msg_cnt", "msg_size",
@@ -256,6 +262,14 @@ def test_statistics_follow_librdkafkas_schema(tansu: Peer, topic: str, pool_name
     partitions = last["topics"][topic]["partitions"]
     assert set(partitions) == {"0", "1"}
     assert set(partitions["0"]) >= {"partition", "leader", "msgq_cnt", "msgq_bytes"}
+    broker_fields = {"name", "nodeid", "state", "outbuf_cnt", "waitresp_cnt", "tx", "txbytes",
+                     "rx", "rxbytes", "rtt", "connects"}  # fmt: skip
+    up = [b for b in last["brokers"].values() if b["state"] == "UP"]
+    assert up and all(broker_fields <= set(b) for b in up)
+    assert all(broker_fields <= set(b) for b in theirs[-1]["brokers"].values())
+    assert sum(b["tx"] for b in up) >= 1 and sum(b["rx"] for b in up) >= 1
+    assert max(b["rtt"]["cnt"] for b in up) >= 1 and last["rx_bytes"] > 0
+    assert set(up[0]["rtt"]) == set(next(iter(theirs[-1]["brokers"].values()))["rtt"])
 
 
 def test_dropped_producers_free_their_process_slots(pool_name: str) -> None:

@@ -34,6 +34,7 @@ from shmkafka.protocol.messages import APIS
 from shmkafka.protocol.schema import Message
 from shmkafka.protocol.versions import broker_versions, negotiate
 from shmkafka.sender.connection import ClientResponse, ResponseHandler
+from shmkafka.shm.broker_stats import BrokerStats
 
 HOST = "mem"
 BASE_PORT = 9000
@@ -79,6 +80,11 @@ class MemoryNetwork:
         self.bytes_sent = 0
         self.on_event: Callable[[int, str], None] | None = None
         self._completed: list[ClientResponse] = []
+
+    def node_stats(self, now_ms: int) -> list[BrokerStats]:
+        """No per-connection counters in memory: statistics show no brokers."""
+        del now_ms
+        return []
 
     @property
     def bootstrap(self) -> tuple[str, ...]:

@@ -38,6 +38,9 @@ class Rig:
     cluster: Cluster
 
     def round(self, advance_ms: int = 1) -> None:
+        # Producers stamp batches with the real monotonic clock: the Sender's clock steps
+        # from there, never behind it (on a loaded machine the rig's setup takes a while).
+        self.clock.now_ms = max(self.clock.now_ms, monotonic_ms())
         self.sender.run_once(self.clock.advance(advance_ms))
 
     def until(self, done: Callable[[], bool], advance_ms: int = 1, rounds: int = 500) -> None:

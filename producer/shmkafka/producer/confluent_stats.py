@@ -1,8 +1,8 @@
 """``stats_cb``'s JSON: librdkafka's statistics schema (STATISTICS.md), filled from what the
 pool knows. The Sender's counters are the whole pool's (every process's records go through
-it); ``msg_cnt`` and ``replyq`` are this producer's own. Fields with no counterpart here are
-listed in docs/compatibility.md and given librdkafka's "nothing" value (0, or -1 for
-offsets), never an invented one.
+it), per broker connection included (shm/broker_stats.py); ``msg_cnt`` and ``replyq`` are
+this producer's own. Fields with no counterpart here are listed in docs/compatibility.md and
+given librdkafka's "nothing" value (0, or -1001 for offsets), never an invented one.
 """
 
 from __future__ import annotations
@@ -12,7 +12,12 @@ import os
 import time
 from typing import Any
 
+from shmkafka.protocol.clock import monotonic_ms
+from shmkafka.shm.broker_stats import STATES, BrokerStats
 from shmkafka.shm.stat import segment_stat
+
+WINDOW_FIELDS = ("min", "max", "avg", "sum", "stddev", "p50", "p75", "p90", "p95", "p99",
+                 "p99_99", "outofrange", "hdrsize", "cnt")  # fmt: skip
 
 _STARTED = time.monotonic()
 _INSTANCES = 0
@@ -34,12 +39,39 @@ def _partition(p: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _window(minimum: int = 0, maximum: int = 0, total: int = 0, count: int = 0) -> dict[str, int]:
+    """librdkafka's window statistics: min, max, avg, sum, cnt since the Sender started
+    (the percentiles and stddev are not kept: 0)."""
+    out = dict.fromkeys(WINDOW_FIELDS, 0)
+    out.update(min=minimum, max=maximum, sum=total, cnt=count, avg=total // count if count else 0)
+    return out
+
+
+def _broker(b: BrokerStats, now_ms: int) -> tuple[str, dict[str, Any]]:
+    name = f"{b.name}/{b.node_id if b.node_id >= 0 else 'bootstrap'}"
+    return name, {
+        "name": name, "nodeid": b.node_id, "nodename": b.name,
+        "source": "learned" if b.node_id >= 0 else "configured",
+        "state": STATES[b.state], "stateage": max(0, now_ms - b.state_since_ms) * 1000,
+        "outbuf_cnt": b.outbuf_cnt, "outbuf_msg_cnt": 0, "waitresp_cnt": b.waitresp_cnt,
+        "waitresp_msg_cnt": 0, "tx": b.tx, "txbytes": b.txbytes, "txerrs": 0,
+        "txretries": 0, "txidle": -1, "req_timeouts": 0, "rx": b.rx, "rxbytes": b.rxbytes,
+        "rxerrs": 0, "rxcorriderrs": 0, "rxpartial": 0, "rxidle": -1, "zbuf_grow": 0,
+        "buf_grow": 0, "wakeups": 0, "connects": b.connects, "disconnects": b.disconnects,
+        "int_latency": _window(), "outbuf_latency": _window(),
+        "rtt": _window(b.rtt_min_us, b.rtt_max_us, b.rtt_sum_us, b.rtt_cnt),
+        "throttle": _window(), "req": {}, "toppars": {},
+    }  # fmt: skip
+
+
 def statistics(producer: Any, settings: dict[str, Any]) -> str:
     """One statistics document for ``producer`` (a ``shmkafka.Producer``)."""
     now_us = int(time.monotonic() * 1_000_000)
     handle = producer._handle
     stat = segment_stat(handle.pool.segment) if handle is not None else None
     sender = stat["sender"] if stat else {}
+    now_ms = monotonic_ms()
+    brokers = dict(_broker(b, now_ms) for b in handle.pool.brokers.read()) if handle else {}
     topics: dict[str, Any] = {}
     for p in stat["partitions"] if stat else ():
         topic = topics.setdefault(p["topic"], {
@@ -60,12 +92,12 @@ def statistics(producer: Any, settings: dict[str, Any]) -> str:
         "msg_size_max": settings["buffer_kbytes"] * 1024,
         "simple_cnt": 0,
         "metadata_cache_cnt": len(topics),
-        "brokers": {},
+        "brokers": brokers,
         "topics": topics,
         "tx": sender.get("produce_requests", 0),
         "tx_bytes": sender.get("bytes_sent", 0),
-        "rx": sender.get("produce_requests", 0),
-        "rx_bytes": 0,
+        "rx": sum(b["rx"] for b in brokers.values()),
+        "rx_bytes": sum(b["rxbytes"] for b in brokers.values()),
         "txmsgs": sender.get("records_sent", 0),
         "txmsg_bytes": 0,
         "rxmsgs": 0,

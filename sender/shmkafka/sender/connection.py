@@ -42,6 +42,7 @@ from shmkafka.protocol.frames import ClientProtocol
 from shmkafka.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from shmkafka.protocol.schema import Message
 from shmkafka.protocol.versions import broker_versions, negotiate
+from shmkafka.shm.broker_stats import APIVERSION_QUERY, CONNECT, DOWN, INIT, UP, BrokerStats
 from shmkafka.shm.events import ALL_BROKERS_DOWN, RESOLVE, TRANSPORT
 
 EventSink = Callable[[int, str], None]
@@ -97,6 +98,8 @@ class Network(Protocol):
 
     def add_wakeup(self, sock: socket.socket, on_ready: Callable[[], None]) -> None: ...
 
+    def node_stats(self, now_ms: int) -> list[BrokerStats]: ...
+
     def close(self) -> None: ...
 
 
@@ -111,6 +114,35 @@ class _InFlight:
     handler: ResponseHandler
     sent_ms: int
     expect_response: bool
+
+
+@dataclass
+class NodeCounters:
+    """What statistics report of a connection (librdkafka's per-broker counters)."""
+
+    tx: int = 0
+    txbytes: int = 0
+    rx: int = 0
+    rxbytes: int = 0
+    connects: int = 0
+    disconnects: int = 0
+    rtt_min_us: int = 0
+    rtt_max_us: int = 0
+    rtt_sum_us: int = 0
+    rtt_cnt: int = 0
+    state: ConnectionState | None = None  # the state last seen by ``node_stats``
+    state_since_ms: int = 0
+
+    def answered(self, rtt_us: int) -> None:
+        self.rx += 1
+        self.rtt_min_us = rtt_us if not self.rtt_cnt else min(self.rtt_min_us, rtt_us)
+        self.rtt_max_us = max(self.rtt_max_us, rtt_us)
+        self.rtt_sum_us += rtt_us
+        self.rtt_cnt += 1
+
+
+_STATE = {ConnectionState.CONNECTING: CONNECT, ConnectionState.HANDSHAKE: APIVERSION_QUERY,
+          ConnectionState.READY: UP}  # fmt: skip
 
 
 @dataclass
@@ -133,6 +165,7 @@ class NodeConnection:
     next_attempt_ms: int = 0
     api_versions_version: int = ApiVersionsRequest.MAX_VERSION
     connect_started_ms: int = 0
+    counters: NodeCounters = field(default_factory=lambda: NodeCounters())
 
     @property
     def name(self) -> str:
@@ -227,6 +260,8 @@ class NetworkClient:
             request, conn.version_for(type(request)), expect_response=expect_response
         )
         conn.outbox += frame
+        conn.counters.tx += 1
+        conn.counters.txbytes += len(frame)
         self.bytes_sent += len(frame)
         self.requests_sent += 1
         if expect_response:
@@ -252,6 +287,21 @@ class NetworkClient:
             if events & selectors.EVENT_READ and conn.sock is not None:
                 self._on_readable(conn, now_ms)
         out, self._completed = self._completed, []
+        return out
+
+    def node_stats(self, now_ms: int) -> list[BrokerStats]:
+        """Each connection's counters, for statistics."""
+        out = []
+        for conn in self.nodes.values():
+            c = conn.counters
+            if c.state is not conn.state:
+                c.state, c.state_since_ms = conn.state, now_ms
+            state = _STATE.get(conn.state, DOWN if conn.failures else INIT)
+            out.append(BrokerStats(
+                conn.node_id, f"{conn.host}:{conn.port}", state, c.state_since_ms, c.tx,
+                c.txbytes, c.rx, c.rxbytes, c.connects, c.disconnects, len(conn.in_flight),
+                1 if conn.outbox else 0, c.rtt_min_us, c.rtt_max_us, c.rtt_sum_us, c.rtt_cnt,
+            ))  # fmt: skip
         return out
 
     def add_wakeup(self, sock: socket.socket, on_ready: Callable[[], None]) -> None:
@@ -341,6 +391,7 @@ class NetworkClient:
             self._close(conn, NetworkExceptionError(f"receive from node {conn.node_id}: {exc}"))
             self._failed(conn, now_ms, None)
             return
+        conn.counters.rxbytes += len(data)
         if not data:
             self._report(conn, TRANSPORT, "Disconnected (after the broker closed the connection)")
             self._close(conn, NetworkExceptionError(f"node {conn.node_id} closed the connection"))
@@ -356,6 +407,7 @@ class NetworkClient:
         for correlation_id, response in responses:
             request = conn.in_flight.popleft()
             assert request.correlation_id == correlation_id
+            conn.counters.answered(max(0, now_ms - request.sent_ms) * 1000)
             if request.handler is _handshake:
                 assert isinstance(response, ApiVersionsResponse)
                 self._on_api_versions(conn, response, now_ms)
@@ -380,6 +432,7 @@ class NetworkClient:
             return
         conn.versions = broker_versions(response.api_keys)
         conn.state = ConnectionState.READY
+        conn.counters.connects += 1
         conn.failures = 0
         self._all_down_reported = False
 
@@ -403,6 +456,8 @@ class NetworkClient:
                 self._failed(conn, now_ms, None)
 
     def _close(self, conn: NodeConnection, error: KafkaError) -> None:
+        if conn.state is ConnectionState.READY:
+            conn.counters.disconnects += 1
         if conn.sock is not None:
             with contextlib.suppress(KeyError, ValueError):
                 self.selector.unregister(conn.sock)

@@ -65,6 +65,7 @@ CLOCK_SKEW_MS = 60_000  # a batch time further ahead than this is corrupt
 PRODUCER_STATE_LOST = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID)
 QUARANTINE_INTERVAL_MS = 100  # how often damaged deques are looked for
 MAX_POLL_MS = 100
+BROKER_STATS_MS = 100  # how often the per-broker counters are published (statistics)
 
 
 @dataclass
@@ -113,6 +114,7 @@ class Sender:
         self.in_flight_sequences: dict[int, set[int]] = defaultdict(set)
         self._pending: list[_Pending] = []
         self._next_quarantine_ms = 0
+        self._next_broker_stats_ms = 0
         self._init_pid_in_flight = False
         self._reset_producer = False
         self._bootstrap = [
@@ -158,7 +160,7 @@ class Sender:
             self._send_produce(node, batches, now_ms)
         timeout = 0 if drained else min(result.next_ready_check_delay_ms, MAX_POLL_MS)
         waited = self._poll(timeout, now_ms)
-        self._publish_stats()
+        self._publish_stats(now_ms)
         return waited
 
     def _sweep_damaged(self, now_ms: int) -> None:
@@ -169,7 +171,10 @@ class Sender:
         for batch, problem in quarantine_damaged(self.pool):
             self._fail_corrupt(batch, problem)
 
-    def _publish_stats(self) -> None:
+    def _publish_stats(self, now_ms: int) -> None:
+        if now_ms >= self._next_broker_stats_ms:  # (every table write is 5 KiB: not each round)
+            self._next_broker_stats_ms = now_ms + BROKER_STATS_MS
+            self.pool.brokers.publish(self.network.node_stats(now_ms))
         s = self.stats
         SENDER_STATS.pack_into(
             self.pool.segment.buf, H_SENDER_STATS, s.produce_requests, s.batches_sent,

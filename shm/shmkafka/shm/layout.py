@@ -44,6 +44,8 @@ Region 1 - HEADER (512 bytes)
     208  u64      sender_bytes_sent      the Sender: request bytes written to brokers
     216  u64      events_published       the Sender: how many EVENTS it has written (the
                                          last one publishes an entry; see events.py)
+    224  u64      brokers_version        the Sender: odd while it rewrites BROKER STATS,
+                                         even once they are whole (broker_stats.py)
 Region 2 - CONFIG: the config JSON (4096 bytes), creator, once.
 Kernel record locks (``lockf``) on single bytes of the segment file, released by the kernel
 when their holder dies (they guard no bytes of the map; the byte is only a name):
@@ -133,7 +135,16 @@ Region 11 - EVENTS: a ring of EVENT_SLOTS entries of EVENT (256 bytes), written 
      22  u8  fatal                        1 if the error is fatal
      23  pad
      24  u16 text_len, then 230 bytes of UTF-8 text
-Region 12 - SLABS: num_slabs x batch_size bytes of record batches, written by the appender
+Region 12 - BROKER STATS: BROKER_SLOTS entries of BROKER (168 bytes), the Sender's
+    counters per broker connection for statistics (librdkafka's ``brokers``), rewritten by
+    the Sender every STATS interval between two moves of ``brokers_version``:
+      0  i32 node_id (bootstrap servers: negative)   4  u8 state   5  u8 used (1: an entry)
+      6  u16 name_len, 8 64s name ("host:port")
+     72  u64 tx, txbytes, rx, rxbytes, connects, disconnects
+    120  u32 waitresp_cnt, outbuf_cnt
+    128  i64 rtt_min_us, rtt_max_us, rtt_sum_us, u64 rtt_cnt
+    160  i64 state_since_ms (monotonic)
+Region 13 - SLABS: num_slabs x batch_size bytes of record batches, written by the appender
     holding the deque's stripe lock (records), and by the Sender (batch header at drain).
 """
 
@@ -146,7 +157,7 @@ from dataclasses import dataclass
 from shmkafka.shm.config import PoolConfig
 
 MAGIC = b"SHMKAFKA"
-LAYOUT_VERSION = 2  # 2: the EVENTS region
+LAYOUT_VERSION = 2  # 2: the EVENTS and BROKER STATS regions
 PAGE = 4096
 
 HEADER_SIZE = 512
@@ -169,6 +180,7 @@ H_SENDER_LINGER = 192
 H_NEW_BATCHES = 200
 H_SENDER_BYTES = 208
 H_EVENTS_PUBLISHED = 216
+H_BROKERS_VERSION = 224
 SENDER_STAT_NAMES = (
     "produce_requests",
     "batches_sent",
@@ -221,6 +233,8 @@ ALL_DELTAS = 0xFFFFFFFF
 EVENT = struct.Struct("<QqiBBBxH230s")
 E_SEQ = 0
 EVENT_SLOTS = 64
+BROKER = struct.Struct("<iBBH64s6QIIqqqQq")
+BROKER_SLOTS = 32
 
 DIR_COPY_HEADER = struct.Struct("<II")
 TOPIC_REQUEST = struct.Struct("<H250s")
@@ -311,6 +325,7 @@ class Layout:
     waitq_at: int
     topic_requests_at: int
     events_at: int
+    brokers_at: int
     slabs_at: int
     size: int
 
@@ -336,7 +351,8 @@ class Layout:
         waitq_at = _align(freemap_at + num_slabs)
         topic_requests_at = _align(waitq_at + WAITQ_ENTRY * config.max_processes)
         events_at = _align(topic_requests_at + config.max_topics * TOPIC_REQUEST.size)
-        slabs_at = _align(events_at + EVENT_SLOTS * EVENT.size, PAGE)
+        brokers_at = _align(events_at + EVENT_SLOTS * EVENT.size)
+        slabs_at = _align(brokers_at + BROKER_SLOTS * BROKER.size, PAGE)
         size = _align(slabs_at + num_slabs * config.batch_size, PAGE)
         return cls(
             config,
@@ -354,6 +370,7 @@ class Layout:
             waitq_at,
             topic_requests_at,
             events_at,
+            brokers_at,
             slabs_at,
             size,
         )
@@ -505,6 +522,7 @@ assert _names_match(PARENT, (B_PARENT, B_PARENT_GENERATION, B_PARENT_DELTA), B_P
 assert BATCH.size == B_APPENDERS + APPENDERS_SIZE <= B_PARENT
 assert B_PARENT + PARENT.size <= BATCH_SIZE_BYTES
 assert EVENT.size == 256 and _field_offsets(EVENT)[0] == E_SEQ
+assert BROKER.size == 168
 assert SLOT_HEADER.size == SLOT_HEADER_SIZE
 assert DEQUE_HEADER.size == D_RING and DEQUE_ENTRY.size == U32.size
 # The publish word: write_pos | record_count << 32 in one aligned little-endian u64.

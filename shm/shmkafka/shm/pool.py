@@ -14,6 +14,7 @@ import os
 import weakref
 
 from shmkafka.shm.batches import Batches, BatchInfo, Deques
+from shmkafka.shm.broker_stats import BrokerTable
 from shmkafka.shm.bufferpool import BufferPool, SlabRun
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import Directory
@@ -72,6 +73,7 @@ class SharedPool:
         self.buffers = BufferPool(segment, self.locks, self.slots, self.slot)
         self.rings = CompletionRings(segment)
         self.events = EventRing(segment)
+        self.brokers = BrokerTable(segment)
         self._closed = False
         self.forked = False  # set in a forked child: this handle is the parent's
         handle = weakref.ref(self)

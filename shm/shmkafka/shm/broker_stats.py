@@ -1,0 +1,86 @@
+"""The Sender's counters per broker connection, for statistics (the confluent API's
+``stats_cb`` reports them in librdkafka's ``brokers`` section).
+
+Rules:
+- Only the Sender writes (layout.py, region BROKER STATS): ``brokers_version`` goes odd,
+  the whole table is rewritten, ``brokers_version`` goes even. A reader copies the table
+  and takes it only if the version was the same even number before and after; it tries a
+  few times, then answers with no brokers (statistics may miss one interval, never mix two).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shmkafka.shm.layout import BROKER, BROKER_SLOTS, H_BROKERS_VERSION, U64
+from shmkafka.shm.segment import Segment
+
+# librdkafka's broker states, as its statistics name them
+STATES = ("INIT", "DOWN", "CONNECT", "APIVERSION_QUERY", "UP")
+INIT, DOWN, CONNECT, APIVERSION_QUERY, UP = range(5)
+
+
+@dataclass(frozen=True)
+class BrokerStats:
+    node_id: int
+    name: str  # host:port
+    state: int
+    state_since_ms: int
+    tx: int = 0
+    txbytes: int = 0
+    rx: int = 0
+    rxbytes: int = 0
+    connects: int = 0
+    disconnects: int = 0
+    waitresp_cnt: int = 0
+    outbuf_cnt: int = 0
+    rtt_min_us: int = 0
+    rtt_max_us: int = 0
+    rtt_sum_us: int = 0
+    rtt_cnt: int = 0
+
+
+class BrokerTable:
+    def __init__(self, segment: Segment) -> None:
+        self.segment = segment
+        self.at = segment.layout.brokers_at
+
+    def publish(self, brokers: list[BrokerStats]) -> None:
+        """Rewrite the table (the Sender only)."""
+        buf = self.segment.buf
+        version = U64.unpack_from(buf, H_BROKERS_VERSION)[0]
+        self.segment.store_u64(H_BROKERS_VERSION, version | 1)
+        for index in range(BROKER_SLOTS):
+            at = self.at + index * BROKER.size
+            if index >= len(brokers):
+                BROKER.pack_into(buf, at, 0, 0, 0, 0, b"", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+                continue
+            b = brokers[index]
+            name = b.name.encode()[:64]
+            BROKER.pack_into(
+                buf, at, b.node_id, b.state, 1, len(name), name, b.tx, b.txbytes, b.rx,
+                b.rxbytes, b.connects, b.disconnects, b.waitresp_cnt, b.outbuf_cnt,
+                b.rtt_min_us, b.rtt_max_us, b.rtt_sum_us, b.rtt_cnt, b.state_since_ms,
+            )  # fmt: skip
+        self.segment.store_u64(H_BROKERS_VERSION, (version | 1) + 1)
+
+    def read(self) -> list[BrokerStats]:
+        buf = self.segment.buf
+        for _ in range(5):
+            before = U64.unpack_from(buf, H_BROKERS_VERSION)[0]
+            if before & 1:
+                continue
+            rows = [BROKER.unpack_from(buf, self.at + i * BROKER.size) for i in range(BROKER_SLOTS)]
+            if U64.unpack_from(buf, H_BROKERS_VERSION)[0] == before:
+                return [_stats(row) for row in rows if row[2]]
+        return []
+
+
+def _stats(row: tuple[int, ...]) -> BrokerStats:
+    (node_id, state, _, size, raw, tx, txbytes, rx, rxbytes, connects, disconnects, waitresp,
+     outbuf, rtt_min, rtt_max, rtt_sum, rtt_cnt, since) = row  # fmt: skip
+    name = bytes(raw[:size]).decode("utf-8", "replace")  # type: ignore[index]
+    return BrokerStats(
+        node_id, name, state, since, tx, txbytes, rx, rxbytes, connects, disconnects, waitresp,
+        outbuf, rtt_min, rtt_max, rtt_sum, rtt_cnt,
+    )  # fmt: skip
