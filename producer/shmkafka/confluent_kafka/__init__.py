@@ -9,7 +9,6 @@ confluent-kafka installed they are passed through from it.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from shmkafka import __version__
@@ -24,6 +23,7 @@ from shmkafka.producer.confluent_types import (
     Message,
     TopicPartition,
 )
+from shmkafka.producer.peer_modules import from_peer
 
 OFFSET_BEGINNING, OFFSET_END, OFFSET_STORED = -2, -1, -1000
 
@@ -58,11 +58,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    try:
-        peer = importlib.import_module("confluent_kafka")
-    except ImportError:
-        raise AttributeError(
-            f"shmkafka.confluent_kafka has no {name!r}: shmkafka provides the Producer; "
-            "install confluent-kafka for its other classes"
-        ) from None
-    return getattr(peer, name)
+    return from_peer("confluent_kafka", "shmkafka.confluent_kafka", "Producer", name)

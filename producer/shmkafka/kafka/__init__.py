@@ -10,21 +10,14 @@ serves an app that also consumes.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from shmkafka.kafka.structs import TopicPartition
 from shmkafka.producer.kafka_python import KafkaProducer
+from shmkafka.producer.peer_modules import from_peer
 
 __all__ = ["KafkaProducer", "TopicPartition"]
 
 
 def __getattr__(name: str) -> Any:
-    try:
-        peer = importlib.import_module("kafka")
-    except ImportError:
-        raise AttributeError(
-            f"shmkafka.kafka has no {name!r}: shmkafka provides the producer; install "
-            "kafka-python for its other classes"
-        ) from None
-    return getattr(peer, name)
+    return from_peer("kafka", "shmkafka.kafka", "producer", name)

@@ -61,6 +61,7 @@ from shmkafka.shm.events import Event
 
 log = logging.getLogger("shmkafka.producer")
 _LOGGED_IGNORED: set[str] = set()
+_LEGAL_TOPICS: set[str] = set()  # topic names already found legal (checked once each)
 NO_BOOTSTRAP = (
     "No `bootstrap.servers` configured: client will not be able to connect to Kafka cluster"
 )
@@ -230,9 +231,11 @@ class Producer:
                   time.monotonic())  # fmt: skip
         record = Unassigned(topic, value_bytes, key_bytes, header_list, partition, timestamp,
                             report, time.monotonic() + self._timeout_s())  # fmt: skip
-        if not LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
-            self._fail_now(record, KafkaError(KafkaError.TOPIC_EXCEPTION))  # as a broker would
-            return
+        if topic not in _LEGAL_TOPICS:
+            if not LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
+                self._fail_now(record, KafkaError(KafkaError.TOPIC_EXCEPTION))  # as a broker
+                return
+            _LEGAL_TOPICS.add(topic)
         try:  # (not a with block: this is the per-record path, and a try costs nothing)
             handle = self._handle
             if handle is None:
