@@ -66,6 +66,14 @@ def test_twins_pickle_and_hash() -> None:
     assert hash(error) != hash(again) or error is again  # hashable, as exceptions are
 
 
+def test_the_kafka_mirrors_submodules_are_shmkafkas() -> None:
+    import shmkafka.kafka as mirror
+
+    assert mirror.errors is shm_errors and mirror.errors.KafkaTimeoutError is not None
+    assert mirror.producer.KafkaProducer is mirror.KafkaProducer
+    assert mirror.KafkaConsumer is kafka.KafkaConsumer  # not ours: passed through
+
+
 def test_confluent_types_are_confluent_kafkas_own() -> None:
     for name in ("KafkaError", "KafkaException", "Message", "TopicPartition"):
         assert getattr(shm_confluent, name) is getattr(confluent_kafka, name)

@@ -285,3 +285,25 @@ def test_dropped_producers_free_their_process_slots(pool_name: str) -> None:
         del p
         gc.collect()
     keep.close(0)
+
+
+def test_list_topics_on_a_fresh_pool_answers_once_the_cluster_is_reached(
+    tansu: Peer, pool_name: str
+) -> None:
+    with Producer({"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name}) as p:
+        metadata = p.list_topics(timeout=20)  # no topic known yet: the connection suffices
+        assert isinstance(metadata.topics, dict)
+
+
+def test_a_logger_that_raises_does_not_stop_delivery_reports(pool_name: str) -> None:
+    class Broken(logging.Logger):
+        def log(self, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("this logger is broken")
+
+    reports: list[Any] = []
+    p = Producer({"bootstrap.servers": "127.0.0.1:1", "shmkafka.pool": pool_name,
+                  "message.timeout.ms": 800, "logger": Broken("broken")})  # fmt: skip
+    p.produce("t", b"x", on_delivery=lambda e, m: reports.append(e))
+    assert p.flush(15) == 0  # the completion thread outlived the logger's exceptions
+    assert [e.code() for e in reports] == [KafkaError._MSG_TIMED_OUT]
+    p.close()

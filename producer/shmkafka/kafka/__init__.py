@@ -12,11 +12,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from shmkafka.kafka import errors, partitioner, producer, serializer, structs
 from shmkafka.kafka.structs import TopicPartition
 from shmkafka.producer.kafka_python import KafkaProducer
 from shmkafka.producer.peer_modules import from_peer
 
-__all__ = ["KafkaProducer", "TopicPartition"]
+__all__ = [
+    "KafkaProducer",
+    "TopicPartition",
+    "errors",
+    "partitioner",
+    "producer",
+    "serializer",
+    "structs",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -56,6 +56,7 @@ from shmkafka.producer.handle import ProducerHandle
 from shmkafka.producer.metadata_view import ClusterMetadata, cluster_metadata
 from shmkafka.producer.settings import normalize_bootstrap
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
+from shmkafka.shm.broker_stats import UP
 from shmkafka.shm.directory import LEGAL_TOPIC
 from shmkafka.shm.events import Event
 
@@ -449,7 +450,7 @@ class Producer:
             directory = handle.pool.directory
             if topic is not None and directory.partitions(topic) is None:
                 handle.request_topic(topic)
-            while (directory.version() == 0 if topic is None
+            while (not _heard_from_cluster(handle) if topic is None
                    else directory.partitions(topic) is None):  # fmt: skip
                 if time.monotonic() >= deadline:
                     return False
@@ -524,6 +525,12 @@ class Producer:
         if now - self._stats_at >= interval / 1000:
             self._stats_at = now
             callback(statistics(self, self._settings))
+
+
+def _heard_from_cluster(handle: ProducerHandle) -> bool:
+    """The pool's Sender has a broker connection up, or has published metadata."""
+    pool = handle.pool
+    return pool.directory.version() > 0 or any(b.state == UP for b in pool.brokers.read())
 
 
 def _run(callback: Callable[..., Any], args: tuple[Any, ...]) -> BaseException | None:

@@ -78,9 +78,11 @@ from shmkafka.shm.sender_link import sender_semaphore, wake
 
 SENDER_CHECK_S = 0.2
 RECENT_EVENTS_S = 10.0
+RELEASE_WAIT_S = 0.2  # how long release() waits for the completion thread to detach
 sender_logger = logging.getLogger("shmkafka.sender")
-# (pool name, pid) -> the last event number logged by any handle of this process
-_events_logged: dict[tuple[str, int], int] = {}
+# (pool name, segment inode, pid) -> the last event number logged by this process (a pool
+# made again under the same name is another segment, whose events count from 1 again)
+_events_logged: dict[tuple[str, int, int], int] = {}
 RETIRE_S = 5.0  # a completed batch's wait stays this long for registrations still in flight
 log = logging.getLogger("shmkafka.producer")
 
@@ -145,6 +147,17 @@ class ProducerHandle:
                 self.pool, max_block_ms=max_block_ms, fast_path=fast_path
             )
             self._sender_sem = sender_semaphore(pool)  # the Sender's doorbell
+        try:
+            self._setup(sender_config, max_block_ms, start_sender, sender_log,
+                        sender_idle_exit_ms, sender_stall_ms)  # fmt: skip
+        except BaseException:
+            self.accumulator.close()
+            self.pool.detach()  # (our slot must not stay taken by a producer that never was)
+            raise
+
+    def _setup(self, sender_config: dict[str, Any], max_block_ms: int, start_sender: bool,
+               sender_log: str | None, sender_idle_exit_ms: int | None,
+               sender_stall_ms: int) -> None:  # fmt: skip
         self.max_block_ms = max_block_ms
         if sender_idle_exit_ms is None and os.environ.get("SHMKAFKA_SENDER_IDLE_EXIT_MS"):
             sender_idle_exit_ms = int(os.environ["SHMKAFKA_SENDER_IDLE_EXIT_MS"])
@@ -167,8 +180,10 @@ class ProducerHandle:
         # Called by the completion thread with each error event of the pool's Sender.
         self.on_event: Callable[[Event], None] | None = None
         self.event_logger = sender_logger
+        self._segment_inode = os.fstat(self.pool.segment.fd).st_ino
         self._events_seen = self._recent_events_start()
         self._closed = False
+        self._detach_on_exit = False  # set by release(): the thread detaches when it ends
         self._outstanding = 0
         self._flushers = 0  # threads waiting in flush(), under self._cond
         self._idle = self._cond
@@ -337,6 +352,13 @@ class ProducerHandle:
     # ------------------------------------------------------------------ completion
 
     def _complete_loop(self) -> None:
+        try:
+            self._complete_rounds()
+        finally:
+            if self._detach_on_exit:  # released without a join (release()): we detach
+                self._detach()
+
+    def _complete_rounds(self) -> None:
         rings, slot = self.pool.rings, self.pool.slot
         next_check = 0.0
         while not self._closed:
@@ -347,7 +369,10 @@ class ProducerHandle:
             for completion in rings.poll(slot):
                 self._on_completion(completion)
             self._retire(time.monotonic())
-            self._poll_events()
+            try:
+                self._poll_events()
+            except Exception:  # a user's logger or error_cb hook must not end this thread
+                log.exception("handling an event of the pool's Sender failed")
 
     def _recent_events_start(self) -> int:
         """The event number to read after: before the errors of the last few seconds."""
@@ -360,7 +385,7 @@ class ProducerHandle:
         if self.pool.events.published() == self._events_seen:
             return
         events, self._events_seen = self.pool.events.read_after(self._events_seen)
-        key = (self.pool.name, os.getpid())
+        key = (self.pool.name, self._segment_inode, os.getpid())
         logged = _events_logged.get(key, 0)
         for event in events:
             if event.is_error and self.on_event is not None:
@@ -479,20 +504,31 @@ class ProducerHandle:
         try:
             self.flush(timeout)
         finally:
-            self.release()
+            self._closed = True
+            if threading.current_thread() is self._thread:
+                self._detach_on_exit = True  # (closed from a callback: it detaches itself)
+            else:
+                self._thread.join()  # it stops within one ring wait; only then unmap
+                self._detach()
 
     def release(self) -> None:
-        """Detach at once, waiting for nothing: this process's slot and completion thread
-        are freed; its records stay in the pool for the Sender (a producer object that was
-        dropped without ``close``)."""
-        if self._closed and not self._thread.is_alive():
+        """Let go of the pool without waiting (a producer object dropped without
+        ``close``, from whatever thread collected it): the completion thread ends within
+        one ring wait and then detaches, freeing this process's slot. Records stay in the
+        pool for the Sender."""
+        if self._closed:
             return
+        self._detach_on_exit = True
         self._closed = True
-        if threading.current_thread() is self._thread:
-            return  # (dropped from one of its own callbacks: the thread ends by itself)
-        self._thread.join()  # it stops within one ring wait; only then unmap
+        if threading.current_thread() is not self._thread:
+            # Usually the thread ends (and detaches) within one ring wait; the wait is
+            # bounded because the caller may hold a lock the thread needs (a collection
+            # can run anywhere).
+            self._thread.join(RELEASE_WAIT_S)
+
+    def _detach(self) -> None:
         if self.pool.forked:
-            return
+            return  # (the parent's handle: nothing of it is ours to free)
         self.accumulator.close()
         with kafka_errors:
             self.pool.detach()

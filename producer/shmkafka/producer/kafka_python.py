@@ -316,10 +316,6 @@ class KafkaProducer:
         if self._closed:
             return
         self._closed = True
-        for name in ("key_serializer", "value_serializer"):
-            closer = getattr(self.config[name], "close", None)
-            if callable(closer):
-                closer()
         handle = self._handle
         try:
             if timeout is not None and timeout <= 0:
@@ -330,6 +326,10 @@ class KafkaProducer:
             handle.fail_pending(KafkaTimeoutError(f"the producer was closed after {timeout} s"))
         finally:
             handle.close(0)
+        for name in ("key_serializer", "value_serializer"):  # last, as kafka-python
+            closer = getattr(self.config[name], "close", None)
+            if callable(closer):
+                closer()
 
     def __enter__(self) -> KafkaProducer:
         return self

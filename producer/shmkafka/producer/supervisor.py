@@ -33,6 +33,7 @@ from shmkafka.shm.sender_link import sender_alive, spawn_lock
 
 SENDER_START_WAIT_S = 10.0
 SENDER_STALL_MS = 10_000
+RETRY_MAX_S = 10.0  # the longest pause between attempts to start a failing Sender
 log = logging.getLogger("shmkafka.producer")
 
 
@@ -75,6 +76,8 @@ class SenderSupervisor:
         self.idle_exit_ms = idle_exit_ms
         self.stall_ms = stall_ms
         self._spawned: list[int] = []
+        self._failures = 0
+        self._retry_at = 0.0
 
     def ensure(self) -> None:
         """Start the pool's Sender unless a live, heartbeating one is recorded."""
@@ -97,15 +100,17 @@ class SenderSupervisor:
     def _wait_up(self, pid: int, errors: str) -> None:
         """Wait until the Sender we started is up; fail at once if it exits first."""
         deadline = time.monotonic() + SENDER_START_WAIT_S
+        running = True
         while not sender_alive(self.pool):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                self._spawned.remove(pid)
-                if sender_alive(self.pool):  # another producer's Sender took the pool
-                    return
-                code = os.waitstatus_to_exitcode(status)
-                why = _last_lines(errors) or "it printed nothing"
-                raise PoolError(f"the Sender exited at start (status {code}): {why}")
+            if running:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    running = False
+                    self._spawned.remove(pid)
+                    code = os.waitstatus_to_exitcode(status)
+                    if code != 0:  # (0: another Sender holds the pool, about to be up)
+                        why = _last_lines(errors) or "it printed nothing"
+                        raise PoolError(f"the Sender exited at start (status {code}): {why}")
             if time.monotonic() > deadline:
                 raise KafkaTimeoutError("the Sender did not start within 10 s")
             time.sleep(0.01)
@@ -119,10 +124,18 @@ class SenderSupervisor:
                     self._spawned.remove(pid)
             except ChildProcessError:
                 self._spawned.remove(pid)
+        if time.monotonic() < self._retry_at:
+            return
         try:
             self.ensure()
+            self._failures = 0
         except (KafkaError, OSError) as exc:  # (posix_spawn's errors are OSErrors)
-            log.warning("could not start a Sender: %s", exc)
+            # A Sender that keeps failing at start is retried after a growing pause, not
+            # five times a second by every process of the pool.
+            self._failures += 1
+            pause = min(RETRY_MAX_S, 0.2 * 2 ** min(self._failures, 10))
+            self._retry_at = time.monotonic() + pause
+            log.warning("could not start a Sender (retrying in %.1f s): %s", pause, exc)
 
     def _command(self) -> list[str]:
         command = [

@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     handler: logging.Handler = (
         logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler()
     )
-    if not args.log_file and not sys.stderr.isatty():
+    quiet = not args.log_file and not sys.stderr.isatty()
+    if quiet:
         # started by an app: its lines reach the apps through the pool's event ring, and
         # stderr (a file the app reads only if we exit at start) gets what is serious
         handler.setLevel(logging.WARNING)
@@ -57,11 +58,12 @@ def run(args: argparse.Namespace) -> int:
         profiler = cProfile.Profile()
         try:
             return profiler.runcall(
-                run_sender, args.pool, config_from_args(args), args.idle_exit_ms
-            )
+                run_sender, args.pool, config_from_args(args), args.idle_exit_ms,
+                quiet_stderr=quiet,
+            )  # fmt: skip
         finally:
             profiler.dump_stats(profile)
-    return run_sender(args.pool, config_from_args(args), args.idle_exit_ms)
+    return run_sender(args.pool, config_from_args(args), args.idle_exit_ms, quiet_stderr=quiet)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import threading
@@ -92,8 +93,12 @@ class PoolLogHandler(logging.Handler):
             self.handleError(record)
 
 
-def run_sender(pool_name: str, config: SenderConfig, idle_exit_ms: int = IDLE_EXIT_MS) -> int:
-    """Run the Sender of ``pool_name`` until it is idle; returns the exit status."""
+def run_sender(
+    pool_name: str, config: SenderConfig, idle_exit_ms: int = IDLE_EXIT_MS,
+    *, quiet_stderr: bool = False,
+) -> int:  # fmt: skip
+    """Run the Sender of ``pool_name`` until it is idle; returns the exit status.
+    ``quiet_stderr``: once up, send stderr to /dev/null (a Sender an app started)."""
     pool = SharedPool.open(pool_name)
     try:
         lock = sender_lock(pool)
@@ -103,7 +108,7 @@ def run_sender(pool_name: str, config: SenderConfig, idle_exit_ms: int = IDLE_EX
         handler = PoolLogHandler(pool)
         logging.getLogger("shmkafka").addHandler(handler)
         try:
-            return _serve(pool, config, idle_exit_ms)
+            return _serve(pool, config, idle_exit_ms, quiet_stderr)
         except BaseException:
             log.exception("the Sender of pool %s failed", pool_name)
             raise
@@ -114,22 +119,28 @@ def run_sender(pool_name: str, config: SenderConfig, idle_exit_ms: int = IDLE_EX
         pool.detach()
 
 
-def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int) -> int:
+def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int, quiet_stderr: bool) -> int:
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        del frame
-        log.info("signal %d: finishing", signum)
+        del signum, frame  # (no logging here: the handler may interrupt a log line's lock)
         stopping.set()
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
     pool.set_sender(pool.pid, pool.started, monotonic_ms())
     log.info("Sender of pool %s started (pid %d)", pool.name, pool.pid)
+    if quiet_stderr:
+        # Started by an app: our stderr was a file it reads only if we die at start; from
+        # now on our lines reach the apps through the pool's event ring instead.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
     sender = Sender(pool, config)
     waker = _Waker(sender_semaphore(pool.name))
     sender.network.add_wakeup(waker.read, waker.drain)
     idle_since: int | None = None
+    announced = False
     next_housekeeping = next_reclaim = 0
     try:
         while True:
@@ -143,6 +154,9 @@ def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int) -> int:
                 next_reclaim = now + RECLAIM_MS
                 pool.reclaim_dead()
             busy = sender.busy()
+            if stopping.is_set() and not announced:
+                announced = True
+                log.info("stopping on a signal: finishing what is queued")
             if stopping.is_set() and not busy:
                 pool.unlink_if_unused()
                 log.info("stopped by signal after sending everything")
