@@ -20,7 +20,10 @@ def _pools() -> set[str]:
     [
         ({"lingr_ms": 5}, "unknown KafkaProducer argument 'lingr_ms'; did you mean 'linger_ms'"),
         ({"bootstrap_server": "x"}, "did you mean 'bootstrap_servers'"),
-        ({"security_protocol": "SSL"}, "PLAINTEXT only"),
+        ({"ssl_context": object()}, "ssl_context cannot cross into the Sender process"),
+        ({"security_protocol": "SASL_SSL"}, "sasl_mechanism is required with SASL_SSL"),
+        ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI"}, "not supported"),
+        ({"security_protocol": "TLS"}, "security_protocol must be one of"),
         ({"transactional_id": "t"}, "transactions are not supported"),
         ({"acks": 2}, "acks must be 0, 1, -1 or 'all'"),
         ({"compression_type": "brotli"}, "Not supported codec: brotli"),

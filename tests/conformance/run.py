@@ -193,12 +193,18 @@ def run_variant(
 
 
 def reap_senders(bootstrap: str, grace_s: float) -> list[str]:
-    """The shmkafka Senders of one run (their command line names its broker's address):
-    wait up to ``grace_s`` for them to go idle and exit, then end the rest by pid and remove
-    their pools. Returns what it had to do."""
+    """The shmkafka Senders of one run (those connected to its broker's address): wait up
+    to ``grace_s`` for them to go idle and exit, then end the rest by pid and remove their
+    pools. Returns what it had to do."""
     import psutil
 
-    needle = json.dumps(bootstrap)  # as it appears in --config-json: "127.0.0.1:PORT"
+    port = int(bootstrap.rsplit(":", 1)[1])
+
+    def talks_to_broker(proc: psutil.Process) -> bool:
+        try:
+            return any(c.raddr and c.raddr.port == port for c in proc.net_connections("tcp"))
+        except psutil.Error:
+            return False
 
     def senders() -> dict[int, tuple[psutil.Process, str]]:
         found = {}
@@ -207,8 +213,8 @@ def reap_senders(bootstrap: str, grace_s: float) -> list[str]:
             if (
                 "shmkafka.sender" in cmd
                 and "--pool" in cmd
-                and any(needle in arg for arg in cmd)
                 and p.info["uids"].real == os.getuid()
+                and talks_to_broker(p)
             ):
                 found[p.pid] = (p, cmd[cmd.index("--pool") + 1])
         return found

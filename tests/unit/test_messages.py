@@ -11,6 +11,7 @@ from kafka.protocol import admin as kp_admin
 from kafka.protocol import consumer as kp_consumer
 from kafka.protocol import metadata as kp_metadata
 from kafka.protocol import producer as kp_producer
+from kafka.protocol import sasl as kp_sasl
 
 from shmkafka.protocol.errors import DecodeError, EncodeError
 from shmkafka.protocol.messages import (
@@ -39,6 +40,10 @@ KAFKA_PYTHON: dict[str, Any] = {
     "ListOffsetsResponse": kp_consumer.ListOffsetsResponse,
     "CreateTopicsRequest": kp_admin.CreateTopicsRequest,
     "CreateTopicsResponse": kp_admin.CreateTopicsResponse,
+    "SaslHandshakeRequest": kp_sasl.SaslHandshakeRequest,
+    "SaslHandshakeResponse": kp_sasl.SaslHandshakeResponse,
+    "SaslAuthenticateRequest": kp_sasl.SaslAuthenticateRequest,
+    "SaslAuthenticateResponse": kp_sasl.SaslAuthenticateResponse,
 }
 
 MESSAGE_VERSIONS = [
@@ -75,7 +80,7 @@ def test_round_trip_and_kafka_python_agree(
 def test_all_apis_and_versions_covered() -> None:
     names = {cls.__name__ for cls, _ in MESSAGE_VERSIONS}
     assert names == set(KAFKA_PYTHON)
-    assert len(MESSAGE_VERSIONS) == 2 * (4 + 12 + 7 + 5 + 9 + 7 + 4)
+    assert len(MESSAGE_VERSIONS) == 2 * (4 + 12 + 7 + 5 + 9 + 7 + 4 + 2 + 3)
 
 
 def test_decode_kafka_python_metadata_request_v12() -> None:

@@ -117,6 +117,8 @@ class Producer:
             self._errors.append(KafkaError(KafkaError._ALL_BROKERS_DOWN, NO_BOOTSTRAP))
         if self._engine is not None:
             self._attach(self._engine.handle)
+            if s["oauth_cb"] is not None:
+                self._engine.token_provider = _oauth_tokens(s["oauth_cb"], s["oauth_config"])
 
     def _open_engine(self, s: dict[str, Any]) -> Engine | None:
         if s["bootstrap_servers"] is None:
@@ -141,6 +143,7 @@ class Producer:
         out = {k: s[k] for k in keys}
         out["compression_level"] = None if s["compression_level"] == -1 else s["compression_level"]
         out["bootstrap_servers"] = normalize_bootstrap(s["bootstrap_servers"])
+        out.update({key: s[key] for key in confluent_config.SECURITY_KEYS})
         return out
 
     @staticmethod
@@ -525,6 +528,19 @@ class Producer:
         if now - self._stats_at >= interval / 1000:
             self._stats_at = now
             callback(statistics(self, self._settings))
+
+
+def _oauth_tokens(
+    callback: Callable[..., Any], config: str | None
+) -> Callable[[], tuple[str, int]]:
+    """confluent-kafka's ``oauth_cb(sasl.oauthbearer.config)``: (token, expiry in epoch
+    seconds[, principal, extensions]) as the token board's (token, expiry ms)."""
+
+    def provide() -> tuple[str, int]:
+        answer = callback(config)
+        return str(answer[0]), int(float(answer[1]) * 1000)
+
+    return provide
 
 
 def _heard_from_cluster(handle: ProducerHandle) -> bool:

@@ -64,7 +64,36 @@ SETTINGS = {
     "partitioner": "partitioner",
     "security.protocol": "security_protocol",
     "statistics.interval.ms": "statistics_interval_ms",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+    "ssl.ca.pem": "ssl_ca_pem",
+    "ssl.certificate.pem": "ssl_cert_pem",
+    "ssl.key.pem": "ssl_key_pem",
+    "ssl.crl.location": "ssl_crlfile",
+    "ssl.cipher.suites": "ssl_ciphers",
+    "enable.ssl.certificate.verification": "ssl_verify",
+    "ssl.endpoint.identification.algorithm": "ssl_endpoint",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_username",
+    "sasl.password": "sasl_password",
+    "sasl.oauthbearer.method": "oauth_method",
+    "sasl.oauthbearer.token.endpoint.url": "oauth_token_endpoint_url",
+    "sasl.oauthbearer.client.id": "oauth_client_id",
+    "sasl.oauthbearer.client.secret": "oauth_client_secret",
+    "sasl.oauthbearer.scope": "oauth_scope",
+    "enable.sasl.oauthbearer.unsecure.jwt": "oauth_unsecured",
+    "sasl.oauthbearer.config": "oauth_config",
 }
+# the Sender's settings (SenderConfig) made from librdkafka's: name → the setting's name
+SECURITY_KEYS = (
+    "security_protocol", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password",
+    "ssl_ca_pem", "ssl_cert_pem", "ssl_key_pem", "ssl_crlfile", "ssl_ciphers", "ssl_verify",
+    "ssl_check_hostname", "sasl_mechanism", "sasl_username", "sasl_password", "oauth_method",
+    "oauth_token_endpoint_url", "oauth_client_id", "oauth_client_secret", "oauth_scope",
+    "oauth_unsecured_principal", "oauth_unsecured_lifetime_s",
+)  # fmt: skip
 NOT_SUPPORTED = {
     "transactional.id": "transactions are not supported by shmkafka",
 }
@@ -113,6 +142,30 @@ DEFAULTS: dict[str, Any] = {
     "max_partitions": 1024,
     "max_processes": 64,
     "sender_log": None,
+    "ssl_cafile": None,
+    "ssl_certfile": None,
+    "ssl_keyfile": None,
+    "ssl_password": None,
+    "ssl_ca_pem": None,
+    "ssl_cert_pem": None,
+    "ssl_key_pem": None,
+    "ssl_crlfile": None,
+    "ssl_ciphers": None,
+    "ssl_verify": True,
+    "ssl_endpoint": "https",  # librdkafka >= 2.0: the broker's host name is verified
+    "ssl_check_hostname": True,
+    "sasl_mechanism": "GSSAPI",
+    "sasl_username": None,
+    "sasl_password": None,
+    "oauth_method": "default",
+    "oauth_token_endpoint_url": None,
+    "oauth_client_id": None,
+    "oauth_client_secret": None,
+    "oauth_scope": None,
+    "oauth_unsecured": False,
+    "oauth_config": None,
+    "oauth_unsecured_principal": "admin",
+    "oauth_unsecured_lifetime_s": 3600,
 }
 
 
@@ -284,11 +337,7 @@ def _apply(given: dict[str, Any], settings: dict[str, Any], warnings: list[str])
         if name in given and given[name] is not None:
             settings[setting] = given[name]
     _check_across(given, settings, warnings)
-    if settings["security_protocol"] != "plaintext":
-        raise ConfigError(
-            f"security.protocol={settings['security_protocol']} is not supported by shmkafka: "
-            "plaintext only"
-        )
+    _security(settings)
     linger = settings["linger_ms"]
     settings["linger_ms"] = int(linger) if linger == linger else 0  # (nan: no linger)
     if settings["delivery_timeout_ms"] == 0:
@@ -298,6 +347,47 @@ def _apply(given: dict[str, Any], settings: dict[str, Any], warnings: list[str])
     settings["compression_level"] = _clamped_level(
         settings["compression_type"], settings["compression_level"]
     )
+
+
+def _security(settings: dict[str, Any]) -> None:
+    """TLS and SASL as the Sender's settings; librdkafka's refusals where it has them."""
+    protocol = settings["security_protocol"].upper()
+    settings["security_protocol"] = protocol
+    settings["ssl_check_hostname"] = settings["ssl_endpoint"] == "https"
+    mechanism = settings["sasl_mechanism"]
+    known = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+    if protocol.startswith("SASL_") and mechanism not in known:
+        raise _failed(
+            f"No provider for SASL mechanism {mechanism}: recompile librdkafka with libsasl2 "
+            "or openssl support. Current build options: PLAIN SASL_SCRAM OAUTHBEARER"
+        )
+    if mechanism == "OAUTHBEARER":
+        if settings["oauth_method"] == "oidc":
+            pass
+        elif settings["oauth_cb"] is not None:
+            settings["oauth_method"] = "callback"
+        elif settings["oauth_unsecured"]:
+            settings["oauth_method"] = "unsecured"
+            _unsecured_config(settings)
+        elif protocol.startswith("SASL_"):
+            raise _failed(
+                "OAUTHBEARER needs oauth_cb, sasl.oauthbearer.method=oidc, or "
+                "enable.sasl.oauthbearer.unsecure.jwt=true"
+            )
+    if settings["oauth_method"] == "default":
+        settings["oauth_method"] = "callback"
+
+
+def _unsecured_config(settings: dict[str, Any]) -> None:
+    """``sasl.oauthbearer.config`` for unsecured JWTs: principal=NAME lifeSeconds=N."""
+    for item in (settings["oauth_config"] or "").split():
+        key, _, value = item.partition("=")
+        if key == "principal":
+            settings["oauth_unsecured_principal"] = value
+        elif key == "lifeSeconds":
+            settings["oauth_unsecured_lifetime_s"] = int(value)
+        elif key == "scope":
+            settings["oauth_scope"] = value
 
 
 def _failed(text: str) -> ConfigError:

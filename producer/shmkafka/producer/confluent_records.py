@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from shmkafka.errors import (
     KafkaConfigurationError,
+    KafkaConnectionError,
     KafkaTimeoutError,
     MemoryExhaustedError,
     MessageSizeTooLargeError,
@@ -25,8 +26,11 @@ from shmkafka.producer.confluent_types import (
     Message,
 )
 from shmkafka.producer.futures import Future
+from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.protocol.hashing import murmur2_partition
+
+SASL_AUTHENTICATION_FAILED = ErrorCode.SASL_AUTHENTICATION_FAILED
 
 # (callback, key bytes, value bytes, monotonic time of produce())
 ReportData = tuple[Any, bytes | None, bytes | None, float]
@@ -149,6 +153,10 @@ def kafka_error_of(error: BaseException) -> Any:
     code = getattr(error, "error_code", None)
     if isinstance(error, KafkaTimeoutError) and code is None:
         return KafkaError(KafkaError._MSG_TIMED_OUT)
+    if isinstance(error, KafkaConnectionError):  # the TLS handshake failed
+        return KafkaError(KafkaError._SSL, text_of(error))
+    if code == SASL_AUTHENTICATION_FAILED:  # as librdkafka reports a refused login
+        return KafkaError(KafkaError._AUTHENTICATION, text_of(error))
     if code is None:
         return KafkaError(KafkaError._FAIL, text_of(error))
     if code < 0:  # a librdkafka code (purge): its own text

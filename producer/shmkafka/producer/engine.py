@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +65,7 @@ class Settings:
     ) -> Settings:
         try:
             sender_config = SenderConfig(**sender)
-            blob = json.dumps(dataclasses.asdict(sender_config), sort_keys=True)
+            blob = json.dumps(sender_config.identity(), sort_keys=True)
             pool_config = PoolConfig(
                 **pool,
                 max_request_size=sender_config.max_request_size,
@@ -107,7 +108,19 @@ class Engine:
         self.pool_name = settings.pool_name or settings.default_pool_name()
         self.sender_log = sender_log
         self._parents: list[ProducerHandle] = []  # handles inherited over fork: never used
+        self._token_provider: Callable[[], tuple[str, int]] | None = None
         self._handle = self._open()
+
+    @property
+    def token_provider(self) -> Callable[[], tuple[str, int]] | None:
+        return self._token_provider
+
+    @token_provider.setter
+    def token_provider(self, provider: Callable[[], tuple[str, int]] | None) -> None:
+        """An app's OAUTHBEARER token callback, answered from this process (and from a
+        forked child's own handle)."""
+        self._token_provider = provider
+        self._handle.token_provider = provider
 
     def _open(self) -> ProducerHandle:
         sender = dataclasses.asdict(self.settings.sender)
@@ -138,4 +151,5 @@ class Engine:
         if handle.pool.forked:  # we are a forked child: attach on our own
             self._parents.append(handle)
             handle = self._handle = self._open()
+            handle.token_provider = self._token_provider
         return handle

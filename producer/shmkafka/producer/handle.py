@@ -37,6 +37,7 @@ import posix_ipc
 
 from shmkafka.errors import (
     KafkaConfigurationError,
+    KafkaConnectionError,
     KafkaTimeoutError,
     MemoryExhaustedError,
     MessageSizeTooLargeError,
@@ -73,7 +74,12 @@ from shmkafka.shm.errors import (
 from shmkafka.shm.events import Event
 from shmkafka.shm.layout import ALL_DELTAS, DIRECTORY_LOCK, IN_FLIGHT
 from shmkafka.shm.pool import SharedPool
-from shmkafka.shm.rings import CORRUPT_DESCRIPTOR, DELIVERY_TIMEOUT, Completion
+from shmkafka.shm.rings import (
+    CORRUPT_DESCRIPTOR,
+    DELIVERY_TIMEOUT,
+    SSL_HANDSHAKE_FAILED,
+    Completion,
+)
 from shmkafka.shm.sender_link import sender_semaphore, wake
 
 SENDER_CHECK_S = 0.2
@@ -179,6 +185,9 @@ class ProducerHandle:
         self.on_done: Callable[[list[Future]], None] | None = None
         # Called by the completion thread with each error event of the pool's Sender.
         self.on_event: Callable[[Event], None] | None = None
+        # An app's OAUTHBEARER token callback: (token, expiry in wall-clock ms) for the
+        # Sender, through the pool's token board (shm/tokens.py).
+        self.token_provider: Callable[[], tuple[str, int]] | None = None
         self.event_logger = sender_logger
         self._segment_inode = os.fstat(self.pool.segment.fd).st_ino
         self._events_seen = self._recent_events_start()
@@ -371,8 +380,10 @@ class ProducerHandle:
             self._retire(time.monotonic())
             try:
                 self._poll_events()
-            except Exception:  # a user's logger or error_cb hook must not end this thread
-                log.exception("handling an event of the pool's Sender failed")
+                if self.token_provider is not None:
+                    self.pool.tokens.answer(self.token_provider)
+            except Exception:  # a user's logger, error_cb or token callback must not end us
+                log.exception("handling an event or a token question of the pool's Sender")
 
     def _recent_events_start(self) -> int:
         """The event number to read after: before the errors of the last few seconds."""
@@ -467,6 +478,10 @@ class ProducerHandle:
         if completion.error_code == DELIVERY_TIMEOUT:
             return KafkaTimeoutError(
                 "delivery.timeout.ms expired before the record was acknowledged"
+            )
+        if completion.error_code == SSL_HANDSHAKE_FAILED:
+            return KafkaConnectionError(
+                "SSL handshake failed with every broker (error_cb / the log says why): not sent"
             )
         if completion.error_code == CORRUPT_DESCRIPTOR:
             return KafkaError(

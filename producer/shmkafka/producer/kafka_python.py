@@ -16,9 +16,12 @@ Rules:
 
 from __future__ import annotations
 
+import base64
 import difflib
+import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -83,6 +86,18 @@ DEFAULTS: dict[str, Any] = {
     "reconnect_backoff_max_ms": 1000,
     "max_in_flight_requests_per_connection": 5,
     "security_protocol": "PLAINTEXT",
+    "ssl_context": None,
+    "ssl_check_hostname": True,
+    "ssl_cafile": None,
+    "ssl_certfile": None,
+    "ssl_keyfile": None,
+    "ssl_crlfile": None,
+    "ssl_password": None,
+    "ssl_ciphers": None,
+    "sasl_mechanism": None,
+    "sasl_plain_username": None,
+    "sasl_plain_password": None,
+    "sasl_oauth_token_provider": None,
     "api_version": None,
     "pool": None,
     "max_topics": 256,
@@ -97,13 +112,10 @@ DEFAULTS: dict[str, Any] = {
 IGNORED = frozenset({
     "transaction_timeout_ms", "connections_max_idle_ms", "allow_auto_create_topics",
     "client_dns_lookup", "receive_message_max_bytes", "receive_buffer_bytes",
-    "send_buffer_bytes", "socket_options", "ssl_context", "ssl_check_hostname", "ssl_cafile",
-    "ssl_certfile", "ssl_keyfile", "ssl_crlfile", "ssl_password", "ssl_ciphers",
+    "send_buffer_bytes", "socket_options",
     "bootstrap_timeout_ms", "metric_reporters", "metrics_enabled", "metrics_num_samples",
-    "metrics_sample_window_ms", "selector", "sasl_mechanism", "sasl_plain_username",
-    "sasl_plain_password", "sasl_kerberos_name", "sasl_kerberos_service_name",
-    "sasl_kerberos_domain_name", "sasl_oauth_token_provider", "proxy_url", "socks5_proxy",
-    "kafka_client",
+    "metrics_sample_window_ms", "selector", "sasl_kerberos_name", "sasl_kerberos_service_name",
+    "sasl_kerberos_domain_name", "proxy_url", "socks5_proxy", "kafka_client",
 })  # fmt: skip
 REJECTED = frozenset({"transactional_id"})
 _logged_ignored: set[str] = set()
@@ -179,12 +191,36 @@ def _resolve(config: dict[str, Any], given: set[str]) -> None:
         config["partitioner"] = DefaultPartitioner()
 
 
-def _settings(config: dict[str, Any]) -> Settings:
-    if str(config["security_protocol"]).upper() != "PLAINTEXT":
+def _security(config: dict[str, Any]) -> dict[str, Any]:
+    """kafka-python's TLS and SASL arguments as the Sender's settings."""
+    if config["ssl_context"] is not None:
         raise KafkaConfigurationError(
-            f"security_protocol {config['security_protocol']!r} is not supported: PLAINTEXT only"
+            "ssl_context cannot cross into the Sender process (it holds an SSLContext object): "
+            "give ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password, ssl_crlfile, "
+            "ssl_ciphers and ssl_check_hostname instead"
         )
+    protocol = str(config["security_protocol"]).upper()
+    mechanism = config["sasl_mechanism"]
+    if protocol.startswith("SASL_") and mechanism is None:
+        raise KafkaConfigurationError(f"sasl_mechanism is required with {protocol}")
+    if mechanism == "GSSAPI":
+        raise KafkaConfigurationError("sasl_mechanism GSSAPI (Kerberos) is not supported")
+    if mechanism == "OAUTHBEARER" and config["sasl_oauth_token_provider"] is None:
+        raise KafkaConfigurationError("sasl_mechanism OAUTHBEARER needs sasl_oauth_token_provider")
+    return {
+        "security_protocol": protocol, "ssl_cafile": config["ssl_cafile"],
+        "ssl_certfile": config["ssl_certfile"], "ssl_keyfile": config["ssl_keyfile"],
+        "ssl_password": config["ssl_password"], "ssl_crlfile": config["ssl_crlfile"],
+        "ssl_ciphers": config["ssl_ciphers"],
+        "ssl_check_hostname": bool(config["ssl_check_hostname"]),
+        "sasl_mechanism": mechanism or "PLAIN", "sasl_username": config["sasl_plain_username"],
+        "sasl_password": config["sasl_plain_password"], "oauth_method": "callback",
+    }  # fmt: skip
+
+
+def _settings(config: dict[str, Any]) -> Settings:
     sender = {k: config[k] for k in SENDER_ARGS}
+    sender.update(_security(config))
     sender["compression_type"] = config["compression_type"] or "none"
     retries = config["retries"]
     sender["retries"] = 2**31 - 1 if retries == float("inf") else retries
@@ -218,6 +254,9 @@ class KafkaProducer:
         _resolve(self.config, set(configs))
         settings = _settings(self.config)
         self._engine = Engine(settings, sender_log=self.config["sender_log"])
+        provider = self.config["sasl_oauth_token_provider"]
+        if provider is not None:
+            self._engine.token_provider = lambda: token_and_expiry(provider.token())
         self._closed = False
         self._max_size = self.config["max_request_size"]
         self._custom_partitioner = not is_default_partitioner(self.config["partitioner"])
@@ -378,6 +417,17 @@ class KafkaProducer:
                 "records-pending": float(self._handle._outstanding),
             }
         }
+
+
+def token_and_expiry(token: str) -> tuple[str, int]:
+    """A kafka-python token provider gives a token only: its JWT ``exp`` if it has one,
+    else an hour from now (the Sender asks again at 80% of it)."""
+    try:
+        body = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        return token, int(float(claims["exp"]) * 1000)
+    except (IndexError, ValueError, KeyError, TypeError):
+        return token, int(time.time() * 1000) + 3_600_000
 
 
 def _serialized(serializer: Any, topic: str, headers: Headers, data: Any, what: str) -> Any:

@@ -1,15 +1,25 @@
-"""The Sender's settings: Kafka's producer settings that concern delivery, validated and
-frozen, with Kafka's names (dots become underscores).
+"""The Sender's settings: Kafka's producer settings that concern delivery and the broker
+connections (TLS, SASL), validated and frozen, with Kafka's names (dots become underscores).
 
 They live on the producer's side of the import rule (sender → producer): app processes
 validate them and record them in the pool before any Sender exists, and the Sender imports
 them from here. Bootstrap server lists are parsed here, once, for both facades.
+
+Rules:
+- Secrets (``SECRET_FIELDS``: passwords, a private key given inline, an OAuth client
+  secret) and inline PEM texts never go into the pool: ``identity()`` is the settings as
+  recorded there (for the pool-name hash and the settings check), with each of them
+  replaced by a salted scrypt digest, so producers with different credentials never share a
+  pool and the pool does not reveal them. The Sender gets the real values through a pipe
+  (supervisor.py), never on its command line.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from shmkafka.errors import KafkaConfigurationError
 from shmkafka.protocol.compression import CompressionType, check_level
@@ -23,6 +33,12 @@ class SenderConfigError(KafkaConfigurationError):
 
 
 ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+OAUTH_METHODS = ("callback", "oidc", "unsecured")
+SECRET_FIELDS = ("ssl_password", "ssl_key_pem", "sasl_password", "oauth_client_secret")
+DIGESTED_FIELDS = (*SECRET_FIELDS, "ssl_ca_pem", "ssl_cert_pem")
+_DIGEST_SALT = b"shmkafka settings identity v1"
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,30 @@ class SenderConfig:
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1000
     max_request_size: int = 1024 * 1024
+    # connections: TLS
+    security_protocol: str = "PLAINTEXT"
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_password: str | None = None
+    ssl_ca_pem: str | None = None
+    ssl_cert_pem: str | None = None
+    ssl_key_pem: str | None = None
+    ssl_crlfile: str | None = None
+    ssl_ciphers: str | None = None
+    ssl_check_hostname: bool = True
+    ssl_verify: bool = True
+    # connections: SASL
+    sasl_mechanism: str = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    oauth_method: str = "callback"  # how the Sender gets OAUTHBEARER tokens
+    oauth_token_endpoint_url: str | None = None
+    oauth_client_id: str | None = None
+    oauth_client_secret: str | None = None
+    oauth_scope: str | None = None
+    oauth_unsecured_principal: str = "admin"  # the sub of an unsecured JWT
+    oauth_unsecured_lifetime_s: int = 3600
 
     def __post_init__(self) -> None:
         if not isinstance(self.acks, int) or not -1 <= self.acks <= 1000:
@@ -79,6 +119,57 @@ class SenderConfig:
             raise SenderConfigError("bootstrap_servers is empty")
         for server in self.bootstrap_servers:
             split_address(server)
+        self._check_security()
+
+    def _check_security(self) -> None:
+        if self.security_protocol not in SECURITY_PROTOCOLS:
+            raise SenderConfigError(
+                f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
+                f"got {self.security_protocol!r}"
+            )
+        if self.sasl and self.sasl_mechanism not in SASL_MECHANISMS:
+            raise SenderConfigError(
+                f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)}, "
+                f"got {self.sasl_mechanism!r}"
+            )
+        if (
+            self.sasl
+            and self.sasl_mechanism != "OAUTHBEARER"
+            and (self.sasl_username is None or self.sasl_password is None)
+        ):
+            raise SenderConfigError(f"sasl_mechanism {self.sasl_mechanism} needs a username "
+                                    "and a password")  # fmt: skip
+        if self.oauth_method not in OAUTH_METHODS:
+            raise SenderConfigError(f"oauth_method must be one of {', '.join(OAUTH_METHODS)}")
+        if (
+            self.sasl_mechanism == "OAUTHBEARER"
+            and self.oauth_method == "oidc"
+            and not (
+                self.oauth_token_endpoint_url and self.oauth_client_id and self.oauth_client_secret
+            )
+        ):
+            raise SenderConfigError("OIDC needs a token endpoint URL, a client id and a secret")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def identity(self) -> dict[str, Any]:
+        """The settings as the pool records them: secrets and inline PEMs as digests."""
+        fields = dataclasses.asdict(self)
+        for name in DIGESTED_FIELDS:
+            if fields[name] is not None:
+                fields[name] = "scrypt:" + _digest(fields[name])
+        return fields
+
+    def __repr__(self) -> str:  # (never a secret in a log line or an exception)
+        shown = {k: ("<secret>" if k in SECRET_FIELDS and v is not None else v)
+                 for k, v in dataclasses.asdict(self).items()}  # fmt: skip
+        return f"SenderConfig({shown})"
 
     @property
     def compression(self) -> CompressionType:
@@ -89,6 +180,11 @@ class SenderConfig:
 
     def replace(self, **changes: object) -> SenderConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _digest(value: str) -> str:
+    # scrypt: costly to guess from, even for someone who can read the pool (its owner)
+    return hashlib.scrypt(value.encode(), salt=_DIGEST_SALT, n=2**12, r=8, p=1).hex()[:40]
 
 
 def split_address(server: str) -> tuple[str, int]:

@@ -2,8 +2,9 @@
 
 Rules:
 - A producer makes sure a live Sender serves its pool: if the one recorded in the header is
-  dead, it starts one (``python -m shmkafka.sender --pool NAME``) in its own session, with
-  stdin and stdout on /dev/null, under the pool's spawn lock so concurrent producers start at
+  dead, it starts one (``python -m shmkafka.sender --pool NAME``) in its own session. Its
+  settings (secrets included) go through a pipe on its stdin, never its command line; stdout
+  is /dev/null, under the pool's spawn lock so concurrent producers start at
   most one between them (shm/sender_link.py).
 - Until it is up, the new Sender's stderr goes to a private file (mode 0600): a Sender that
   exits before it is up fails ``ensure`` at once with what it printed. Once it is up the
@@ -37,16 +38,26 @@ RETRY_MAX_S = 10.0  # the longest pause between attempts to start a failing Send
 log = logging.getLogger("shmkafka.producer")
 
 
-def _spawn_detached(command: list[str], stderr: int) -> int:
-    """Start a process in its own session, stdin and stdout on /dev/null and stderr on the
-    descriptor given; returns its pid."""
+def _spawn_detached(command: list[str], stdin_data: bytes, stderr: int) -> int:
+    """Start a process in its own session: ``stdin_data`` on its stdin (a pipe: never its
+    command line, where ``ps`` shows it), stdout on /dev/null, stderr on the descriptor
+    given; returns its pid."""
     devnull = os.open(os.devnull, os.O_RDWR)
+    read_end, write_end = os.pipe()
     try:
-        actions = [(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
-                   (os.POSIX_SPAWN_DUP2, stderr, 2)]  # fmt: skip
-        return os.posix_spawn(command[0], command, os.environ, file_actions=actions, setsid=True)
+        actions = [(os.POSIX_SPAWN_DUP2, read_end, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
+                   (os.POSIX_SPAWN_DUP2, stderr, 2), (os.POSIX_SPAWN_CLOSE, write_end)]  # fmt: skip
+        pid = os.posix_spawn(command[0], command, os.environ, file_actions=actions, setsid=True)
+        os.close(read_end)
+        read_end = -1
+        with os.fdopen(write_end, "wb") as pipe:  # (a few KiB: within the pipe's buffer)
+            write_end = -1
+            pipe.write(stdin_data)
+        return pid
     finally:
-        os.close(devnull)
+        for fd in (devnull, read_end, write_end):
+            if fd >= 0:
+                os.close(fd)
 
 
 def _last_lines(path: str, limit: int = 2000) -> str:
@@ -90,7 +101,8 @@ class SenderSupervisor:
                 return
             fd, errors = tempfile.mkstemp(prefix="shmkafka-sender-", suffix=".err")
             try:
-                pid = _spawn_detached(self._command(), fd)
+                config = json.dumps(self.sender_config).encode()
+                pid = _spawn_detached(self._command(), config, fd)
                 self._spawned.append(pid)
                 self._wait_up(pid, errors)
             finally:
@@ -140,7 +152,7 @@ class SenderSupervisor:
     def _command(self) -> list[str]:
         command = [
             sys.executable, "-m", "shmkafka.sender", "--pool", self.pool.name,
-            "--config-json", json.dumps(self.sender_config),
+            "--config-json", "-",  # (read from stdin: settings may hold secrets)
         ]  # fmt: skip
         if self.log_file:
             command += ["--log-file", self.log_file]

@@ -17,7 +17,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser = parser or argparse.ArgumentParser(prog="python -m shmkafka.sender")
     parser.add_argument("--pool", required=True, help="pool name")
     parser.add_argument("--bootstrap", help="HOST:PORT[,HOST:PORT...]")
-    parser.add_argument("--config-json", help="SenderConfig fields as a JSON object")
+    parser.add_argument(
+        "--config-json",
+        help="SenderConfig fields as a JSON object, or - to read it from stdin (use this when "
+        "it holds secrets: a command line is visible to every user)",
+    )
     parser.add_argument("--log-file", help="log to this file (default: stderr)")
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--idle-exit-ms", type=int, default=IDLE_EXIT_MS)
@@ -25,7 +29,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def config_from_args(args: argparse.Namespace) -> SenderConfig:
-    fields = json.loads(args.config_json) if args.config_json else {}
+    text = sys.stdin.read() if args.config_json == "-" else args.config_json
+    fields = json.loads(text) if text else {}
     if args.bootstrap:
         fields["bootstrap_servers"] = args.bootstrap.split(",")
     if "bootstrap_servers" in fields:

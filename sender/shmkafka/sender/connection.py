@@ -30,6 +30,7 @@ import os
 import random
 import selectors
 import socket
+import ssl
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,10 +41,12 @@ from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError, ProtocolError
 from shmkafka.protocol.frames import ClientProtocol
 from shmkafka.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from shmkafka.protocol.sasl import SaslError
 from shmkafka.protocol.schema import Message
 from shmkafka.protocol.versions import broker_versions, negotiate
+from shmkafka.sender.authentication import Authenticator, SaslSettings
 from shmkafka.shm.broker_stats import APIVERSION_QUERY, CONNECT, DOWN, INIT, UP, BrokerStats
-from shmkafka.shm.events import ALL_BROKERS_DOWN, RESOLVE, TRANSPORT
+from shmkafka.shm.events import ALL_BROKERS_DOWN, AUTHENTICATION, RESOLVE, SSL, TRANSPORT
 
 EventSink = Callable[[int, str], None]
 
@@ -51,7 +54,9 @@ EventSink = Callable[[int, str], None]
 class ConnectionState(enum.Enum):
     DISCONNECTED = "disconnected"
     CONNECTING = "connecting"
-    HANDSHAKE = "handshake"
+    TLS = "tls"  # the TLS handshake
+    HANDSHAKE = "handshake"  # ApiVersions
+    AUTHENTICATING = "authenticating"  # SASL
     READY = "ready"
 
 
@@ -108,6 +113,14 @@ def _handshake(response: ClientResponse, now_ms: int) -> None:
     raise AssertionError("a handshake response is consumed by the connection")
 
 
+def _authentication(response: ClientResponse, now_ms: int) -> None:
+    """Marks a SASL request of a connection (answered inside this module)."""
+    raise AssertionError("a SASL response is consumed by the connection")
+
+
+_INTERNAL = (_handshake, _authentication)
+
+
 @dataclass
 class _InFlight:
     correlation_id: int
@@ -141,8 +154,9 @@ class NodeCounters:
         self.rtt_cnt += 1
 
 
-_STATE = {ConnectionState.CONNECTING: CONNECT, ConnectionState.HANDSHAKE: APIVERSION_QUERY,
-          ConnectionState.READY: UP}  # fmt: skip
+_STATE = {ConnectionState.CONNECTING: CONNECT, ConnectionState.TLS: CONNECT,
+          ConnectionState.HANDSHAKE: APIVERSION_QUERY,
+          ConnectionState.AUTHENTICATING: APIVERSION_QUERY, ConnectionState.READY: UP}  # fmt: skip
 
 
 @dataclass
@@ -166,6 +180,8 @@ class NodeConnection:
     api_versions_version: int = ApiVersionsRequest.MAX_VERSION
     connect_started_ms: int = 0
     counters: NodeCounters = field(default_factory=lambda: NodeCounters())
+    auth: Authenticator | None = None
+    reauthenticate_at_ms: int = 0  # KIP-368: 0 never
 
     @property
     def name(self) -> str:
@@ -192,8 +208,12 @@ class NetworkClient:
         request_timeout_ms: int,
         reconnect_backoff_ms: int = 50,
         reconnect_backoff_max_ms: int = 1000,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslSettings | None = None,
     ) -> None:
         self.client_id = client_id
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self.max_in_flight = max_in_flight
         self.request_timeout_ms = request_timeout_ms
         self.reconnect_backoff_ms = reconnect_backoff_ms
@@ -231,6 +251,13 @@ class NetworkClient:
             return False
         if conn.state is ConnectionState.DISCONNECTED and now_ms >= conn.next_attempt_ms:
             self._connect(conn, now_ms)
+        elif conn.state is ConnectionState.AUTHENTICATING and not conn.in_flight:
+            self._authenticate(conn, now_ms)  # (waiting for an OAUTHBEARER token)
+        elif (conn.state is ConnectionState.READY and conn.reauthenticate_at_ms
+              and now_ms >= conn.reauthenticate_at_ms):  # fmt: skip
+            if conn.in_flight:
+                return False  # KIP-368: drain, then authenticate the session again
+            self._start_authentication(conn, now_ms)
         return conn.is_ready()
 
     def in_flight_count(self, node_id: int | None = None) -> int:
@@ -282,6 +309,9 @@ class NetworkClient:
                 key.data.on_ready()
                 continue
             conn: NodeConnection = key.data
+            if conn.state is ConnectionState.TLS:
+                self._tls_step(conn, now_ms)
+                continue
             if events & selectors.EVENT_WRITE:
                 self._on_writable(conn, now_ms)
             if events & selectors.EVENT_READ and conn.sock is not None:
@@ -355,8 +385,46 @@ class NetworkClient:
                 )
                 self._failed(conn, now_ms, None)
                 return
+            if self.ssl_context is not None:
+                self._start_tls(conn, now_ms)
+                return
             conn.state = ConnectionState.HANDSHAKE
             self._send_api_versions(conn, now_ms)
+        self._flush(conn, now_ms)
+
+    def _start_tls(self, conn: NodeConnection, now_ms: int) -> None:
+        assert conn.sock is not None and self.ssl_context is not None
+        self.selector.unregister(conn.sock)
+        conn.sock = self.ssl_context.wrap_socket(
+            conn.sock, server_hostname=conn.host, do_handshake_on_connect=False
+        )
+        self.selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+        conn.state = ConnectionState.TLS
+        self._tls_step(conn, now_ms)
+
+    def _tls_step(self, conn: NodeConnection, now_ms: int) -> None:
+        sock = conn.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self.selector.modify(sock, selectors.EVENT_READ, conn)
+            return
+        except ssl.SSLWantWriteError:
+            self.selector.modify(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+            return
+        except (ssl.SSLError, OSError) as exc:
+            took = max(0, now_ms - conn.connect_started_ms)
+            reason = getattr(exc, "reason", None) or exc.strerror or str(exc)
+            verify = getattr(exc, "verify_message", None)
+            self._report(conn, SSL, f"SSL handshake failed: {verify or reason} "
+                                    f"(after {took}ms in state SSL_HANDSHAKE)")  # fmt: skip
+            self._close(conn, NetworkExceptionError(f"TLS with {conn.host}:{conn.port}: {exc}"))
+            self._failed(conn, now_ms, None)
+            return
+        conn.state = ConnectionState.HANDSHAKE
+        self.selector.modify(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+        self._send_api_versions(conn, now_ms)
         self._flush(conn, now_ms)
 
     def _send_api_versions(self, conn: NodeConnection, now_ms: int) -> None:
@@ -366,13 +434,13 @@ class NetworkClient:
         conn.in_flight.append(_InFlight(correlation_id, _handshake, now_ms, True))
 
     def _flush(self, conn: NodeConnection, now_ms: int) -> None:
-        if conn.sock is None or conn.state is ConnectionState.CONNECTING:
+        if conn.sock is None or conn.state in (ConnectionState.CONNECTING, ConnectionState.TLS):
             return
         try:
             while conn.outbox:
                 sent = conn.sock.send(conn.outbox)
                 del conn.outbox[:sent]
-        except (BlockingIOError, InterruptedError):
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             pass
         except OSError as exc:
             self._close(conn, NetworkExceptionError(f"send to node {conn.node_id}: {exc}"))
@@ -385,7 +453,9 @@ class NetworkClient:
         assert conn.sock is not None
         try:
             data = conn.sock.recv(1 << 20)
-        except (BlockingIOError, InterruptedError):
+            while isinstance(conn.sock, ssl.SSLSocket) and conn.sock.pending():
+                data += conn.sock.recv(1 << 20)  # (decrypted bytes the selector cannot see)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError as exc:
             self._close(conn, NetworkExceptionError(f"receive from node {conn.node_id}: {exc}"))
@@ -411,6 +481,8 @@ class NetworkClient:
             if request.handler is _handshake:
                 assert isinstance(response, ApiVersionsResponse)
                 self._on_api_versions(conn, response, now_ms)
+            elif request.handler is _authentication:
+                self._on_authentication(conn, response, now_ms)
             else:
                 self._completed.append(
                     ClientResponse(conn.node_id, request.handler, response, None, request.sent_ms)
@@ -431,10 +503,53 @@ class NetworkClient:
             self._failed(conn, now_ms, None)
             return
         conn.versions = broker_versions(response.api_keys)
+        if self.sasl is not None:
+            self._start_authentication(conn, now_ms)
+            return
+        self._up(conn)
+
+    def _up(self, conn: NodeConnection) -> None:
         conn.state = ConnectionState.READY
         conn.counters.connects += 1
         conn.failures = 0
         self._all_down_reported = False
+
+    def _start_authentication(self, conn: NodeConnection, now_ms: int) -> None:
+        assert self.sasl is not None
+        conn.state = ConnectionState.AUTHENTICATING
+        conn.auth = Authenticator(self.sasl)
+        conn.reauthenticate_at_ms = 0
+        conn.connect_started_ms = now_ms  # (the authentication's own timeout starts now)
+        self._authenticate(conn, now_ms)
+
+    def _authenticate(self, conn: NodeConnection, now_ms: int) -> None:
+        """Send the exchange's next request (nothing while a token is not there yet)."""
+        assert conn.auth is not None
+        request = conn.auth.next_request()
+        if request is None:
+            return
+        version = negotiate(request.API_KEY, conn.versions)
+        correlation_id, frame = conn.protocol.send_request(request, version)
+        conn.outbox += frame
+        conn.in_flight.append(_InFlight(correlation_id, _authentication, now_ms, True))
+        self._flush(conn, now_ms)
+
+    def _on_authentication(self, conn: NodeConnection, response: Message, now_ms: int) -> None:
+        assert conn.auth is not None
+        try:
+            conn.auth.on_response(response)
+        except SaslError as exc:
+            took = max(0, now_ms - conn.connect_started_ms)
+            self._report(conn, AUTHENTICATION, f"SASL authentication error: {exc.args[0]} "
+                                               f"(after {took}ms in state AUTH_REQ)")  # fmt: skip
+            self._close(conn, NetworkExceptionError(f"SASL with node {conn.node_id} failed"))
+            self._failed(conn, now_ms, None)
+            return
+        if not conn.auth.done:
+            self._authenticate(conn, now_ms)
+            return
+        conn.reauthenticate_at_ms = conn.auth.reauthenticate_at(now_ms)
+        self._up(conn)
 
     def _expire(self, now_ms: int) -> None:
         for conn in self.nodes.values():
@@ -447,9 +562,10 @@ class NetworkClient:
                 )
                 self._failed(conn, now_ms, None)
             elif (
-                conn.state is ConnectionState.CONNECTING
+                conn.state in (ConnectionState.CONNECTING, ConnectionState.TLS,
+                               ConnectionState.AUTHENTICATING)
                 and now_ms - conn.connect_started_ms > conn.request_timeout_ms
-            ):
+            ):  # fmt: skip
                 self._report_connect_failure(conn, errno.ETIMEDOUT, now_ms)
                 error = NetworkExceptionError(f"connect to node {conn.node_id} timed out")
                 self._close(conn, error)
@@ -464,7 +580,7 @@ class NetworkClient:
             conn.sock.close()
             conn.sock = None
         for request in conn.in_flight:
-            if request.handler is not _handshake:
+            if request.handler not in _INTERNAL:
                 self._completed.append(
                     ClientResponse(conn.node_id, request.handler, None, error, request.sent_ms)
                 )

@@ -40,16 +40,26 @@ from shmkafka.protocol.messages import (
 )
 from shmkafka.protocol.messages.produce import PartitionProduceData, TopicProduceData
 from shmkafka.protocol.records import HEADER_SIZE, BatchMeta
+from shmkafka.sender.authentication import SaslSettings
 from shmkafka.sender.connection import ClientResponse, Network, NetworkClient
 from shmkafka.sender.integrity import quarantine_damaged
 from shmkafka.sender.metadata import Metadata
 from shmkafka.sender.ready import Drainer, ReadyContext, ready
 from shmkafka.sender.split import split_batch
+from shmkafka.sender.tls import client_context
+from shmkafka.sender.tokens import token_source
 from shmkafka.shm import faultpoints
+from shmkafka.shm.broker_stats import UP
 from shmkafka.shm.errors import BufferExhaustedError
+from shmkafka.shm.events import AUTHENTICATION, SSL
 from shmkafka.shm.layout import H_SENDER_BYTES, H_SENDER_STATS, SENDER_STATS
 from shmkafka.shm.pool import SharedPool
-from shmkafka.shm.rings import CORRUPT_DESCRIPTOR, DELIVERY_TIMEOUT, Completion
+from shmkafka.shm.rings import (
+    CORRUPT_DESCRIPTOR,
+    DELIVERY_TIMEOUT,
+    SSL_HANDSHAKE_FAILED,
+    Completion,
+)
 
 try:
     from shmkafka.producer._fastappend import full_fence
@@ -106,6 +116,8 @@ class Sender:
             request_timeout_ms=config.request_timeout_ms,
             reconnect_backoff_ms=config.reconnect_backoff_ms,
             reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+            ssl_context=client_context(config) if config.tls else None,
+            sasl=self._sasl_settings(pool, config) if config.sasl else None,
         )
         self.metadata = Metadata(pool, config.metadata_max_age_ms, config.retry_backoff_ms)
         self.drainer = Drainer()
@@ -182,11 +194,29 @@ class Sender:
         )  # fmt: skip
         self.pool.segment.store_u64(H_SENDER_BYTES, self.network.bytes_sent)
 
+    @staticmethod
+    def _sasl_settings(pool: SharedPool, config: SenderConfig) -> SaslSettings:
+        tokens = token_source(config, pool) if config.sasl_mechanism == "OAUTHBEARER" else None
+        return SaslSettings(config.sasl_mechanism, config.sasl_username, config.sasl_password,
+                            tokens)  # fmt: skip
+
     def publish_error(self, code: int, text: str) -> None:
         """An error every producer's app hears of (``error_cb``, its log): a librdkafka
-        code, or a broker error code."""
+        code, or a broker error code. A refused authentication or TLS handshake also fails
+        every queued batch at once (unless another broker connection is up): the apps learn
+        it from their futures and reports in seconds, not at delivery.timeout.ms."""
         log.debug("event %d: %s", code, text)
         self.pool.events.publish(code, text, wall_ms=wall_ms())
+        if code in (AUTHENTICATION, SSL) and not self._connected():
+            failure = ErrorCode.SASL_AUTHENTICATION_FAILED if code == AUTHENTICATION else (
+                SSL_HANDSHAKE_FAILED)  # fmt: skip
+            now_ms = self.clock.monotonic_ms()
+            for batch in self.accumulator.expire(now_ms, -1):
+                self.stats.errors += 1
+                self._finish(batch, -1, failure, -1, -1)
+
+    def _connected(self) -> bool:
+        return any(b.state == UP for b in self.network.node_stats(self.clock.monotonic_ms()))
 
     def busy(self) -> bool:
         """Anything queued, in flight or waiting to be posted."""

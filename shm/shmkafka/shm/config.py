@@ -59,8 +59,8 @@ class PoolConfig:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
                 raise ShmConfigError(f"{key} must be an integer within {lo}..{hi}, got {value!r}")
-        if not isinstance(self.sender_settings, str) or len(self.sender_settings) > 2048:
-            raise ShmConfigError("sender_settings must be a JSON text of at most 2048 chars")
+        if not isinstance(self.sender_settings, str) or len(self.sender_settings) > 3072:
+            raise ShmConfigError("sender_settings must be a JSON text of at most 3072 chars")
         if self.buffer_memory < self.batch_size:
             raise ShmConfigError(
                 f"buffer_memory ({self.buffer_memory}) must hold at least one batch_size "

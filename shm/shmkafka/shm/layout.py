@@ -51,7 +51,8 @@ Kernel record locks (``lockf``) on single bytes of the segment file, released by
 when their holder dies (they guard no bytes of the map; the byte is only a name):
     byte 0 = lock recovery (locks.py), 1 = the slot table (slots.py), 2 = held by the
     running Sender for its whole life (one Sender per pool), 3 = held by a producer while it
-    checks for a live Sender and starts one (sender_link.py).
+    checks for a live Sender and starts one (sender_link.py), 4 = held by a producer while
+    it answers the OAUTHBEARER token board (tokens.py).
 Region 3 - LOCKS: per lock a LOCK record (16 bytes), written by the holder right after
     acquiring and cleared by it before releasing:
       0  i32 owner_slot (-1 none)         LOCK_OWNER_SLOT
@@ -144,7 +145,11 @@ Region 12 - BROKER STATS: BROKER_SLOTS entries of BROKER (168 bytes), the Sender
     120  u32 waitresp_cnt, outbuf_cnt
     128  i64 rtt_min_us, rtt_max_us, rtt_sum_us, u64 rtt_cnt
     160  i64 state_since_ms (monotonic)
-Region 13 - SLABS: num_slabs x batch_size bytes of record batches, written by the appender
+Region 13 - TOKEN: the OAUTHBEARER token board (tokens.py): u64 asked (the Sender: the
+    number of the token it wants), u64 answered (the producer that wrote the token, last),
+    i64 expiry_ms (wall clock), u32 length, 4 pad, TOKEN_MAX bytes of token. Producers
+    write under the kernel lock on TOKEN_BYTE. The segment is its owner's only (0600).
+Region 14 - SLABS: num_slabs x batch_size bytes of record batches, written by the appender
     holding the deque's stripe lock (records), and by the Sender (batch header at drain).
 """
 
@@ -157,7 +162,7 @@ from dataclasses import dataclass
 from shmkafka.shm.config import PoolConfig
 
 MAGIC = b"SHMKAFKA"
-LAYOUT_VERSION = 2  # 2: the EVENTS and BROKER STATS regions
+LAYOUT_VERSION = 2  # 2: the EVENTS, BROKER STATS and TOKEN regions
 PAGE = 4096
 
 HEADER_SIZE = 512
@@ -200,6 +205,7 @@ RECOVERY_BYTE = 0  # kernel record locks: bytes of the segment file (see the map
 SLOT_TABLE_BYTE = 1
 SENDER_BYTE = 2
 SPAWN_BYTE = 3
+TOKEN_BYTE = 4
 
 LOCK = struct.Struct("<iiq")  # owner_slot, owner_pid, owner_start
 LOCK_OWNER_SLOT = 0
@@ -235,6 +241,8 @@ E_SEQ = 0
 EVENT_SLOTS = 64
 BROKER = struct.Struct("<iBBH64s6QIIqqqQq")
 BROKER_SLOTS = 32
+TOKEN_HEADER = struct.Struct("<QQqI4x")  # asked, answered, expiry_ms, length
+TOKEN_MAX = 8192
 
 DIR_COPY_HEADER = struct.Struct("<II")
 TOPIC_REQUEST = struct.Struct("<H250s")
@@ -326,6 +334,7 @@ class Layout:
     topic_requests_at: int
     events_at: int
     brokers_at: int
+    token_at: int
     slabs_at: int
     size: int
 
@@ -352,7 +361,8 @@ class Layout:
         topic_requests_at = _align(waitq_at + WAITQ_ENTRY * config.max_processes)
         events_at = _align(topic_requests_at + config.max_topics * TOPIC_REQUEST.size)
         brokers_at = _align(events_at + EVENT_SLOTS * EVENT.size)
-        slabs_at = _align(brokers_at + BROKER_SLOTS * BROKER.size, PAGE)
+        token_at = _align(brokers_at + BROKER_SLOTS * BROKER.size)
+        slabs_at = _align(token_at + TOKEN_HEADER.size + TOKEN_MAX, PAGE)
         size = _align(slabs_at + num_slabs * config.batch_size, PAGE)
         return cls(
             config,
@@ -371,6 +381,7 @@ class Layout:
             topic_requests_at,
             events_at,
             brokers_at,
+            token_at,
             slabs_at,
             size,
         )

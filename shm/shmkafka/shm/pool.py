@@ -48,6 +48,7 @@ from shmkafka.shm.procs import is_alive, my_identity
 from shmkafka.shm.rings import CompletionRings
 from shmkafka.shm.segment import Segment
 from shmkafka.shm.slots import SlotTable
+from shmkafka.shm.tokens import TokenBoard
 
 
 def _mark_forked(handle: weakref.ref[SharedPool]) -> None:
@@ -74,6 +75,7 @@ class SharedPool:
         self.rings = CompletionRings(segment)
         self.events = EventRing(segment)
         self.brokers = BrokerTable(segment)
+        self.tokens = TokenBoard(segment)
         self._closed = False
         self.forked = False  # set in a forked child: this handle is the parent's
         handle = weakref.ref(self)

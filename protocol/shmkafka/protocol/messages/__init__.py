@@ -12,6 +12,12 @@ from shmkafka.protocol.messages.init_producer_id import (
 from shmkafka.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from shmkafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from shmkafka.protocol.messages.produce import ProduceRequest, ProduceResponse
+from shmkafka.protocol.messages.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from shmkafka.protocol.schema import Message
 
 # api key → (request class, response class)
@@ -25,6 +31,8 @@ APIS: dict[int, tuple[type[Message], type[Message]]] = {
         (ApiVersionsRequest, ApiVersionsResponse),
         (CreateTopicsRequest, CreateTopicsResponse),
         (InitProducerIdRequest, InitProducerIdResponse),
+        (SaslHandshakeRequest, SaslHandshakeResponse),
+        (SaslAuthenticateRequest, SaslAuthenticateResponse),
     )
 }
 
@@ -44,4 +52,8 @@ __all__ = [
     "MetadataResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
 ]
