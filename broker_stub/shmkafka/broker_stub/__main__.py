@@ -6,7 +6,13 @@ line, ``{"op": "fail_produce", "args": {"code": 6, "count": 3}}``, and answers o
 ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. Operations are
 ``BrokerStub``'s and ``Faults``' methods: fail_produce, random_produce_errors,
 drop_connection, pause_node, resume_node, move_leader, kill_node, restart_node,
-create_topic, leader, high_watermark, clear.
+create_topic, leader, high_watermark, auth_events, clear.
+
+Security (plaintext by default): ``--tls-cert PATH --tls-key PATH`` make every listener speak
+TLS (``--tls-ca PATH`` checks client certificates, ``--tls-require-client-cert`` demands
+them); ``--sasl-mechanisms PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER`` (any subset) with
+``--user NAME:PASSWORD`` (repeatable) turns SASL on, and ``--sasl-session-lifetime-ms N``
+makes sessions expire (KIP-368). OAUTHBEARER takes unsecured JWTs and needs no user.
 """
 
 from __future__ import annotations
@@ -16,14 +22,17 @@ import asyncio
 import json
 import signal
 import socket
+import ssl
 import sys
 import threading
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from shmkafka.broker_stub.server import BrokerStub
+from shmkafka.broker_stub.auth import SaslConfig
+from shmkafka.broker_stub.server import BrokerStub, tls_context
 from shmkafka.broker_stub.storage import StorageConfig
+from shmkafka.protocol.sasl import MECHANISMS
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -50,7 +59,65 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     durable.add_argument("--index-interval-bytes", type=int, default=4096)
     durable.add_argument("--retention-bytes", type=int, default=-1)
     durable.add_argument("--retention-ms", type=int, default=-1)
+    security = parser.add_argument_group("security (plaintext without these)")
+    security.add_argument("--tls-cert", metavar="PATH", help="the listeners' certificate (PEM)")
+    security.add_argument("--tls-key", metavar="PATH", help="its private key (PEM)")
+    security.add_argument(
+        "--tls-ca", metavar="PATH", help="CA (PEM) that client certificates are checked against"
+    )
+    security.add_argument(
+        "--tls-require-client-cert",
+        action="store_true",
+        help="mutual TLS: refuse clients without a certificate from --tls-ca",
+    )
+    security.add_argument(
+        "--sasl-mechanisms",
+        metavar="LIST",
+        help=f"comma-separated subset of {','.join(MECHANISMS)}",
+    )
+    security.add_argument(
+        "--user",
+        metavar="NAME:PASSWORD",
+        action="append",
+        default=[],
+        help="a SASL user (repeatable); SCRAM keeps salted credentials only",
+    )
+    security.add_argument(
+        "--sasl-session-lifetime-ms",
+        type=int,
+        default=0,
+        metavar="N",
+        help="sessions expire after N ms unless re-authenticated (KIP-368)",
+    )
     return parser
+
+
+def security(args: argparse.Namespace) -> tuple[ssl.SSLContext | None, SaslConfig | None]:
+    """The TLS context and SASL config of the arguments; ValueError says what is wrong."""
+    context = None
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ValueError("--tls-cert and --tls-key go together")
+    if args.tls_cert is None and (args.tls_ca or args.tls_require_client_cert):
+        raise ValueError("--tls-ca and --tls-require-client-cert need --tls-cert and --tls-key")
+    if args.tls_require_client_cert and not args.tls_ca:
+        raise ValueError("--tls-require-client-cert needs --tls-ca")
+    if args.tls_cert is not None:
+        context = tls_context(args.tls_cert, args.tls_key, args.tls_ca,
+                              args.tls_require_client_cert)  # fmt: skip
+    if not args.sasl_mechanisms:
+        if args.user or args.sasl_session_lifetime_ms:
+            raise ValueError("--user and --sasl-session-lifetime-ms need --sasl-mechanisms")
+        return context, None
+    users: dict[str, str] = {}
+    for item in args.user:
+        name, colon, password = item.partition(":")
+        if not name or not colon:
+            raise ValueError(f"--user {name or item!r}: expected NAME:PASSWORD")
+        users[name] = password
+    mechanisms = [m.strip().upper() for m in args.sasl_mechanisms.split(",") if m.strip()]
+    if not users and any(m != "OAUTHBEARER" for m in mechanisms):
+        raise ValueError("PLAIN and SCRAM need at least one --user NAME:PASSWORD")
+    return context, SaslConfig.make(mechanisms, users, args.sasl_session_lifetime_ms)
 
 
 def control_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -92,13 +159,18 @@ def _serve_control(stub: BrokerStub, port: int) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        ssl_context, sasl = security(args)
+    except (ValueError, OSError) as exc:  # OSError: a certificate or key file unreadable
+        print(f"broker_stub: error: {exc}", file=sys.stderr, flush=True)
+        return 2
     stub = BrokerStub(
         args.nodes, port=args.port, host=args.host, seed=args.seed, partitions=args.partitions,
         replication_factor=args.replication_factor,
         min_insync_replicas=args.min_insync_replicas,
         replication_lag_ms=args.replication_lag_ms, auto_create_topics=not args.no_auto_create,
         storage_dir=args.storage, flush=args.flush, flush_interval_ms=args.flush_interval_ms,
-        group_commit=not args.no_group_commit,
+        group_commit=not args.no_group_commit, ssl_context=ssl_context, sasl=sasl,
         storage=StorageConfig(
             segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
             index_interval_bytes=args.index_interval_bytes,
@@ -110,8 +182,9 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     with stub:
         control = _serve_control(stub, args.port + args.nodes if args.port else 0)
-        print(f"broker_stub: {args.nodes} node(s) at {stub.bootstrap}; control port {control}",
-              flush=True)  # fmt: skip
+        mechanisms = f" ({','.join(sasl.mechanisms)})" if sasl else ""
+        print(f"broker_stub: {args.nodes} node(s) at {stub.bootstrap}; control port {control}; "
+              f"{stub.security_protocol}{mechanisms}", flush=True)  # fmt: skip
         stop.wait()
     print("broker_stub: stopped", flush=True)
     return 0

@@ -33,6 +33,8 @@ from shmkafka.protocol.messages import (
     MetadataResponse,
     ProduceRequest,
     ProduceResponse,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 )
 from shmkafka.protocol.messages.api_versions import ApiVersion
 from shmkafka.protocol.messages.create_topics import CreatableTopicResult
@@ -50,11 +52,12 @@ from shmkafka.protocol.messages.produce import PartitionProduceResponse, TopicPr
 from shmkafka.protocol.schema import Message
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
-# What the stub serves: (api key, lowest, highest version)
+# What the stub serves: (api key, lowest, highest version). The SASL keys are answered by
+# the connection's SaslSession (auth.py), on every listener, as Kafka advertises them.
 SUPPORTED = (
     (ProduceRequest, 3, 9), (FetchRequest, 4, 12), (ListOffsetsRequest, 1, 7),
     (MetadataRequest, 1, 12), (ApiVersionsRequest, 0, 3), (CreateTopicsRequest, 2, 5),
-    (InitProducerIdRequest, 0, 4),
+    (InitProducerIdRequest, 0, 4), (SaslHandshakeRequest, 0, 1), (SaslAuthenticateRequest, 0, 2),
 )  # fmt: skip
 
 

@@ -10,16 +10,24 @@ Rules:
   ``max_wait_ms``, a paused node until it is resumed.
 - The control API (``BrokerStub.faults``, ``move_leader``, ``kill_node``...) may be called
   from any thread: it runs on the loop's thread.
+- Security: with an ``ssl_context`` every node's listener speaks TLS (``tls_context`` makes
+  one from PEM files); with a ``sasl`` config each connection has a ``SaslSession``
+  (auth.py) that says which requests it may send, answers the SASL requests, and says
+  when to close. Plaintext without SASL is the default.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import ssl
 import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
+from shmkafka.broker_stub.auth import SaslConfig, SaslSession
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.broker_stub.faults import Faults
 from shmkafka.broker_stub.flush import Flusher
@@ -29,7 +37,7 @@ from shmkafka.broker_stub.handlers import (
     api_keys,
     supported,
 )
-from shmkafka.protocol.clock import wall_ms
+from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.frames import FrameDecoder, decode_request_header, encode_response
@@ -39,6 +47,8 @@ from shmkafka.protocol.messages import (
     ApiVersionsResponse,
     FetchRequest,
     ProduceRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 )
 from shmkafka.protocol.schema import Message
 
@@ -46,6 +56,97 @@ log = logging.getLogger("shmkafka.broker_stub")
 REPLICATION_TICK_S = 0.002
 RETENTION_CHECK_MS = 1000
 T = TypeVar("T")
+
+
+def tls_context(cert: str, key: str, ca: str | None = None,
+                require_client_cert: bool = False) -> ssl.SSLContext:  # fmt: skip
+    """A server TLS context from PEM files. With ``ca``, client certificates are checked
+    against it when sent (Kafka's ssl.client.auth=requested), or demanded with
+    ``require_client_cert`` (=required, mutual TLS)."""
+    if require_client_cert and ca is None:
+        raise ValueError("a required client certificate needs a CA to check it against")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # no system CAs: only ``ca`` is trusted
+    context.load_cert_chain(cert, key)
+    if ca is not None:
+        context.load_verify_locations(ca)
+        context.verify_mode = ssl.CERT_REQUIRED if require_client_cert else ssl.CERT_OPTIONAL
+    return context
+
+
+class _Writer(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+class _TlsStream:
+    """TLS over a connection's plain stream, through ``ssl.MemoryBIO``s. asyncio's own TLS
+    (``start_server(ssl=...)``) drops the alert of a failed handshake, so a client refused
+    (no or a bad client certificate) would see a bare close; a Kafka broker sends the alert,
+    and so does this."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, context: ssl.SSLContext
+    ) -> None:
+        self._reader, self._writer = reader, writer
+        self._incoming, self._outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._tls = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+
+    def _send_pending(self) -> None:
+        pending = self._outgoing.read()
+        if pending:
+            self._writer.write(pending)
+
+    async def _receive(self) -> bool:
+        data = await self._reader.read(1 << 16)
+        if not data:
+            return False
+        self._incoming.write(data)
+        return True
+
+    async def handshake(self) -> None:
+        while True:
+            try:
+                self._tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._send_pending()
+                if not await self._receive():
+                    raise ConnectionError("closed during the TLS handshake") from None
+            except ssl.SSLError:
+                self._send_pending()  # the alert
+                await self._writer.drain()
+                raise
+        self._send_pending()  # the server's last flight, TLS 1.3 session tickets
+        await self._writer.drain()
+
+    async def read(self, size: int) -> bytes:
+        while True:
+            try:
+                data = self._tls.read(size)
+                self._send_pending()  # anything TLS answers on its own (a key update)
+                return data
+            except ssl.SSLWantReadError:
+                self._send_pending()
+                if not await self._receive():
+                    return b""
+            except ssl.SSLZeroReturnError:  # the client's close_notify
+                return b""
+            except ssl.SSLError:
+                self._send_pending()
+                raise
+
+    def write(self, data: bytes) -> None:
+        self._tls.write(data)
+        self._send_pending()
+
+    async def drain(self) -> None:
+        await self._writer.drain()
+
+    def close_notify(self) -> None:
+        with contextlib.suppress(ssl.SSLError):  # it waits for the client's; ours is out
+            self._tls.unwrap()
+        self._send_pending()
 
 
 class _Node:
@@ -57,6 +158,7 @@ class _Node:
         self.writers: set[asyncio.StreamWriter] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
         self.handlers = Handlers(stub.cluster, stub.faults, node_id, stub.host, stub.ports)
+        self.auth_events: Counter[str] = Counter()  # authenticated, failed, expired...
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._serve, self.stub.host, self.port,
@@ -81,12 +183,19 @@ class _Node:
         if task is not None:
             self.tasks.add(task)
         decoder = FrameDecoder()
+        session = SaslSession(self.stub.sasl, self.auth_events)
+        out: _Writer = writer
+        read: Callable[[int], Awaitable[bytes]] = reader.read
         try:
-            while data := await reader.read(1 << 20):
+            if self.stub.ssl_context is not None:
+                tls = _TlsStream(reader, writer, self.stub.ssl_context)
+                await tls.handshake()
+                out, read = tls, tls.read
+            while data := await read(1 << 20):
                 for frame in decoder.feed(data):
-                    if not await self._answer(frame, writer):
+                    if not await self._answer(frame, out, session):
                         return
-        except (ConnectionError, KafkaError) as exc:
+        except (ConnectionError, KafkaError, ssl.SSLError) as exc:
             log.debug("node %d: connection ended: %s", self.node_id, exc)
         except asyncio.CancelledError:
             pass  # the node stops; end normally (asyncio's stream callback reads the result)
@@ -94,10 +203,20 @@ class _Node:
             self.writers.discard(writer)
             if task is not None:
                 self.tasks.discard(task)
+            if isinstance(out, _TlsStream):
+                out.close_notify()
             writer.close()
 
-    async def _answer(self, frame: bytes, writer: asyncio.StreamWriter) -> bool:
+    async def _answer(self, frame: bytes, writer: _Writer, session: SaslSession) -> bool:
+        if session.unframed:
+            log.debug("node %d: unframed SASL tokens (SaslHandshake v0) are not served",
+                      self.node_id)  # fmt: skip
+            return False
         header, at = decode_request_header(frame)
+        if not session.admits(header.api_key, monotonic_ms()):
+            log.debug("node %d: api key %d refused in SASL state %s: closing", self.node_id,
+                      header.api_key, session.state)  # fmt: skip
+            return False
         faults = self.stub.faults
         while self.node_id in faults.paused:
             await asyncio.sleep(0.005)
@@ -118,6 +237,14 @@ class _Node:
             return True
         request_cls, _ = APIS[header.api_key]
         request = request_cls.decode(memoryview(frame)[at:], header.api_version, strict=False)
+        if isinstance(request, (SaslHandshakeRequest, SaslAuthenticateRequest)):
+            answer = session.handle(request, header.api_version, monotonic_ms(), wall_ms())
+            writer.write(encode_response(header.api_key, header.api_version,
+                                         header.correlation_id, answer))  # fmt: skip
+            await writer.drain()
+            if session.closing and self.stub.sasl is not None:
+                await asyncio.sleep(self.stub.sasl.failed_authentication_delay_ms / 1000)
+            return not session.closing
         result = self.handlers.handle(request)
         response: Message
         if isinstance(result, PendingAck):
@@ -179,8 +306,11 @@ class BrokerStub:
 
     def __init__(self, nodes: int = 1, *, port: int = 0, host: str = "127.0.0.1",
                  seed: int = 0, flush: str = "async", flush_interval_ms: int = 1000,
-                 group_commit: bool = True, **config: Any) -> None:  # fmt: skip
+                 group_commit: bool = True, ssl_context: ssl.SSLContext | None = None,
+                 sasl: SaslConfig | None = None, **config: Any) -> None:  # fmt: skip
         self.host = host
+        self.ssl_context = ssl_context
+        self.sasl = sasl
         self.cluster = Cluster(ClusterConfig(nodes=nodes, **config))
         self.flusher: Flusher | None = None
         if self.cluster.config.storage_dir is not None:
@@ -247,6 +377,14 @@ class BrokerStub:
         self.close()
 
     @property
+    def security_protocol(self) -> str:
+        """What a client sets: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
+        tls = self.ssl_context is not None
+        if self.sasl is None:
+            return "SSL" if tls else "PLAINTEXT"
+        return "SASL_SSL" if tls else "SASL_PLAINTEXT"
+
+    @property
     def bootstrap(self) -> str:
         return ",".join(f"{self.host}:{self.ports[n]}" for n in self.cluster.node_ids)
 
@@ -298,6 +436,12 @@ class BrokerStub:
             for code, count in node.handlers.errors_sent.items():
                 total[code] = total.get(code, 0) + count
         return total
+
+    def auth_events(self) -> dict[str, int]:
+        """SASL outcomes so far over all nodes: authenticated, reauthenticated, failed, and
+        expired (connections closed because their session expired)."""
+        return self.run(lambda: dict(sum((n.auth_events for n in self._nodes.values()),
+                                         Counter[str]())))  # fmt: skip
 
     def high_watermark(self, topic: str, partition: int) -> int:
         return self.run(lambda: self.cluster.topics[topic][partition].leader_log.hw)

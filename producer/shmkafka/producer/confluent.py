@@ -284,9 +284,13 @@ class Producer:
         if not self._unassigned:
             return
         now = time.monotonic()
+        failure = handle.connect_failure() if handle is not None else None
         waiting: deque[Unassigned] = deque()
         while self._unassigned:
             record = self._unassigned.popleft()
+            if failure is not None:  # a refused login or TLS handshake: no metadata comes
+                self._fail_now(record, kafka_error_of(failure))
+                continue
             try:
                 if handle is not None and self._append(handle, record):
                     continue

@@ -56,12 +56,13 @@ from shmkafka.producer.futures import (
     _BatchWait,
 )
 from shmkafka.producer.supervisor import SENDER_STALL_MS, SenderSupervisor
-from shmkafka.protocol.broker_errors import error_for
+from shmkafka.protocol.broker_errors import error_for, for_code
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
+from shmkafka.shm.broker_stats import UP
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import (
     BufferExhaustedError,
@@ -71,7 +72,7 @@ from shmkafka.shm.errors import (
     ShmConfigError,
     ShmError,
 )
-from shmkafka.shm.events import Event
+from shmkafka.shm.events import AUTHENTICATION, SSL, Event
 from shmkafka.shm.layout import ALL_DELTAS, DIRECTORY_LOCK, IN_FLIGHT
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import (
@@ -188,6 +189,8 @@ class ProducerHandle:
         # An app's OAUTHBEARER token callback: (token, expiry in wall-clock ms) for the
         # Sender, through the pool's token board (shm/tokens.py).
         self.token_provider: Callable[[], tuple[str, int]] | None = None
+        # The last refused login or TLS handshake the Sender reported (see connect_failure)
+        self.connect_error: Event | None = None
         self.event_logger = sender_logger
         self._segment_inode = os.fstat(self.pool.segment.fd).st_ino
         self._events_seen = self._recent_events_start()
@@ -225,6 +228,9 @@ class ProducerHandle:
         self.request_topic(topic)
         deadline = time.monotonic() + self.max_block_ms / 1000
         while (entries := self.pool.directory.partitions(topic)) is None:
+            failure = self.connect_failure()
+            if failure is not None:
+                raise failure
             if time.monotonic() > deadline:
                 raise KafkaTimeoutError(
                     f"topic {topic!r} not present in metadata after {self.max_block_ms} ms"
@@ -399,6 +405,8 @@ class ProducerHandle:
         key = (self.pool.name, self._segment_inode, os.getpid())
         logged = _events_logged.get(key, 0)
         for event in events:
+            if event.is_error and event.code in (AUTHENTICATION, SSL):
+                self.connect_error = event
             if event.is_error and self.on_event is not None:
                 self.on_event(event)
             elif event.number > logged:
@@ -452,6 +460,19 @@ class ProducerHandle:
             failure = Completion(registration >> 32, registration & 0xFFFFFFFF, -1, -1, -1, -1)
             self._on_completion(failure, error)
         return sum(count for _, count in pending)
+
+    def connect_failure(self) -> KafkaError | None:
+        """The typed error of a refused login or TLS handshake while no broker connection
+        of the Sender is up: waiting for metadata cannot succeed, so it fails at once."""
+        event = self.connect_error
+        if event is None:
+            return None
+        if any(b.state == UP for b in self.pool.brokers.read()):
+            self.connect_error = None
+            return None
+        if event.code == AUTHENTICATION:
+            return for_code(ErrorCode.SASL_AUTHENTICATION_FAILED)(event.text)
+        return KafkaConnectionError(event.text)
 
     def in_flight(self, registration: int) -> bool:
         """The batch of this registration (batch id << 32 | generation) is being sent."""

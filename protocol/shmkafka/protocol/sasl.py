@@ -57,7 +57,7 @@ def plain_check(message: bytes, verify: Callable[[str, str], bool]) -> str:
         raise SaslError("malformed PLAIN message")
     _authzid, user, password = (p.decode("utf-8", "replace") for p in parts)
     if not user or not verify(user, password):
-        raise SaslError(f"Authentication failed: Invalid username or password for {user!r}")
+        raise SaslError("Authentication failed: Invalid username or password")  # (Kafka's)
     return user
 
 
@@ -162,7 +162,8 @@ class ScramServer:
         self.hash = SCRAM_HASHES[mechanism]
         self._lookup = lookup
         self._nonce = nonce or _b64(os.urandom(24)).replace("=", "")
-        self._state: tuple[str, str, ScramCredential] | None = None
+        # (client-first bare, server-first, credential, GS2 header, combined nonce)
+        self._state: tuple[str, str, ScramCredential, str, str] | None = None
         self.user: str | None = None
 
     def respond(self, client: bytes) -> bytes:
@@ -174,22 +175,25 @@ class ScramServer:
         text = client.decode("utf-8", "replace")
         if not text.startswith(("n,,", "y,,")):
             raise SaslError("SCRAM: unsupported channel binding")
-        bare = text[3:]
+        gs2, bare = text[:3], text[3:]
         fields = _attributes(bare.encode())
         user, nonce = _unescape(fields.get("n", "")), fields.get("r", "")
         credential = self._lookup(user)
         if credential is None or not nonce:
             raise self._refused()
         server_first = f"r={nonce}{self._nonce},s={_b64(credential.salt)},i={credential.iterations}"
-        self._state = (bare, server_first, credential)
+        self._state = (bare, server_first, credential, gs2, f"{nonce}{self._nonce}")
         self.user = user
         return server_first.encode()
 
     def _final(self, client: bytes) -> bytes:
         assert self._state is not None
-        bare, server_first, credential = self._state
+        bare, server_first, credential, gs2, nonce = self._state
         text = client.decode("utf-8", "replace")
         without_proof, _, proof = text.rpartition(",p=")
+        fields = _attributes(without_proof.encode())
+        if fields.get("c") != _b64(gs2.encode()) or fields.get("r") != nonce:
+            raise self._refused()  # RFC 5802: the channel binding and the nonce must match
         auth = f"{bare},{server_first},{without_proof}".encode()
         signature = hmac.new(credential.stored_key, auth, self.hash).digest()
         try:

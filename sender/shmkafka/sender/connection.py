@@ -210,8 +210,12 @@ class NetworkClient:
         reconnect_backoff_max_ms: int = 1000,
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslSettings | None = None,
+        security_protocol: str = "PLAINTEXT",
     ) -> None:
         self.client_id = client_id
+        # librdkafka names a broker "sasl_ssl://host:port/id" unless it is plaintext
+        self._name_prefix = "" if security_protocol == "PLAINTEXT" else (
+            f"{security_protocol.lower()}://")  # fmt: skip
         self.ssl_context = ssl_context
         self.sasl = sasl
         self.max_in_flight = max_in_flight
@@ -611,7 +615,7 @@ class NetworkClient:
 
     def _report(self, conn: NodeConnection, code: int, text: str) -> None:
         """A failure of ``conn`` for the app."""
-        self._emit(code, f"{conn.name}: {text}")
+        self._emit(code, f"{self._name_prefix}{conn.name}: {text}")
 
     def _emit(self, code: int, text: str) -> None:
         if self.on_event is not None:

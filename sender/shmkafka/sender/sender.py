@@ -118,6 +118,7 @@ class Sender:
             reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
             ssl_context=client_context(config) if config.tls else None,
             sasl=self._sasl_settings(pool, config) if config.sasl else None,
+            security_protocol=config.security_protocol,
         )
         self.metadata = Metadata(pool, config.metadata_max_age_ms, config.retry_backoff_ms)
         self.drainer = Drainer()

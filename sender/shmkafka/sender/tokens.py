@@ -109,12 +109,14 @@ class BoardTokens:
         if self._token is not None and now < self._refresh_at_ms:
             return self._token
         fresh = self.pool.tokens.take()
-        if fresh is not None and fresh != self._token and fresh[1] > now:
+        if fresh is not None and fresh != self._token:
+            # (an expired token is used too, as the peers do: the broker's refusal is what
+            # tells the app; a new one is asked for a second later)
             self._token = fresh
-            self._refresh_at_ms = now + int((fresh[1] - now) * REFRESH_AT)
+            self._refresh_at_ms = now + max(1000, int((fresh[1] - now) * REFRESH_AT))
             return fresh
         self.pool.tokens.ask()  # (a question stays open until a producer answers it)
-        return self._token if self._token is not None and self._token[1] > now else None
+        return self._token
 
 
 def token_source(config: SenderConfig, pool: SharedPool) -> TokenSource:
