@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test lint typecheck unit conformance stress demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log clean
+.PHONY: test lint typecheck unit conformance stress demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error clean
 
 $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -63,6 +63,9 @@ bench-broker-stub: $(STAMP)
 
 bench-durable-log: $(STAMP)
 	$(BIN)/python perf/bench_durable_log.py
+
+bench-auth-error: $(STAMP)
+	$(BIN)/python perf/bench_auth_error.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

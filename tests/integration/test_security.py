@@ -7,13 +7,16 @@ the logs or ``shmkafka stat``."""
 
 from __future__ import annotations
 
+import base64
 import gc
+import http.server
 import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +30,7 @@ from shmkafka.broker_stub.auth import SaslConfig
 from shmkafka.broker_stub.server import BrokerStub, tls_context
 from shmkafka.confluent_kafka import KafkaError
 from shmkafka.protocol.sasl import unsecured_jwt
+from tests.conftest import wait_removed
 from tests.security import Certs, Setup, confluent_read, make_certs
 
 try:  # kafka-python 3
@@ -269,3 +273,87 @@ def test_sender_killed_on_sasl_ssl_with_idempotence(certs: Certs, pool_name: str
         assert all(f.succeeded() for f in futures)
         values = confluent_read(_reader(stub.bootstrap, certs), "killed", 1000)
     assert sorted(values) == sorted(b"v%d" % i for i in range(1000))
+
+
+class _TokenEndpoint(http.server.BaseHTTPRequestHandler):
+    """An OAuth 2 token endpoint: the client-credentials grant, HTTP Basic client auth."""
+
+    issued: list[str] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+        expected = base64.b64encode(b"shm-client:" + SECRET.encode()).decode()
+        if self.headers.get("Authorization") != f"Basic {expected}" or (
+            "grant_type=client_credentials" not in body
+        ):
+            self.send_response(401)
+            self.end_headers()
+            return
+        token = unsecured_jwt("shm-client", 60)
+        self.issued.append(token)
+        answer = json.dumps({"access_token": token, "token_type": "bearer", "expires_in": 60})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(answer.encode())
+
+    def log_message(self, *args: Any) -> None:
+        del args
+
+
+def test_confluent_oidc_and_oauth_cb_tokens(certs: Certs, pool_name: str) -> None:
+    """OAUTHBEARER tokens from an OIDC token endpoint (the Sender's own client-credentials
+    grant) and from confluent-kafka's ``oauth_cb`` (through the pool's token board)."""
+    endpoint = http.server.HTTPServer(("127.0.0.1", 0), _TokenEndpoint)
+    thread = threading.Thread(target=endpoint.serve_forever, daemon=True)
+    thread.start()
+    called: list[str | None] = []
+
+    def oauth_cb(config: str | None) -> tuple[str, float]:
+        called.append(config)
+        return unsecured_jwt("shm-callback", 60), time.time() + 60
+
+    sasl = SaslConfig.make(["OAUTHBEARER"], None)
+    try:
+        with BrokerStub(nodes=1, partitions=1, sasl=sasl) as stub:
+            base = {"bootstrap.servers": stub.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanisms": "OAUTHBEARER"}  # fmt: skip
+            oidc = {**base, "sasl.oauthbearer.method": "oidc",
+                    "sasl.oauthbearer.token.endpoint.url":
+                        f"http://127.0.0.1:{endpoint.server_port}/token",
+                    "sasl.oauthbearer.client.id": "shm-client",
+                    "sasl.oauthbearer.client.secret": SECRET}  # fmt: skip
+            _produce_confluent(oidc, pool_name, "oidc")
+            callback = {**base, "oauth_cb": oauth_cb, "sasl.oauthbearer.config": "scope=x"}
+            _produce_confluent(callback, pool_name + "cb", "callback")
+    finally:
+        endpoint.shutdown()
+        endpoint.server_close()
+    assert _TokenEndpoint.issued  # the Sender fetched its tokens itself
+    assert called and called[0] == "scope=x"  # confluent-kafka passes the config string
+    wait_removed(pool_name + "cb")  # (the pool_removed fixture waits for the first one)
+
+
+def test_confluent_inline_pems_for_mutual_tls(certs: Certs, pool_name: str) -> None:
+    """``ssl.ca.pem``, ``ssl.certificate.pem`` and ``ssl.key.pem`` given inline (the key is
+    a secret: it reaches the Sender through its pipe, never a file of ours that stays)."""
+    setup = Setup(tls=True, mutual=True, client_cert=True)
+    cert, key = certs.client
+    with setup.stub(certs) as stub:
+        conf = {"bootstrap.servers": stub.bootstrap, "security.protocol": "SSL",
+                "ssl.ca.pem": Path(certs.ca).read_text(),
+                "ssl.certificate.pem": Path(cert).read_text(),
+                "ssl.key.pem": Path(key).read_text()}  # fmt: skip
+        _produce_confluent(conf, pool_name, "inline")
+        values = confluent_read(setup.confluent(stub.bootstrap, certs), "inline", RECORDS)
+    assert sorted(values) == sorted(b"v%d" % i for i in range(RECORDS))
+
+
+def test_different_credentials_never_share_a_pool() -> None:
+    from shmkafka.producer.settings import SenderConfig
+
+    base = {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "sasl_username": "u"}
+    one = SenderConfig(**base, sasl_password=SECRET).identity()  # type: ignore[arg-type]
+    two = SenderConfig(**base, sasl_password=SECRET + "x").identity()  # type: ignore[arg-type]
+    assert one != two  # so the default pool names differ too
+    assert SECRET not in json.dumps(one) and one["sasl_password"].startswith("scrypt:")
