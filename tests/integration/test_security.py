@@ -357,3 +357,23 @@ def test_different_credentials_never_share_a_pool() -> None:
     two = SenderConfig(**base, sasl_password=SECRET + "x").identity()  # type: ignore[arg-type]
     assert one != two  # so the default pool names differ too
     assert SECRET not in json.dumps(one) and one["sasl_password"].startswith("scrypt:")
+
+
+def test_no_common_mechanism_is_reported_fast(pool_name: str) -> None:
+    """The broker enables SCRAM only; a PLAIN client hears so through error_cb and its
+    delivery reports within seconds."""
+    errors: list[Any] = []
+    reports: list[Any] = []
+    sasl = SaslConfig.make(["SCRAM-SHA-256"], {"alice": "pw"})
+    with BrokerStub(nodes=1, partitions=1, sasl=sasl) as stub:
+        p = Producer({"bootstrap.servers": stub.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                      "sasl.mechanisms": "PLAIN", "sasl.username": "alice", "sasl.password": "pw",
+                      "shmkafka.pool": pool_name, "error_cb": errors.append})  # fmt: skip
+        p.produce("t", b"x", on_delivery=lambda e, m: reports.append(e))
+        deadline = time.monotonic() + 30
+        while not reports and time.monotonic() < deadline:
+            p.poll(0.1)
+        p.close()
+    assert [e.code() for e in reports] == [KafkaError._AUTHENTICATION]
+    assert any("Unsupported SASL mechanism" in e.str() and "SCRAM-SHA-256" in e.str()
+               for e in errors)  # fmt: skip
