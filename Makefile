@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test lint typecheck unit conformance stress demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error clean
+.PHONY: test lint typecheck unit conformance stress demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls clean
 
 $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,6 +66,9 @@ bench-durable-log: $(STAMP)
 
 bench-auth-error: $(STAMP)
 	$(BIN)/python perf/bench_auth_error.py
+
+bench-calls: $(STAMP)
+	$(BIN)/python perf/bench_calls.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

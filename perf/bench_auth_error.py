@@ -25,9 +25,10 @@ from typing import Any
 import confluent_kafka
 import kafka
 
-from shmkafka import KafkaProducer, Producer
 from shmkafka.broker_stub.auth import SaslConfig
 from shmkafka.broker_stub.server import BrokerStub
+from shmkafka.confluent_kafka import Producer
+from shmkafka.kafka import KafkaProducer
 
 RIGHT, WRONG = "right-password", "wrong-password"
 

@@ -28,6 +28,7 @@ import operator
 import threading
 import time
 import weakref
+import zlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -112,6 +113,11 @@ class Producer:
         self._unassigned: deque[Unassigned] = deque()
         self._closed = False
         self._stats_at = self._created = time.monotonic()
+        # what the short produce path reads, looked up once
+        self._partitioner = s["partitioner"]
+        self._on_delivery = s["on_delivery"]
+        self._max_messages = s["max_messages"]
+        self._size_precheck = s["max_request_size"] - 1024  # (headroom for the record's frame)
         self._engine = self._open_engine(s)
         if self._engine is None and s["error_cb"] is not None:
             self._errors.append(KafkaError(KafkaError._ALL_BROKERS_DOWN, NO_BOOTSTRAP))
@@ -208,7 +214,42 @@ class Producer:
         timestamp: int = 0,
         headers: Any = None,
     ) -> None:
+        # The common record (bytes, no headers, no partition or timestamp, a topic the pool
+        # knows) takes a short path; anything else, or any doubt, takes the full one.
+        if (headers is None and partition == -1 and not timestamp and type(value) is bytes
+                and (key is None or type(key) is bytes) and not self._closed
+                and not self._unassigned):  # fmt: skip
+            handle = self._fast_handle
+            route = handle._routes.get(topic) if handle is not None else None
+            if (
+                route is not None
+                and handle is not None
+                and (
+                    len(value) + (len(key) if key is not None else 0) < self._size_precheck
+                    and handle._outstanding + len(self._reports) < self._max_messages
+                )
+            ):
+                if key and self._partitioner == "consistent_random":  # (the default: inline)
+                    chosen: int | None = zlib.crc32(key) % len(route[1])
+                else:
+                    chosen = partition_for(self._partitioner, key, len(route[1]))
+                report = (callback or on_delivery or self._on_delivery, key, value,
+                          time.monotonic())  # fmt: skip
+                try:  # (the completion thread queues the report, exactly once)
+                    handle.send(topic, value, key, (), chosen, None, report)
+                except ProtocolKafkaError as exc:
+                    raise confluent_exception(exc) from None
+                return
         self._produce(topic, value, key, partition, callback or on_delivery, timestamp, headers)
+
+    @property
+    def _fast_handle(self) -> ProducerHandle | None:
+        """The handle, if this process's own (not a forked child's first call)."""
+        engine = self._engine
+        if engine is None:
+            return None
+        handle = engine._handle
+        return None if handle.pool.forked or handle.on_done is None else handle
 
     def _produce(self, topic: Any, value: Any, key: Any, partition: Any, callback: Any,
                  timestamp: Any, headers: Any) -> None:  # fmt: skip
@@ -267,11 +308,8 @@ class Producer:
         elif chosen is not None and not 0 <= chosen < count:
             self._fail_now(record, KafkaError(KafkaError._UNKNOWN_PARTITION))
             return True
-        future = handle.send(record.topic, record.value, record.key, record.headers, chosen,
-                             record.timestamp or None)  # fmt: skip
-        future.report = record.report
-        if record.report[0] is not None and future.is_done and not handle.on_done:
-            self._queue_reports([future])
+        handle.send(record.topic, record.value, record.key, record.headers, chosen,
+                    record.timestamp or None, record.report)  # fmt: skip
         return True
 
     def _fail_now(self, record: Unassigned, error: KafkaError) -> None:

@@ -246,6 +246,7 @@ class ProducerHandle:
         headers: Sequence[HeaderInput] = (),
         partition: int | None = None,
         timestamp_ms: int | None = None,
+        report: Any = None,
     ) -> Future:
         if self._closed:
             raise KafkaError("the producer is closed")
@@ -259,7 +260,7 @@ class ProducerHandle:
                     partition_arg = partition if partition >= 0 else len(route[1])  # → slow path
                 hit = None if self.pool.forked else fast.send_kv(route, partition_arg, key, value)
                 if isinstance(hit, tuple):
-                    future = self._track(topic, hit)
+                    future = self._track(topic, hit, report)
                     if hit[1]:
                         if hit[1] & WAKE:  # a full batch, or a new one the Sender might miss
                             self._wake_sender()
@@ -267,8 +268,9 @@ class ProducerHandle:
                             self._next_sticky(topic)
                     return future
                 if isinstance(hit, int):  # no open batch with room in partition ``hit``
-                    return self._send_slow(topic, value, key, headers, hit, None, new_batch=True)
-            return self._send_slow(topic, value, key, headers, partition, timestamp_ms)
+                    return self._send_slow(topic, value, key, headers, hit, None, report,
+                                           new_batch=True)  # fmt: skip
+            return self._send_slow(topic, value, key, headers, partition, timestamp_ms, report)
         except SHM_ERRORS as exc:  # (a try costs nothing unless something is raised)
             raise kafka_error(exc) from exc
 
@@ -296,6 +298,7 @@ class ProducerHandle:
         headers: Sequence[HeaderInput],
         partition: int | None,
         timestamp_ms: int | None,
+        report: Any = None,
         *,
         new_batch: bool = False,
     ) -> Future:
@@ -336,17 +339,20 @@ class ProducerHandle:
             len(key) if key is not None else -1, len(value) if value is not None else -1,
             sum(len(k.encode()) + len(v or b"") for k, v in headers) if headers else -1,
         )  # fmt: skip
-        future = self._track(topic, facts)
+        future = self._track(topic, facts, report)
         if result.batch_is_full or result.new_batch_created:
             self._wake_sender()
         return future
 
-    def _track(self, topic: str, facts: RecordFacts) -> Future:
+    def _track(self, topic: str, facts: RecordFacts, report: Any = None) -> Future:
+        """Register a future in its batch's wait (with the facade's ``report``, set before
+        the completion thread can see the future, so its report is queued exactly once)."""
         with self._lock:
             wait = self._waits.get(facts[0])
             if wait is None:
                 wait = self._waits[facts[0]] = _BatchWait()
             future = Future(self._cond, wait, topic, facts)
+            future.report = report
             if not wait.completions or wait.outcome(facts[DELTA]) is None:
                 wait.futures.append(future)
                 wait.pending += 1
