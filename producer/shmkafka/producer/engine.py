@@ -32,18 +32,18 @@ from shmkafka.shm.directory import LEGAL_TOPIC
 from shmkafka.shm.errors import ShmError
 from shmkafka.shm.segment import Segment
 
-_valid_topics: set[str] = set()
+valid_topics: set[str] = set()  # topic names already checked (once each per process)
 
 
 def check_topic(topic: object) -> str:
     """Kafka's topic name rule, checked before anything reaches shared memory."""
-    if isinstance(topic, str) and topic in _valid_topics:
+    if isinstance(topic, str) and topic in valid_topics:
         return topic
     if not isinstance(topic, str):
         raise TypeError(f"topic must be a str, got {type(topic).__name__}")
     if not LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
         raise ValueError(f"invalid topic {topic!r}: use 1-249 characters from a-z A-Z 0-9 . _ -")
-    _valid_topics.add(topic)
+    valid_topics.add(topic)
     return topic
 
 

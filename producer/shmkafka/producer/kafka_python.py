@@ -35,7 +35,7 @@ from shmkafka.errors import (
 )
 from shmkafka.producer import peer_errors
 from shmkafka.producer.accumulator import record_size_bound
-from shmkafka.producer.engine import Engine, Settings, check_topic
+from shmkafka.producer.engine import Engine, Settings, check_topic, valid_topics
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.producer.kafka_plugins import (
@@ -260,6 +260,10 @@ class KafkaProducer:
         self._closed = False
         self._max_size = self.config["max_request_size"]
         self._custom_partitioner = not is_default_partitioner(self.config["partitioner"])
+        # what send()'s short path needs: no serializer, no custom partitioner, a size bound
+        self._plain = (self.config["key_serializer"] is None and self.config["value_serializer"]
+                       is None and not self._custom_partitioner)  # fmt: skip
+        self._size_precheck = self._max_size - 1024  # (headroom for the record's frame)
 
     @classmethod
     def max_usable_produce_magic(cls, api_version: tuple[int, ...] | None = None) -> int:
@@ -291,6 +295,16 @@ class KafkaProducer:
         timestamp_ms: int | None = None,
     ) -> Future:
         """Append one record; returns a future of RecordMetadata (kafka-python's)."""
+        if self._plain and headers is None and partition is None and timestamp_ms is None and (
+            type(value) is bytes and (key is None or type(key) is bytes) and not self._closed
+            and len(value) + (len(key) if key is not None else 0) < self._size_precheck
+        ):  # fmt: skip
+            # the common record (no serializers, bytes, no headers): a short path; the
+            # checks it skips cannot fail for it, and handle.send checks the topic's name
+            engine = self._engine
+            handle = engine._handle
+            if topic in valid_topics and not handle.pool.forked:
+                return handle.send(topic, value, key)
         if self._closed:
             raise IllegalStateError("KafkaProducer already closed!")
         check_topic(topic)
