@@ -86,6 +86,9 @@ class MemoryNetwork:
         del now_ms
         return []
 
+    def connected(self) -> bool:
+        return any(conn.broker not in self.down for conn in self.conns.values())
+
     @property
     def bootstrap(self) -> tuple[str, ...]:
         return tuple(f"{host}:{port}" for host, port in self._broker_at)

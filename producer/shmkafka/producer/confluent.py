@@ -28,7 +28,6 @@ import operator
 import threading
 import time
 import weakref
-import zlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +35,9 @@ from typing import Any
 from shmkafka.errors import KafkaConfigurationError
 from shmkafka.producer import confluent_config
 from shmkafka.producer.accumulator import record_size_bound
+from shmkafka.producer.callbacks import call_capturing, oauth_token_provider, weakly
 from shmkafka.producer.confluent_records import (
+    Purged,
     Report,
     Unassigned,
     check_batch,
@@ -51,33 +52,19 @@ from shmkafka.producer.confluent_records import (
 )
 from shmkafka.producer.confluent_stats import statistics
 from shmkafka.producer.confluent_types import KafkaError, KafkaException
-from shmkafka.producer.engine import Engine, Settings
+from shmkafka.producer.engine import Engine, Settings, legal_topic
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.producer.metadata_view import ClusterMetadata, cluster_metadata
 from shmkafka.producer.settings import normalize_bootstrap
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
-from shmkafka.shm.broker_stats import UP
-from shmkafka.shm.directory import LEGAL_TOPIC
 from shmkafka.shm.events import Event
 
 log = logging.getLogger("shmkafka.producer")
 _LOGGED_IGNORED: set[str] = set()
-_LEGAL_TOPICS: set[str] = set()  # topic names already found legal (checked once each)
 NO_BOOTSTRAP = (
     "No `bootstrap.servers` configured: client will not be able to connect to Kafka cluster"
 )
-
-
-def _conf_from(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """confluent-kafka's constructor rules: one dict, then keyword arguments over it."""
-    if len(args) > 1:
-        raise TypeError("expected tuple containing single dict")
-    if not args and not kwargs:
-        raise TypeError("expected configuration dict")
-    if args and not isinstance(args[0], dict):
-        raise TypeError("expected configuration dict")
-    return {**(args[0] if args else {}), **kwargs}
 
 
 class Producer:
@@ -93,7 +80,7 @@ class Producer:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if "_settings" in self.__dict__:
             raise RuntimeError("Producer already __init__:ialized")
-        conf = _conf_from(args, kwargs)
+        conf = confluent_config.conf_from(args, kwargs)
         try:
             s, ignored, warnings = confluent_config.parse(conf)
         except confluent_config.ConfigError as exc:
@@ -124,7 +111,7 @@ class Producer:
         if self._engine is not None:
             self._attach(self._engine.handle)
             if s["oauth_cb"] is not None:
-                self._engine.token_provider = _oauth_tokens(s["oauth_cb"], s["oauth_config"])
+                self._engine.token_provider = oauth_token_provider(s["oauth_cb"], s["oauth_config"])
 
     def _open_engine(self, s: dict[str, Any]) -> Engine | None:
         if s["bootstrap_servers"] is None:
@@ -161,11 +148,11 @@ class Producer:
         }  # fmt: skip
 
     def _attach(self, handle: ProducerHandle) -> ProducerHandle:
-        handle.on_done = _weakly(self._queue_reports)
+        handle.on_done = weakly(self._queue_reports)
         if self._settings["logger"] is not None:
             handle.event_logger = self._settings["logger"]
         if self._settings["error_cb"] is not None:
-            handle.on_event = _weakly(self._queue_error)
+            handle.on_event = weakly(self._queue_error)
         weakref.finalize(self, handle.release)
         return handle
 
@@ -229,10 +216,7 @@ class Producer:
                     and handle._outstanding + len(self._reports) < self._max_messages
                 )
             ):
-                if key and self._partitioner == "consistent_random":  # (the default: inline)
-                    chosen: int | None = zlib.crc32(key) % len(route[1])
-                else:
-                    chosen = partition_for(self._partitioner, key, len(route[1]))
+                chosen = partition_for(self._partitioner, key, len(route[1]))
                 report = (callback or on_delivery or self._on_delivery, key, value,
                           time.monotonic())  # fmt: skip
                 try:  # (the completion thread queues the report, exactly once)
@@ -276,11 +260,9 @@ class Producer:
                   time.monotonic())  # fmt: skip
         record = Unassigned(topic, value_bytes, key_bytes, header_list, partition, timestamp,
                             report, time.monotonic() + self._timeout_s())  # fmt: skip
-        if topic not in _LEGAL_TOPICS:
-            if not LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
-                self._fail_now(record, KafkaError(KafkaError.TOPIC_EXCEPTION))  # as a broker
-                return
-            _LEGAL_TOPICS.add(topic)
+        if not legal_topic(topic):
+            self._fail_now(record, KafkaError(KafkaError.TOPIC_EXCEPTION))  # as a broker would
+            return
         try:  # (not a with block: this is the per-record path, and a try costs nothing)
             handle = self._handle
             if handle is None:
@@ -410,8 +392,8 @@ class Producer:
             served += 1
             callback = self._settings["error_cb"]
             if callback is not None:
-                raised = _run(callback, (error,)) or raised
-        raised = _run(self._maybe_stats, ()) or raised
+                raised = call_capturing(callback, (error,)) or raised
+        raised = call_capturing(self._maybe_stats, ()) or raised
         while self._reports:
             try:
                 report = self._reports.popleft()
@@ -421,7 +403,7 @@ class Producer:
             callback = report.callback
             if callback is not None:
                 message = message_for(report)
-                raised = _run(callback, (message.error(), message)) or raised
+                raised = call_capturing(callback, (message.error(), message)) or raised
         if raised is not None:
             raise raised
         return served
@@ -472,10 +454,10 @@ class Producer:
         if handle is None:
             return
         if in_queue:
-            handle.fail_pending(_Purged(KafkaError._PURGE_QUEUE),
+            handle.fail_pending(Purged(KafkaError._PURGE_QUEUE),
                                 select=lambda r: not handle.in_flight(r))  # fmt: skip
         if in_flight:
-            handle.fail_pending(_Purged(KafkaError._PURGE_INFLIGHT), select=handle.in_flight)
+            handle.fail_pending(Purged(KafkaError._PURGE_INFLIGHT), select=handle.in_flight)
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """Topics and partition leaders as the pool's Sender last saw them (``topic``: wait
@@ -495,7 +477,7 @@ class Producer:
             directory = handle.pool.directory
             if topic is not None and directory.partitions(topic) is None:
                 handle.request_topic(topic)
-            while (not _heard_from_cluster(handle) if topic is None
+            while (not (directory.version() > 0 or handle.cluster_reachable()) if topic is None
                    else directory.partitions(topic) is None):  # fmt: skip
                 if time.monotonic() >= deadline:
                     return False
@@ -547,7 +529,7 @@ class Producer:
             if self._engine is not None:
                 handle = self._engine._handle
                 if not handle.pool.forked:
-                    handle.fail_pending(_Purged(KafkaError._PURGE_QUEUE))
+                    handle.fail_pending(Purged(KafkaError._PURGE_QUEUE))
                     handle.close(0)
         return True
 
@@ -570,54 +552,6 @@ class Producer:
         if now - self._stats_at >= interval / 1000:
             self._stats_at = now
             callback(statistics(self, self._settings))
-
-
-def _oauth_tokens(
-    callback: Callable[..., Any], config: str | None
-) -> Callable[[], tuple[str, int]]:
-    """confluent-kafka's ``oauth_cb(sasl.oauthbearer.config)``: (token, expiry in epoch
-    seconds[, principal, extensions]) as the token board's (token, expiry ms)."""
-
-    def provide() -> tuple[str, int]:
-        answer = callback(config)
-        return str(answer[0]), int(float(answer[1]) * 1000)
-
-    return provide
-
-
-def _heard_from_cluster(handle: ProducerHandle) -> bool:
-    """The pool's Sender has a broker connection up, or has published metadata."""
-    pool = handle.pool
-    return pool.directory.version() > 0 or any(b.state == UP for b in pool.brokers.read())
-
-
-def _run(callback: Callable[..., Any], args: tuple[Any, ...]) -> BaseException | None:
-    try:
-        callback(*args)
-    except Exception as exc:  # noqa: BLE001  (raised again after the other callbacks)
-        return exc
-    return None
-
-
-def _weakly(method: Callable[[Any], None]) -> Callable[[Any], None]:
-    """``method`` of an object, called only while the object lives (the completion thread
-    must not keep a producer alive)."""
-    ref = weakref.WeakMethod(method)
-
-    def call(arg: Any) -> None:
-        bound = ref()
-        if bound is not None:
-            bound(arg)
-
-    return call
-
-
-class _Purged(ProtocolKafkaError):
-    """A future failed by ``purge`` (or ``close``): reported with its librdkafka code."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(KafkaError(code).str())
-        self.error_code = code
 
 
 __all__ = ["Producer"]

@@ -301,6 +301,17 @@ def _own(conf: dict[str, Any], settings: dict[str, Any]) -> None:
                                      str(conf.pop(key)))  # fmt: skip
 
 
+def conf_from(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """confluent-kafka's constructor rules: one dict, then keyword arguments over it."""
+    if len(args) > 1:
+        raise TypeError("expected tuple containing single dict")
+    if not args and not kwargs:
+        raise TypeError("expected configuration dict")
+    if args and not isinstance(args[0], dict):
+        raise TypeError("expected configuration dict")
+    return {**(args[0] if args else {}), **kwargs}
+
+
 def parse(conf: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
     """librdkafka properties → (settings with DEFAULTS' names, properties without effect
     here, warnings to log); raises ConfigError, TypeError or ValueError as confluent-kafka."""
@@ -361,10 +372,8 @@ def _security(settings: dict[str, Any]) -> None:
             f"No provider for SASL mechanism {mechanism}: recompile librdkafka with libsasl2 "
             "or openssl support. Current build options: PLAIN SASL_SCRAM OAUTHBEARER"
         )
-    if mechanism == "OAUTHBEARER":
-        if settings["oauth_method"] == "oidc":
-            pass
-        elif settings["oauth_cb"] is not None:
+    if mechanism == "OAUTHBEARER" and settings["oauth_method"] != "oidc":
+        if settings["oauth_cb"] is not None:
             settings["oauth_method"] = "callback"
         elif settings["oauth_unsecured"]:
             settings["oauth_method"] = "unsecured"

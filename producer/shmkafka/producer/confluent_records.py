@@ -211,3 +211,11 @@ def message_for(report: Report) -> Any:
     if offset is not None:
         fields["offset"] = offset
     return Message(**fields)
+
+
+class Purged(ProtocolKafkaError):
+    """A future failed by ``purge`` (or ``close``): reported with its librdkafka code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(KafkaError(code).str())
+        self.error_code = code

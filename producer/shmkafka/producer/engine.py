@@ -35,15 +35,22 @@ from shmkafka.shm.segment import Segment
 valid_topics: set[str] = set()  # topic names already checked (once each per process)
 
 
+def legal_topic(topic: str) -> bool:
+    """Kafka's topic name rule (each name checked once per process)."""
+    if topic in valid_topics:
+        return True
+    if not LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
+        return False
+    valid_topics.add(topic)
+    return True
+
+
 def check_topic(topic: object) -> str:
     """Kafka's topic name rule, checked before anything reaches shared memory."""
-    if isinstance(topic, str) and topic in valid_topics:
-        return topic
     if not isinstance(topic, str):
         raise TypeError(f"topic must be a str, got {type(topic).__name__}")
-    if not LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
+    if not legal_topic(topic):
         raise ValueError(f"invalid topic {topic!r}: use 1-249 characters from a-z A-Z 0-9 . _ -")
-    valid_topics.add(topic)
     return topic
 
 

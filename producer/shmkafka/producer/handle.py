@@ -467,13 +467,17 @@ class ProducerHandle:
             self._on_completion(failure, error)
         return sum(count for _, count in pending)
 
+    def cluster_reachable(self) -> bool:
+        """A broker connection of the pool's Sender is up (its published counters)."""
+        return any(b.state == UP for b in self.pool.brokers.read())
+
     def connect_failure(self) -> KafkaError | None:
         """The typed error of a refused login or TLS handshake while no broker connection
         of the Sender is up: waiting for metadata cannot succeed, so it fails at once."""
         event = self.connect_error
         if event is None:
             return None
-        if any(b.state == UP for b in self.pool.brokers.read()):
+        if self.cluster_reachable():
             self.connect_error = None
             return None
         if event.code == AUTHENTICATION:

@@ -45,7 +45,8 @@ from shmkafka.protocol.sasl import SaslError
 from shmkafka.protocol.schema import Message
 from shmkafka.protocol.versions import broker_versions, negotiate
 from shmkafka.sender.authentication import Authenticator, SaslSettings
-from shmkafka.shm.broker_stats import APIVERSION_QUERY, CONNECT, DOWN, INIT, UP, BrokerStats
+from shmkafka.sender.node_counters import NodeCounters
+from shmkafka.shm.broker_stats import BrokerStats
 from shmkafka.shm.events import ALL_BROKERS_DOWN, AUTHENTICATION, RESOLVE, SSL, TRANSPORT
 
 EventSink = Callable[[int, str], None]
@@ -105,6 +106,8 @@ class Network(Protocol):
 
     def node_stats(self, now_ms: int) -> list[BrokerStats]: ...
 
+    def connected(self) -> bool: ...
+
     def close(self) -> None: ...
 
 
@@ -130,36 +133,6 @@ class _InFlight:
 
 
 @dataclass
-class NodeCounters:
-    """What statistics report of a connection (librdkafka's per-broker counters)."""
-
-    tx: int = 0
-    txbytes: int = 0
-    rx: int = 0
-    rxbytes: int = 0
-    connects: int = 0
-    disconnects: int = 0
-    rtt_min_us: int = 0
-    rtt_max_us: int = 0
-    rtt_sum_us: int = 0
-    rtt_cnt: int = 0
-    state: ConnectionState | None = None  # the state last seen by ``node_stats``
-    state_since_ms: int = 0
-
-    def answered(self, rtt_us: int) -> None:
-        self.rx += 1
-        self.rtt_min_us = rtt_us if not self.rtt_cnt else min(self.rtt_min_us, rtt_us)
-        self.rtt_max_us = max(self.rtt_max_us, rtt_us)
-        self.rtt_sum_us += rtt_us
-        self.rtt_cnt += 1
-
-
-_STATE = {ConnectionState.CONNECTING: CONNECT, ConnectionState.TLS: CONNECT,
-          ConnectionState.HANDSHAKE: APIVERSION_QUERY,
-          ConnectionState.AUTHENTICATING: APIVERSION_QUERY, ConnectionState.READY: UP}  # fmt: skip
-
-
-@dataclass
 class NodeConnection:
     node_id: int
     host: str
@@ -179,7 +152,7 @@ class NodeConnection:
     next_attempt_ms: int = 0
     api_versions_version: int = ApiVersionsRequest.MAX_VERSION
     connect_started_ms: int = 0
-    counters: NodeCounters = field(default_factory=lambda: NodeCounters())
+    counters: NodeCounters = field(default_factory=NodeCounters)
     auth: Authenticator | None = None
     reauthenticate_at_ms: int = 0  # KIP-368: 0 never
 
@@ -325,18 +298,15 @@ class NetworkClient:
 
     def node_stats(self, now_ms: int) -> list[BrokerStats]:
         """Each connection's counters, for statistics."""
-        out = []
-        for conn in self.nodes.values():
-            c = conn.counters
-            if c.state is not conn.state:
-                c.state, c.state_since_ms = conn.state, now_ms
-            state = _STATE.get(conn.state, DOWN if conn.failures else INIT)
-            out.append(BrokerStats(
-                conn.node_id, f"{conn.host}:{conn.port}", state, c.state_since_ms, c.tx,
-                c.txbytes, c.rx, c.rxbytes, c.connects, c.disconnects, len(conn.in_flight),
-                1 if conn.outbox else 0, c.rtt_min_us, c.rtt_max_us, c.rtt_sum_us, c.rtt_cnt,
-            ))  # fmt: skip
-        return out
+        return [
+            conn.counters.snapshot(conn.node_id, f"{conn.host}:{conn.port}", conn.state,
+                                   conn.failures, len(conn.in_flight), bool(conn.outbox), now_ms)
+            for conn in self.nodes.values()
+        ]  # fmt: skip
+
+    def connected(self) -> bool:
+        """A broker connection is up."""
+        return any(conn.state is ConnectionState.READY for conn in self.nodes.values())
 
     def add_wakeup(self, sock: socket.socket, on_ready: Callable[[], None]) -> None:
         """A socket whose readability only ends ``poll`` early (another thread's doorbell)."""

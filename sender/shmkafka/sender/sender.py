@@ -49,7 +49,6 @@ from shmkafka.sender.split import split_batch
 from shmkafka.sender.tls import client_context
 from shmkafka.sender.tokens import token_source
 from shmkafka.shm import faultpoints
-from shmkafka.shm.broker_stats import UP
 from shmkafka.shm.errors import BufferExhaustedError
 from shmkafka.shm.events import AUTHENTICATION, SSL
 from shmkafka.shm.layout import H_SENDER_BYTES, H_SENDER_STATS, SENDER_STATS
@@ -133,7 +132,7 @@ class Sender:
         self._bootstrap = [
             (-1 - i, host, port) for i, (host, port) in enumerate(config.bootstrap_addresses())
         ]
-        self.network.on_event = self.publish_error
+        self.network.on_event = self._on_connection_error
         self.network.set_nodes(self._bootstrap)
         self._max_in_flight_per_partition = (
             5 if config.enable_idempotence else config.max_in_flight_requests_per_connection
@@ -203,21 +202,23 @@ class Sender:
 
     def publish_error(self, code: int, text: str) -> None:
         """An error every producer's app hears of (``error_cb``, its log): a librdkafka
-        code, or a broker error code. A refused authentication or TLS handshake also fails
-        every queued batch at once (unless another broker connection is up): the apps learn
-        it from their futures and reports in seconds, not at delivery.timeout.ms."""
+        code, or a broker error code."""
         log.debug("event %d: %s", code, text)
         self.pool.events.publish(code, text, wall_ms=wall_ms())
-        if code in (AUTHENTICATION, SSL) and not self._connected():
-            failure = ErrorCode.SASL_AUTHENTICATION_FAILED if code == AUTHENTICATION else (
-                SSL_HANDSHAKE_FAILED)  # fmt: skip
-            now_ms = self.clock.monotonic_ms()
-            for batch in self.accumulator.expire(now_ms, -1):
-                self.stats.errors += 1
-                self._finish(batch, -1, failure, -1, -1)
 
-    def _connected(self) -> bool:
-        return any(b.state == UP for b in self.network.node_stats(self.clock.monotonic_ms()))
+    def _on_connection_error(self, code: int, text: str) -> None:
+        """The network's report of a failed connection. A refused authentication or TLS
+        handshake, while no other broker connection is up, also fails every queued batch
+        at once: the apps learn it from their futures and reports in seconds, not at
+        delivery.timeout.ms."""
+        self.publish_error(code, text)
+        if code not in (AUTHENTICATION, SSL) or self.network.connected():
+            return
+        failure = ErrorCode.SASL_AUTHENTICATION_FAILED if code == AUTHENTICATION else (
+            SSL_HANDSHAKE_FAILED)  # fmt: skip
+        for batch in self.accumulator.expire(self.clock.monotonic_ms(), -1):
+            self.stats.errors += 1
+            self._finish(batch, -1, failure, -1, -1)
 
     def busy(self) -> bool:
         """Anything queued, in flight or waiting to be posted."""

@@ -1,0 +1,59 @@
+"""What statistics report of one broker connection (librdkafka's per-broker counters),
+counted by the connection and published by the Sender (shm/broker_stats.py)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from shmkafka.shm.broker_stats import APIVERSION_QUERY, CONNECT, DOWN, INIT, UP, BrokerStats
+
+# a connection's state (connection.ConnectionState's values) → librdkafka's broker state
+_STATES = {"connecting": CONNECT, "tls": CONNECT, "handshake": APIVERSION_QUERY,
+           "authenticating": APIVERSION_QUERY, "ready": UP}  # fmt: skip
+
+
+@dataclass
+class NodeCounters:
+    tx: int = 0
+    txbytes: int = 0
+    rx: int = 0
+    rxbytes: int = 0
+    connects: int = 0
+    disconnects: int = 0
+    rtt_min_us: int = 0
+    rtt_max_us: int = 0
+    rtt_sum_us: int = 0
+    rtt_cnt: int = 0
+    state: enum.Enum | None = None  # the state last seen by ``snapshot``
+    state_since_ms: int = 0
+
+    def answered(self, rtt_us: int) -> None:
+        self.rx += 1
+        self.rtt_min_us = rtt_us if not self.rtt_cnt else min(self.rtt_min_us, rtt_us)
+        self.rtt_max_us = max(self.rtt_max_us, rtt_us)
+        self.rtt_sum_us += rtt_us
+        self.rtt_cnt += 1
+
+    def snapshot(self, node_id: int, name: str, state: enum.Enum, failures: int,
+                 waitresp: int, outbuf: bool, now_ms: int) -> BrokerStats:  # fmt: skip
+        if self.state is not state:
+            self.state, self.state_since_ms = state, now_ms
+        return BrokerStats(
+            node_id,
+            name,
+            _STATES.get(state.value, DOWN if failures else INIT),
+            self.state_since_ms,
+            self.tx,
+            self.txbytes,
+            self.rx,
+            self.rxbytes,
+            self.connects,
+            self.disconnects,
+            waitresp,
+            int(outbuf),
+            self.rtt_min_us,
+            self.rtt_max_us,
+            self.rtt_sum_us,
+            self.rtt_cnt,
+        )
