@@ -6,7 +6,9 @@ STAMP  := $(VENV)/.installed-test
 
 .PHONY: test lint typecheck unit conformance stress demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls clean
 
-$(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c
+$(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c \
+		producer/shmkafka/producer/_tracker.c producer/shmkafka/producer/_entry.c \
+		producer/shmkafka/producer/_fastappend.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'

@@ -1,4 +1,6 @@
-"""Build hook: compile the accumulator's C fast path (producer/.../_fastappend.c) in place.
+"""Build hook: compile the C fast path (producer/.../_fastappend.c: the append; _tracker.c: the
+futures of a send; _entry.c: send() and produce() for the common record) in place, as one
+extension module.
 
 It runs for wheels and editable installs alike. If no C compiler is available the build
 still succeeds and shmkafka uses its pure-Python path (same behaviour, slower appends).
@@ -14,7 +16,9 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = "producer/shmkafka/producer/_fastappend.c"
+SOURCES = tuple(
+    f"producer/shmkafka/producer/{name}.c" for name in ("_fastappend", "_tracker", "_entry")
+)
 
 
 class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
@@ -22,8 +26,8 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-        source = os.path.join(self.root, SOURCE)
-        target = source[: -len(".c")] + suffix
+        sources = [os.path.join(self.root, source) for source in SOURCES]
+        target = sources[0][: -len(".c")] + suffix
         compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
         include = sysconfig.get_paths()["include"]
         command = [
@@ -33,7 +37,7 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             "-O2",
             "-Wall",
             f"-I{include}",
-            source,
+            *sources,
             "-o",
             target,
         ]

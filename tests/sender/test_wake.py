@@ -36,8 +36,8 @@ def test_sleep_is_announced_and_cancelled_by_a_new_batch(pool_name: str) -> None
         wake_at = I64.unpack_from(sender_pool.segment.buf, H_SENDER_WAKE_AT)[0]
         assert before + 40 <= wake_at <= int(time.monotonic() * 1000) + 40
         assert I64.unpack_from(sender_pool.segment.buf, H_SENDER_LINGER)[0] == 7
-        facts = handle.send("t", b"v", b"k", partition=1)._record  # opens a batch in C
-        assert facts[1] & 2 and facts[1] & 4  # wake: the Sender sleeps past linger
+        flags = handle.send("t", b"v", b"k", partition=1).flags  # opens a batch in C
+        assert flags & 2 and flags & 4  # wake: the Sender sleeps past linger
         assert sender._announce_sleep(40) == 0  # a batch opened since the round began
         assert sender._announce_sleep(0) == 0
     finally:

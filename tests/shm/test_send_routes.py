@@ -79,8 +79,8 @@ def test_keyed_records_land_on_the_java_murmur2_partition(handle: ProducerHandle
     keys = [os.urandom(n) for n in range(21) for _ in range(20)]
     for key in keys:
         future = handle.send("t", b"value", key)
-        assert future._record[2] == murmur2_partition(key, 7)
-        assert future._record[5:7] == (len(key), 5)
+        assert future.partition == murmur2_partition(key, 7)
+        assert (future.key_size, future.value_size) == (len(key), 5)
     counts = [_batch_of(handle, p)[2] for p in range(7)]
     expected = [sum(1 for k in keys if murmur2_partition(k, 7) == p) for p in range(7)]
     assert counts == expected
@@ -93,19 +93,19 @@ def test_timestamps_default_to_the_wall_clock_and_explicit_ones_are_kept(
     implicit = handle.send("t", b"v", b"k")
     after = int(time.time() * 1000)
     explicit = handle.send("t", b"v", b"k", timestamp_ms=1234)
-    assert before <= implicit._record[4] <= after
-    assert explicit._record[4] == 1234
+    assert before <= implicit.timestamp <= after
+    assert explicit.timestamp == 1234
 
 
 def test_keyless_records_stick_to_one_partition_until_a_new_batch(handle: ProducerHandle) -> None:
     futures = [handle.send("t", b"x" * 100) for _ in range(30)]  # fits in one 4 KiB batch
-    assert len({f._record[2] for f in futures}) == 1
-    assert [f._record[3] for f in futures] == list(range(30))
+    assert len({f.partition for f in futures}) == 1
+    assert [f.offset_delta for f in futures] == list(range(30))
 
 
 def test_explicit_partitions_and_bad_ones(handle: ProducerHandle) -> None:
-    assert handle.send("t", b"v", b"k", partition=6)._record[2] == 6
-    assert handle.send("t", b"v", None, partition=0)._record[2] == 0
+    assert handle.send("t", b"v", b"k", partition=6).partition == 6
+    assert handle.send("t", b"v", None, partition=0).partition == 0
     for bad in (7, -1):
         with pytest.raises(KafkaError, match="does not exist"):
             handle.send("t", b"v", b"k", partition=bad)
@@ -115,7 +115,7 @@ def test_a_moved_directory_sends_through_the_new_one(handle: ProducerHandle) -> 
     handle.send("t", b"v", b"key")
     _publish(handle, {"t": 13})  # partitions added: the cached route is stale
     future = handle.send("t", b"v", b"key")
-    assert future._record[2] == murmur2_partition(b"key", 13)
+    assert future.partition == murmur2_partition(b"key", 13)
 
 
 def test_a_batch_completion_resolves_every_future_of_the_batch(handle: ProducerHandle) -> None:
@@ -128,7 +128,7 @@ def test_a_batch_completion_resolves_every_future_of_the_batch(handle: ProducerH
     assert all(f.succeeded() and not f.failed() for f in futures)
     assert handle._outstanding == 0
     late = handle.send("t", b"v", b"k", partition=2)  # a new record in the same open batch
-    assert late._record[3] == 5 and late.is_done  # the completion covers it already
+    assert late.offset_delta == 5 and late.is_done  # the completion covers it already
     assert late.get(1).offset == 105
     assert handle._outstanding == 0
 
@@ -181,8 +181,7 @@ def test_batches_opened_in_c_equal_those_opened_in_python(pool_name: str) -> Non
         try:
             _publish(h, {"t": 3})
             facts = [
-                h.send("t", b"v" * (i % 50), b"key-%d" % i, timestamp_ms=None)._record
-                for i in range(600)
+                h.send("t", b"v" * (i % 50), b"key-%d" % i, timestamp_ms=None) for i in range(600)
             ]
             assert h.pool.check_invariants() == []
             assert verify_batches(h.pool) == []
@@ -192,9 +191,9 @@ def test_batches_opened_in_c_equal_those_opened_in_python(pool_name: str) -> Non
                     info = h.pool.batches.read(batch_id)
                     data = bytes(h.pool.batches.data(info))
                     batches.append((entry.deque_id, info.record_count, info.write_pos, len(data)))
-            seen[route] = ([f[2:4] for f in facts], batches)
+            seen[route] = ([(f.partition, f.offset_delta) for f in facts], batches)
             if route == "c" and h._fast is not None:
-                assert any(f[1] & 2 for f in facts), "no batch was opened in C"
+                assert any(f.flags & 2 for f in facts), "no batch was opened in C"
         finally:
             discard(h)
     assert seen["c"] == seen["python"]
@@ -218,10 +217,10 @@ def _check_wakes(handle: ProducerHandle) -> None:
     for partition, wake_in_ms in ((1, 0), (2, 3), (3, 60_000)):
         pool.set_sender_wake_at(0 if wake_in_ms == 0 else int(time.monotonic() * 1000) + wake_in_ms)
         before = pool.new_batches()
-        facts = handle.send("t", b"v", b"k", partition=partition)._record
-        assert facts[1] & 2, "the batch was opened in C"
+        flags = handle.send("t", b"v", b"k", partition=partition).flags
+        assert flags & 2, "the batch was opened in C"
         assert pool.new_batches() == before + 1
-        opened.append(bool(facts[1] & 4))
+        opened.append(bool(flags & 4))
     assert opened == [False, False, True]
 
 
@@ -231,18 +230,18 @@ def test_keyless_records_of_all_producers_share_the_sticky_partition(pool_name: 
     with _handle(pool_name, fast_path=True) as first:
         second = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
         try:
-            a = first.send("t", b"x" * 100)._record[2]
-            b = second.send("t", b"x" * 100)._record[2]
+            a = first.send("t", b"x" * 100).partition
+            b = second.send("t", b"x" * 100).partition
             assert a == b
             moved = None
             for _ in range(200):  # fill the 4 KiB batch until the sticky partition moves
-                moved = first.send("t", b"x" * 100)._record[2]
+                moved = first.send("t", b"x" * 100).partition
                 if moved != a:
                     break
-            followers = {second.send("t", b"y")._record[2] for _ in range(3)}
+            followers = {second.send("t", b"y").partition for _ in range(3)}
             sticky = first.pool.deques.sticky(first._routes["t"][1][0])
             assert followers == {sticky}
-            assert first.send("t", b"z")._record[2] == sticky
+            assert first.send("t", b"z").partition == sticky
         finally:
             second._closed = True
             second._thread.join()

@@ -30,6 +30,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "_fastappend.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the pool layout is little-endian; use the pure-Python path here"
 #endif
@@ -45,7 +47,7 @@ cpu_relax(void)
 #endif
 }
 
-typedef struct {
+struct FastAppend {
     PyObject_HEAD
     Py_buffer view;
     int has_view;           /* 0 before __init__ and after close() */
@@ -65,7 +67,7 @@ typedef struct {
     Py_ssize_t pending_first_at, pending_count_at, no_slab;
     /* deques */
     Py_ssize_t deques_at, deque_size, deque_capacity;
-    Py_ssize_t d_head, d_tail, d_ring, d_entry_size;
+    Py_ssize_t d_head, d_tail, d_ring, d_entry_size, d_sticky;
     /* batch descriptors */
     Py_ssize_t batches_at, batch_stride;
     Py_ssize_t b_state, b_generation, b_deque, b_first_slab, b_slab_count;
@@ -81,7 +83,7 @@ typedef struct {
     Py_ssize_t record_batch_header;
     int32_t slot, pid;
     int64_t started;
-} FastAppend;
+};
 
 /*
  * The memory map's keys, each with the field it fills: exactly the keys of
@@ -120,6 +122,7 @@ static const LayoutField layout_fields[] = {
     LAYOUT_FIELD(d_tail),
     LAYOUT_FIELD(d_ring),
     LAYOUT_FIELD(d_entry_size),
+    LAYOUT_FIELD(d_sticky),
     LAYOUT_FIELD(batches_at),
     LAYOUT_FIELD(batch_stride),
     LAYOUT_FIELD(b_state),
@@ -518,15 +521,6 @@ typedef struct {
     Py_ssize_t len;
 } Piece;
 
-#define BUSY 0              /* the stripe is taken: Python waits for it */
-#define APPENDED 1
-#define NEEDS_NEW_BATCH 2   /* no open batch with room: Python opens one */
-
-typedef struct {
-    uint32_t batch_id, generation, offset_delta;
-    int full, new_batch, wake;
-    uint64_t queued;
-} Hit;
 
 /* Take pool lock ``index`` as LockSet.acquire does (intent byte, semaphore,
  * owner record), spinning briefly: 1 when taken, 0 when busy (the caller
@@ -1045,85 +1039,139 @@ PyDoc_STRVAR(FastAppend_send_kv__doc__,
 "batch (nothing was written); None: the directory moved, the stripe is\n"
 "busy, or the input needs the Python path.");
 
-static PyObject *
-FastAppend_send_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs)
+/* The whole of a headerless record's send: see send_kv's doc. Returns
+ * APPENDED (out filled), NEEDS_NEW_BATCH (out->partition needs one), SEND_SLOW
+ * (the Python path's job), or -1 with an exception set. */
+int
+fastappend_send_kv(PyObject *fast, PyObject *route, Py_ssize_t partition,
+                   PyObject *key, PyObject *value, SendResult *out)
 {
-    if (check_nargs("send_kv", nargs, 4) < 0
-        || check_open(self, "send_kv") < 0)
-    {
-        return NULL;
+    FastAppend *self = (FastAppend *)fast;
+
+    if (check_open(self, "send_kv") < 0) {
+        return -1;
     }
-    PyObject *route = args[0], *key = args[2], *value = args[3];
     if (!PyTuple_CheckExact(route) || PyTuple_GET_SIZE(route) != 2) {
         PyErr_SetString(PyExc_TypeError,
                         "send_kv() argument 'route' must be "
                         "(version, deque_ids)");
-        return NULL;
+        return -1;
     }
     uint64_t version = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(route, 0));
     if (version == (uint64_t)-1 && PyErr_Occurred()) {
-        return NULL;
+        return -1;
     }
     PyObject *deques = PyTuple_GET_ITEM(route, 1);
     if (!PyTuple_CheckExact(deques) || PyTuple_GET_SIZE(deques) == 0) {
         PyErr_SetString(PyExc_TypeError,
                         "send_kv() argument 'route': deque_ids must be a "
                         "non-empty tuple");
-        return NULL;
-    }
-    Py_ssize_t partition;
-    if (ssize_arg("send_kv", "partition", args[1], &partition) < 0) {
-        return NULL;
+        return -1;
     }
     const char *buf = (const char *)self->view.buf;
     if (rd64(buf + self->directory_version_at) != version) {
-        Py_RETURN_NONE;
+        return SEND_SLOW;
     }
     if ((key != Py_None && !PyBytes_CheckExact(key))
         || (value != Py_None && !PyBytes_CheckExact(value)))
     {
-        Py_RETURN_NONE;
+        return SEND_SLOW;
     }
     Py_ssize_t count = PyTuple_GET_SIZE(deques);
     if (partition < 0) {
         if (key == Py_None) {
-            Py_RETURN_NONE;
+            return SEND_SLOW;
         }
         uint32_t h = murmur2((const unsigned char *)PyBytes_AS_STRING(key),
                              PyBytes_GET_SIZE(key));
         partition = (Py_ssize_t)((h & 0x7fffffffu) % (uint32_t)count);
     }
     else if (partition >= count) {
-        Py_RETURN_NONE;
+        return SEND_SLOW;
     }
     Py_ssize_t deque_id = PyLong_AsSsize_t(PyTuple_GET_ITEM(deques,
                                                             partition));
     if (deque_id == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    out->partition = partition;
+    out->timestamp = clock_ms(CLOCK_REALTIME);
+    int64_t now_ms = clock_ms(CLOCK_MONOTONIC);  /* = time.monotonic() */
+    int appended = append_kv(self, deque_id, out->timestamp, now_ms, key,
+                             value, 1, &out->hit);
+    return appended == BUSY ? SEND_SLOW : appended;
+}
+
+Py_ssize_t
+fastappend_sticky(PyObject *fast, PyObject *route)
+{
+    FastAppend *self = (FastAppend *)fast;
+
+    if (!self->has_view || !PyTuple_CheckExact(route)
+        || PyTuple_GET_SIZE(route) != 2)
+    {
+        return -1;
+    }
+    PyObject *deques = PyTuple_GET_ITEM(route, 1);
+    if (!PyTuple_CheckExact(deques) || PyTuple_GET_SIZE(deques) == 0) {
+        return -1;
+    }
+    Py_ssize_t deque_id = PyLong_AsSsize_t(PyTuple_GET_ITEM(deques, 0));
+    if (deque_id < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    const char *deque = ((const char *)self->view.buf + self->deques_at
+                         + deque_id * self->deque_size);
+    uint32_t sticky = rd32(deque + self->d_sticky);
+    if (sticky == 0 || (Py_ssize_t)sticky > PyTuple_GET_SIZE(deques)) {
+        return -1;
+    }
+    return (Py_ssize_t)sticky - 1;
+}
+
+uint32_t
+fastappend_murmur2(PyObject *key)
+{
+    return murmur2((const unsigned char *)PyBytes_AS_STRING(key),
+                   PyBytes_GET_SIZE(key));
+}
+
+static PyObject *
+FastAppend_send_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t partition;
+    SendResult sent;
+
+    if (check_nargs("send_kv", nargs, 4) < 0
+        || ssize_arg("send_kv", "partition", args[1], &partition) < 0)
+    {
         return NULL;
     }
-    int64_t timestamp = clock_ms(CLOCK_REALTIME);
-    int64_t now_ms = clock_ms(CLOCK_MONOTONIC);  /* = time.monotonic() */
-    Hit hit;
-    int appended = append_kv(self, deque_id, timestamp, now_ms, key, value,
-                             1, &hit);
-    if (appended == NEEDS_NEW_BATCH) {
-        return PyLong_FromSsize_t(partition);
+    PyObject *key = args[2], *value = args[3];
+    int status = fastappend_send_kv((PyObject *)self, args[0], partition, key,
+                                    value, &sent);
+    if (status < 0) {
+        return NULL;
     }
-    if (appended == BUSY) {
+    if (status == NEEDS_NEW_BATCH) {
+        return PyLong_FromSsize_t(sent.partition);
+    }
+    if (status == SEND_SLOW) {
         Py_RETURN_NONE;
     }
-    Py_ssize_t key_size = key == Py_None ? -1 : PyBytes_GET_SIZE(key);
-    Py_ssize_t value_size = value == Py_None ? -1 : PyBytes_GET_SIZE(value);
+    Hit *hit = &sent.hit;
     PyObject *items[7];
     items[0] = PyLong_FromUnsignedLongLong(
-        ((unsigned long long)hit.batch_id << 32) | hit.generation);
+        ((unsigned long long)hit->batch_id << 32) | hit->generation);
     items[1] = PyLong_FromLong(
-        hit.full | (hit.new_batch << 1) | (hit.wake << 2));
-    items[2] = PyLong_FromSsize_t(partition);
-    items[3] = PyLong_FromUnsignedLong(hit.offset_delta);
-    items[4] = PyLong_FromLongLong(timestamp);
-    items[5] = PyLong_FromSsize_t(key_size);
-    items[6] = PyLong_FromSsize_t(value_size);
+        hit->full | (hit->new_batch << 1) | (hit->wake << 2));
+    items[2] = PyLong_FromSsize_t(sent.partition);
+    items[3] = PyLong_FromUnsignedLong(hit->offset_delta);
+    items[4] = PyLong_FromLongLong(sent.timestamp);
+    items[5] = PyLong_FromSsize_t(key == Py_None ? -1 : PyBytes_GET_SIZE(key));
+    items[6] = PyLong_FromSsize_t(value == Py_None ? -1
+                                                   : PyBytes_GET_SIZE(value));
     return tuple_of(items, Py_ARRAY_LENGTH(items));
 }
 
@@ -1193,7 +1241,7 @@ PyDoc_STRVAR(FastAppend__doc__,
 "Layout.fast_path_offsets plus slot, pid, started and record_batch_header,\n"
 "pool_lock the pool lock's name.");
 
-static PyTypeObject FastAppendType = {
+PyTypeObject FastAppendType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "shmkafka.producer._fastappend.FastAppend",
     .tp_basicsize = sizeof(FastAppend),
@@ -1230,7 +1278,13 @@ static PyMethodDef module_methods[] = {
 static int
 fastappend_exec(PyObject *module)
 {
-    return PyModule_AddType(module, &FastAppendType);
+    if (PyModule_AddType(module, &FastAppendType) < 0) {
+        return -1;
+    }
+    if (tracker_exec(module) < 0) {
+        return -1;
+    }
+    return entry_exec(module);
 }
 
 static PyModuleDef_Slot fastappend_slots[] = {

@@ -51,8 +51,9 @@ from shmkafka.producer.confluent_records import (
     text_of,
 )
 from shmkafka.producer.confluent_stats import statistics
-from shmkafka.producer.confluent_types import KafkaError, KafkaException
+from shmkafka.producer.confluent_types import KafkaError, KafkaException, Message
 from shmkafka.producer.engine import Engine, Settings, legal_topic
+from shmkafka.producer.entry import PARTITIONER_CODES, ProduceEntry, c_tracked, serve_reports
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.producer.metadata_view import ClusterMetadata, cluster_metadata
@@ -67,7 +68,7 @@ NO_BOOTSTRAP = (
 )
 
 
-class Producer:
+class Producer(ProduceEntry):
     """confluent-kafka's Producer, its records batched with every other process of the
     pool (``shmkafka.pool`` picks it; default: one per distinct configuration).
 
@@ -94,7 +95,7 @@ class Producer:
         if fresh:
             _LOGGED_IGNORED.update(fresh)
             self._logger.info("Producer: accepted, no effect in shmkafka: %s", ", ".join(fresh))
-        self._reports: deque[Report] = deque()
+        self._reports: deque[Report | Future] = deque()  # a Future: its own report
         self._errors: deque[KafkaError] = deque()
         self._reports_ready = threading.Condition()
         self._unassigned: deque[Unassigned] = deque()
@@ -154,6 +155,10 @@ class Producer:
         if self._settings["error_cb"] is not None:
             handle.on_event = weakly(self._queue_error)
         weakref.finalize(self, handle.release)
+        if c_tracked(handle):  # the common record's produce() is one C call (entry.py)
+            self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
+                              PARTITIONER_CODES.get(self._partitioner, 0), self._on_delivery,
+                              self._reports, self._unassigned, self._max_messages)  # fmt: skip
         return handle
 
     @property
@@ -169,11 +174,10 @@ class Producer:
 
     def _queue_reports(self, futures: list[Future]) -> None:
         """The completion thread's hook: queue a report per future that asked for one."""
-        only_errors = self._settings["report_only_errors"]
-        with self._reports_ready:
-            for future in futures:
-                if future.report is not None and not (only_errors and future.succeeded()):
-                    self._reports.append(Report(future, future.report, None))
+        if self._settings["report_only_errors"]:
+            futures = [f for f in futures if not f.succeeded()]
+        with self._reports_ready:  # (every future listed has a report)
+            self._reports.extend(futures)
             self._reports_ready.notify_all()
 
     def _queue_error(self, event: Event) -> None:
@@ -190,7 +194,7 @@ class Producer:
 
     # ------------------------------------------------------------------ produce
 
-    def produce(
+    def _produce(
         self,
         topic: str,
         value: Any = None,
@@ -217,14 +221,16 @@ class Producer:
                 )
             ):
                 chosen = partition_for(self._partitioner, key, len(route[1]))
-                report = (callback or on_delivery or self._on_delivery, key, value,
-                          time.monotonic())  # fmt: skip
+                report = callback or on_delivery or self._on_delivery
+                if report is not None:  # (else no report: nobody would read it)
+                    report = (report, key, value, time.monotonic())
                 try:  # (the completion thread queues the report, exactly once)
-                    handle.send(topic, value, key, (), chosen, None, report)
+                    handle.send(topic, value, key, (), chosen, None, report, False)
                 except ProtocolKafkaError as exc:
                     raise confluent_exception(exc) from None
                 return
-        self._produce(topic, value, key, partition, callback or on_delivery, timestamp, headers)
+        self._produce_record(topic, value, key, partition, callback or on_delivery, timestamp,
+                             headers)  # fmt: skip
 
     @property
     def _fast_handle(self) -> ProducerHandle | None:
@@ -235,8 +241,8 @@ class Producer:
         handle = engine._handle
         return None if handle.pool.forked or handle.on_done is None else handle
 
-    def _produce(self, topic: Any, value: Any, key: Any, partition: Any, callback: Any,
-                 timestamp: Any, headers: Any) -> None:  # fmt: skip
+    def _produce_record(self, topic: Any, value: Any, key: Any, partition: Any, callback: Any,
+                        timestamp: Any, headers: Any) -> None:  # fmt: skip
         if not isinstance(topic, str):
             raise TypeError(f"argument 1 must be str, not {type(topic).__name__}")
         check_value(value)
@@ -290,8 +296,9 @@ class Producer:
         elif chosen is not None and not 0 <= chosen < count:
             self._fail_now(record, KafkaError(KafkaError._UNKNOWN_PARTITION))
             return True
+        report = record.report if record.report[0] is not None else None
         handle.send(record.topic, record.value, record.key, record.headers, chosen,
-                    record.timestamp or None, record.report)  # fmt: skip
+                    record.timestamp or None, report, False)  # fmt: skip
         return True
 
     def _fail_now(self, record: Unassigned, error: KafkaError) -> None:
@@ -323,7 +330,7 @@ class Producer:
                     continue
             else:
                 waiting.append(record)
-        self._unassigned = waiting
+        self._unassigned.extend(waiting)  # (in place: the C entry holds this deque)
 
     def produce_batch(
         self,
@@ -351,8 +358,9 @@ class Producer:
         queued = 0
         for message in messages:
             try:
-                self._produce(topic, message.get("value"), message.get("key"), partition,
-                              message.get("callback") or default, 0, None)  # fmt: skip
+                self._produce_record(topic, message.get("value"), message.get("key"),
+                                     partition, message.get("callback") or default, 0,
+                                     None)  # fmt: skip
             except (KafkaException, BufferError) as exc:
                 error = error_of(exc)
                 message["_error"] = KafkaError(error.code(), f"Message failed: {error.str()}")
@@ -394,19 +402,28 @@ class Producer:
             if callback is not None:
                 raised = call_capturing(callback, (error,)) or raised
         raised = call_capturing(self._maybe_stats, ()) or raised
+        if serve_reports is not None:  # (C: the delivered record's report)
+            count, failed = serve_reports(self._reports, Message, self._serve_report)
+            served, raised = served + count, failed or raised
         while self._reports:
             try:
-                report = self._reports.popleft()
+                item = self._reports.popleft()
             except IndexError:
                 break
             served += 1
-            callback = report.callback
-            if callback is not None:
-                message = message_for(report)
-                raised = call_capturing(callback, (message.error(), message)) or raised
+            raised = self._serve_report(item) or raised
         if raised is not None:
             raise raised
         return served
+
+    @staticmethod
+    def _serve_report(item: Report | Future) -> BaseException | None:
+        """Call one report's callback; what it raised."""
+        report = item if isinstance(item, Report) else Report(item, item.report, None)
+        if report.callback is None:
+            return None
+        message = message_for(report)
+        return call_capturing(report.callback, (message.error(), message))
 
     def flush(self, timeout: float = -1) -> int:
         """Send everything now and serve reports until none is pending or ``timeout`` s
@@ -526,6 +543,7 @@ class Producer:
             self.flush()
         finally:
             self._closed = True
+            self._fast_disable()
             if self._engine is not None:
                 handle = self._engine._handle
                 if not handle.pool.forked:

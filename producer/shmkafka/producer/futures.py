@@ -3,8 +3,10 @@ RecordMetadata.
 
 Rules:
 - A future holds no lock or event of its own: waits go through its producer's condition.
-- Futures of one batch generation share a ``_BatchWait``; a completion (or one per part of
+- Futures of one batch generation share a ``BatchWait``; a completion (or one per part of
   a split batch) resolves them all at once. The first outcome of a future stands.
+- ``PyTracker`` (here) and the C ``Tracker`` (_tracker.c) do the same; the C one registers
+  a record in the same call that appends it.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shmkafka.errors import KafkaTimeoutError
 from shmkafka.protocol.errors import KafkaError
+from shmkafka.shm.layout import ALL_DELTAS
 from shmkafka.shm.rings import Completion
 
 log = logging.getLogger("shmkafka.producer")
@@ -40,24 +43,26 @@ class RecordMetadata(NamedTuple):
     serialized_header_size: int
 
 
-# What send() learns of a record, as FastAppend.send_kv returns it: (registration = batch id
-# << 32 | generation, flags, partition, offset delta, timestamp, key size, value size); the
-# Python route adds the headers' size (the C route takes no headers: -1).
+# What send() learns of a record (the slow path's facts for ``Tracker.track``):
+# (registration = batch id << 32 | generation, flags, partition, offset delta, timestamp,
+# key size, value size, headers' size); sizes are -1 for None / no headers.
 RecordFacts = tuple[int, ...]
-DELTA = 3
 FULL, NEW_BATCH, WAKE = 1, 2, 4  # flags
 
 
-class _BatchWait:
-    """This process's futures in one generation of one batch, and the completions that came
+class BatchWait:
+    """This process's records in one generation of one batch, and the completions that came
     for it: one, or one per part when the Sender split the batch. Futures read their outcome
-    here, so a completion resolves a whole batch at once."""
+    here, so a completion resolves a whole batch at once. Only futures somebody listens to
+    (a report to queue, a callback to run) are listed; the others are counted."""
 
-    __slots__ = ("completions", "futures", "pending", "retire_at")
+    __slots__ = ("completions", "cond", "deltas", "listed", "pending", "retire_at")
 
-    def __init__(self) -> None:
+    def __init__(self, cond: threading.Condition) -> None:
+        self.cond = cond
         self.completions: list[tuple[Completion, KafkaError | None]] = []
-        self.futures: list[Future] = []
+        self.listed: list[Future] = []
+        self.deltas: list[int] = []  # the pending records' offset deltas
         self.pending = 0
         self.retire_at = 0.0
 
@@ -67,76 +72,172 @@ class _BatchWait:
                 return item
         return None
 
+    def listen(self, future: Future) -> bool:
+        """List ``future`` for its completion (under the producer's lock); False if it is
+        done already."""
+        if self.outcome(future.offset_delta) is not None:
+            return False
+        if future not in self.listed:
+            self.listed.append(future)
+        return True
 
-class Future:
+
+class FutureBase:
+    """A record's facts and its batch's wait (the C extension has the same type)."""
+
+    __slots__ = ("_callbacks", "_wait", "flags", "header_size", "key_size", "offset_delta",
+                 "partition", "registration", "report", "timestamp", "topic",
+                 "value_size")  # fmt: skip
+
+    _callbacks: list[Callable[[Future], None]] | None
+    _wait: BatchWait
+    flags: int
+    header_size: int
+    key_size: int
+    offset_delta: int
+    partition: int
+    registration: int
+    report: Any
+    timestamp: int
+    topic: str
+    value_size: int
+
+    def _outcome(self) -> tuple[Completion, KafkaError | None] | None:
+        return self._wait.outcome(self.offset_delta)
+
+
+class PyTracker:
+    """The futures of one producer handle: the reference for the C ``Tracker``
+    (``_fastappend``), whose methods do the same, and the path when it is not built.
+
+    Rules: ``track`` takes the producer's lock (``cond``), the other methods run under it;
+    a completion may come before a record's registration (the slow path appends, then
+    tracks), so a completed wait stays until ``retire`` forgets it."""
+
+    def __init__(self, cond: threading.Condition, future_type: type[Future]) -> None:
+        self.cond = cond
+        self.future_type = future_type
+        self.waits: dict[int, BatchWait] = {}
+        self.outstanding = 0
+
+    def _wait(self, registration: int) -> BatchWait:
+        wait = self.waits.get(registration)
+        if wait is None:
+            wait = self.waits[registration] = BatchWait(self.cond)
+        return wait
+
+    def track(
+        self, topic: str, facts: RecordFacts, report: Any, want_future: bool
+    ) -> Future | None:
+        """Register one appended record; its future (None if no future is wanted and no
+        report awaits it)."""
+        with self.cond:
+            wait = self._wait(facts[0])
+            future = None
+            if want_future or report is not None:
+                future = self.future_type.__new__(self.future_type)
+                (future.registration, future.flags, future.partition, future.offset_delta,
+                 future.timestamp, future.key_size, future.value_size,
+                 future.header_size) = facts  # fmt: skip
+                future._wait, future.topic, future.report = wait, topic, report
+                future._callbacks = None
+            if wait.completions and wait.outcome(facts[3]) is not None:
+                return future  # its completion came first: done already
+            wait.deltas.append(facts[3])
+            wait.pending += 1
+            self.outstanding += 1
+            if report is not None:
+                assert future is not None
+                wait.listed.append(future)
+            return future
+
+    def complete(self, registration: int, first: int, last: int, completion: Completion,
+                 error: KafkaError | None, local: bool,
+                 retire_at: float) -> list[Future] | None:  # fmt: skip
+        """Record a completion of deltas [first, last] (the caller holds ``cond``); the
+        listed futures it resolves (None: the same part came again, from a Sender that
+        restarted)."""
+        wait = self._wait(registration)
+        if not local and any(c.first_delta == first for c, _ in wait.completions):
+            return None
+        wait.completions.append((completion, error))
+        if first == 0 and last == ALL_DELTAS:
+            covered, wait.listed = wait.listed, []
+            resolved, wait.deltas = len(wait.deltas), []
+        else:
+            covered = [f for f in wait.listed if first <= f.offset_delta <= last]
+            wait.listed = [f for f in wait.listed if not first <= f.offset_delta <= last]
+            left = [d for d in wait.deltas if not first <= d <= last]
+            resolved, wait.deltas = len(wait.deltas) - len(left), left
+        wait.pending -= resolved
+        self.outstanding -= resolved
+        wait.retire_at = retire_at
+        return covered
+
+    def pending(self) -> list[tuple[int, int]]:
+        """(registration, records pending) of every wait with records pending (the caller
+        holds ``cond``)."""
+        return [(r, w.pending) for r, w in self.waits.items() if w.pending]
+
+    def retire(self, now: float) -> None:
+        """Forget completed waits with nothing pending whose time is up (the caller holds
+        ``cond``)."""
+        done = [r for r, w in self.waits.items()
+                if not w.pending and w.completions and w.retire_at <= now]  # fmt: skip
+        for registration in done:
+            del self.waits[registration]
+
+    def clear(self) -> None:
+        """Forget every wait (the producer is closed)."""
+        self.waits.clear()
+
+
+class Future(FutureBase):
     """A send's result: ``get(timeout)`` returns RecordMetadata or raises the error.
 
-    Futures are made on every send, so they are light: no lock or event of their own (the
-    waits go through their producer's one condition variable) and no state but a reference to
-    their batch's wait and the record's ``RecordFacts``; RecordMetadata is built on first
-    use."""
+    Futures are light: no lock or event of their own (waits go through their producer's
+    one condition variable), the record's facts and a reference to their batch's wait;
+    RecordMetadata is built on first use. Nothing keeps a future alive but its caller,
+    unless a report or callback listens to it.
 
-    __slots__ = ("_callbacks", "_cond", "_record", "_wait", "report", "topic")
+    With the C extension built, ``Future`` is its type (_tracker.c: not tracked by the
+    garbage collector, made without a Python call), with these methods installed."""
 
-    def __init__(
-        self,
-        cond: threading.Condition,
-        wait: _BatchWait,
-        topic: str,
-        record: RecordFacts,
-    ) -> None:
-        self._cond = cond
-        self._wait = wait
-        self.topic = topic
-        self._record = record
-        self._callbacks: list[Callable[[Future], None]] | None = None
-        self.report: Any = None  # what a delivery report needs (the confluent API's)
+    __slots__ = ()
 
     @property
     def is_done(self) -> bool:
-        return self._wait.outcome(self._record[DELTA]) is not None
+        return self._outcome() is not None
 
     @property
     def exception(self) -> BaseException | None:
-        outcome = self._wait.outcome(self._record[DELTA])
+        outcome = self._outcome()
         return None if outcome is None else outcome[1]
 
     @property
     def value(self) -> RecordMetadata | None:
-        outcome = self._wait.outcome(self._record[DELTA])
+        outcome = self._outcome()
         if outcome is None or outcome[1] is not None:
             return None
         c = outcome[0]
-        facts = self._record
-        partition, delta = facts[2], facts[DELTA]
+        partition = self.partition
         return RecordMetadata(
-            self.topic, partition, TopicPartition(self.topic, partition), c.offset_of(delta),
-            c.log_append_time if c.log_append_time >= 0 else facts[4], None, facts[5], facts[6],
-            facts[7] if len(facts) > 7 else -1,
+            self.topic, partition, TopicPartition(self.topic, partition),
+            c.offset_of(self.offset_delta),
+            c.log_append_time if c.log_append_time >= 0 else self.timestamp, None,
+            self.key_size, self.value_size, self.header_size,
         )  # fmt: skip
-
-    @property
-    def partition(self) -> int:
-        return self._record[2]
-
-    @property
-    def offset_delta(self) -> int:
-        return self._record[DELTA]
-
-    @property
-    def timestamp(self) -> int:
-        return self._record[4]
 
     def retriable(self) -> bool:
         error = self.exception
         return bool(getattr(error, "retriable", False))
 
     def succeeded(self) -> bool:
-        outcome = self._wait.outcome(self._record[DELTA])
+        outcome = self._outcome()
         return outcome is not None and outcome[1] is None
 
     def failed(self) -> bool:
-        outcome = self._wait.outcome(self._record[DELTA])
+        outcome = self._outcome()
         return outcome is not None and outcome[1] is not None
 
     def _run_callbacks(self) -> None:
@@ -150,8 +251,8 @@ class Future:
     def add_done_callback(self, callback: Callable[[Future], None]) -> None:
         """``callback(future)`` once the future is done (at once if it is); an exception it
         raises is logged and never breaks delivery."""
-        with self._cond:
-            if not self.is_done:
+        with self._wait.cond:
+            if self._wait.listen(self):
                 if self._callbacks is None:
                     self._callbacks = []
                 self._callbacks.append(callback)
@@ -185,8 +286,9 @@ class Future:
         return self.add_callback(fn, *args, **kwargs).add_errback(fn, *args, **kwargs)
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
-        with self._cond:
-            if not self._cond.wait_for(lambda: self.is_done, timeout):
+        cond = self._wait.cond
+        with cond:
+            if not cond.wait_for(lambda: self._outcome() is not None, timeout):
                 raise KafkaTimeoutError(f"no result within {timeout} s")
         error = self.exception
         if error is not None:
@@ -194,3 +296,15 @@ class Future:
         value = self.value
         assert value is not None
         return value
+
+
+if not TYPE_CHECKING:
+    try:  # the C type when the extension is built, with the methods above
+        from shmkafka.producer._fastappend import Future as _CFuture
+        from shmkafka.producer._fastappend import adopt_methods
+    except ImportError:
+        pass
+    else:
+        adopt_methods(_CFuture, {name: value for name, value in Future.__dict__.items()
+                                 if not name.startswith("__") or name == "__doc__"})  # fmt: skip
+        Future = _CFuture

@@ -29,9 +29,8 @@ import os
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import posix_ipc
 
@@ -46,15 +45,7 @@ from shmkafka.errors import (
     UnknownTopicOrPartitionError,
 )
 from shmkafka.producer.accumulator import RecordAccumulator
-from shmkafka.producer.futures import (
-    DELTA,
-    FULL,
-    NEW_BATCH,
-    WAKE,
-    Future,
-    RecordFacts,
-    _BatchWait,
-)
+from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
 from shmkafka.producer.supervisor import SENDER_STALL_MS, SenderSupervisor
 from shmkafka.protocol.broker_errors import error_for, for_code
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
@@ -73,7 +64,7 @@ from shmkafka.shm.errors import (
     ShmError,
 )
 from shmkafka.shm.events import AUTHENTICATION, SSL, Event
-from shmkafka.shm.layout import ALL_DELTAS, DIRECTORY_LOCK, IN_FLIGHT
+from shmkafka.shm.layout import DIRECTORY_LOCK, IN_FLIGHT
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import (
     CORRUPT_DESCRIPTOR,
@@ -82,6 +73,11 @@ from shmkafka.shm.rings import (
     Completion,
 )
 from shmkafka.shm.sender_link import sender_semaphore, wake
+
+try:
+    from shmkafka.producer._fastappend import Tracker
+except ImportError:  # not built: futures.PyTracker serves
+    Tracker = None  # type: ignore[assignment,misc]
 
 SENDER_CHECK_S = 0.2
 RECENT_EVENTS_S = 10.0
@@ -177,10 +173,14 @@ class ProducerHandle:
         )
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._waits: dict[int, _BatchWait] = {}  # (batch id << 32) | generation → wait
-        self._retired: deque[tuple[float, int]] = deque()
         self._routes: dict[str, tuple[int, tuple[int, ...]]] = {}  # topic → version, deque ids
         self._fast = self.accumulator.fast_path
+        # the futures: the C Tracker appends and registers a record in one call
+        self._tracker: Any = (
+            PyTracker(self._cond, Future) if self._fast is None or Tracker is None
+            else Tracker(self._cond, Future, self._on_batch)
+        )  # fmt: skip
+        self._next_retire = 0.0
         # Called (by the completion thread, or by send for a record resolved at once) with
         # the futures just resolved, in offset order per batch.
         self.on_done: Callable[[list[Future]], None] | None = None
@@ -196,7 +196,6 @@ class ProducerHandle:
         self._events_seen = self._recent_events_start()
         self._closed = False
         self._detach_on_exit = False  # set by release(): the thread detaches when it ends
-        self._outstanding = 0
         self._flushers = 0  # threads waiting in flush(), under self._cond
         self._idle = self._cond
         self.start_sender = start_sender
@@ -238,6 +237,20 @@ class ProducerHandle:
             time.sleep(0.005)
         return len(entries)
 
+    @overload
+    def send(
+        self, topic: str, value: bytes | None = None, key: bytes | None = None,
+        headers: Sequence[HeaderInput] = (), partition: int | None = None,
+        timestamp_ms: int | None = None, report: Any = None, want_future: Literal[True] = True,
+    ) -> Future: ...  # fmt: skip
+
+    @overload
+    def send(
+        self, topic: str, value: bytes | None, key: bytes | None,
+        headers: Sequence[HeaderInput], partition: int | None, timestamp_ms: int | None,
+        report: Any, want_future: bool,
+    ) -> Future | None: ...  # fmt: skip
+
     def send(
         self,
         topic: str,
@@ -247,7 +260,10 @@ class ProducerHandle:
         partition: int | None = None,
         timestamp_ms: int | None = None,
         report: Any = None,
-    ) -> Future:
+        want_future: bool = True,
+    ) -> Future | None:
+        """Append one record; its future (None when ``want_future`` is False: ``report``,
+        if not None, is still handed to ``on_done`` once the record is done)."""
         if self._closed:
             raise KafkaError("the producer is closed")
         try:
@@ -258,21 +274,26 @@ class ProducerHandle:
                     partition_arg = -1 if key is not None else self._sticky_for(topic, route)
                 else:
                     partition_arg = partition if partition >= 0 else len(route[1])  # → slow path
-                hit = None if self.pool.forked else fast.send_kv(route, partition_arg, key, value)
-                if isinstance(hit, tuple):
-                    future = self._track(topic, hit, report)
-                    if hit[1]:
-                        if hit[1] & WAKE:  # a full batch, or a new one the Sender might miss
-                            self._wake_sender()
-                        if hit[1] & FULL and key is None and partition is None:
-                            self._next_sticky(topic)
-                    return future
-                if isinstance(hit, int):  # no open batch with room in partition ``hit``
-                    return self._send_slow(topic, value, key, headers, hit, None, report,
-                                           new_batch=True)  # fmt: skip
-            return self._send_slow(topic, value, key, headers, partition, timestamp_ms, report)
+                if not self.pool.forked:
+                    hit = self._tracker.send(fast, route, topic, partition_arg, key, value,
+                                             report, want_future)  # fmt: skip
+                    if type(hit) is not int:
+                        return hit  # type: ignore[no-any-return]
+                    if hit >= 0:  # no open batch with room in partition ``hit``
+                        return self._send_slow(topic, value, key, headers, hit, None, report,
+                                               want_future, new_batch=True)  # fmt: skip
+            return self._send_slow(topic, value, key, headers, partition, timestamp_ms, report,
+                                   want_future)  # fmt: skip
         except SHM_ERRORS as exc:  # (a try costs nothing unless something is raised)
             raise kafka_error(exc) from exc
+
+    def _on_batch(self, topic: str, flags: int, partition: int) -> None:
+        """The C Tracker's hook for a record that filled its batch or opened one the
+        Sender must hear of."""
+        if flags & WAKE:
+            self._wake_sender()
+        if flags & FULL:
+            self._next_sticky(topic, partition)
 
     def _sticky_for(self, topic: str, route: tuple[int, tuple[int, ...]]) -> int:
         """The topic's sticky partition, shared by every producer of the pool (recorded in
@@ -284,10 +305,11 @@ class ProducerHandle:
             deques.set_sticky(route[1][0], sticky)
         return sticky
 
-    def _next_sticky(self, topic: str) -> None:
-        """The sticky partition's batch is full: every producer moves to a new one."""
+    def _next_sticky(self, topic: str, partition: int) -> None:
+        """A batch of ``partition`` is full: if it is the sticky one, every producer moves
+        to a new one (Java's sticky partitioner, on a new batch)."""
         route = self._routes.get(topic)
-        if route is not None:
+        if route is not None and self.pool.deques.sticky(route[1][0]) == partition:
             self.pool.deques.set_sticky(route[1][0], random.randrange(len(route[1])))
 
     def _send_slow(
@@ -299,9 +321,10 @@ class ProducerHandle:
         partition: int | None,
         timestamp_ms: int | None,
         report: Any = None,
+        want_future: bool = True,
         *,
         new_batch: bool = False,
-    ) -> Future:
+    ) -> Future | None:
         snapshot = self.pool.directory.snapshot()
         entries = snapshot.topics.get(topic)
         if entries is None:
@@ -331,7 +354,7 @@ class ProducerHandle:
             new_batch=new_batch,
         )
         if key is None and partition_arg is None and result.batch_is_full:
-            self._next_sticky(topic)
+            self._next_sticky(topic, partition)
         facts = (
             (result.batch_id << 32) | result.generation,
             FULL * result.batch_is_full + NEW_BATCH * result.new_batch_created, partition,
@@ -339,28 +362,19 @@ class ProducerHandle:
             len(key) if key is not None else -1, len(value) if value is not None else -1,
             sum(len(k.encode()) + len(v or b"") for k, v in headers) if headers else -1,
         )  # fmt: skip
-        future = self._track(topic, facts, report)
+        # (the facade's ``report`` goes with the registration, so the completion thread
+        # queues it exactly once)
+        future = self._tracker.track(topic, facts, report, want_future)
+        if report is not None and self.on_done is not None and future.is_done:
+            self.on_done([future])  # its completion came first
         if result.batch_is_full or result.new_batch_created:
             self._wake_sender()
-        return future
+        return future if want_future else None
 
-    def _track(self, topic: str, facts: RecordFacts, report: Any = None) -> Future:
-        """Register a future in its batch's wait (with the facade's ``report``, set before
-        the completion thread can see the future, so its report is queued exactly once)."""
-        with self._lock:
-            wait = self._waits.get(facts[0])
-            if wait is None:
-                wait = self._waits[facts[0]] = _BatchWait()
-            future = Future(self._cond, wait, topic, facts)
-            future.report = report
-            if not wait.completions or wait.outcome(facts[DELTA]) is None:
-                wait.futures.append(future)
-                wait.pending += 1
-                self._outstanding += 1
-                return future
-        if self.on_done is not None:  # resolved already: its completion came first
-            self.on_done([future])
-        return future
+    @property
+    def _outstanding(self) -> int:
+        """Records of this process sent and not yet done."""
+        return int(self._tracker.outstanding)
 
     def _wake_sender(self) -> None:
         wake(self._sender_sem)
@@ -425,25 +439,14 @@ class ProducerHandle:
         registration = (completion.batch_id << 32) | completion.generation
         error = local or self._error(completion)
         with self._cond:
-            wait = self._waits.get(registration)
-            if wait is None:
-                wait = self._waits[registration] = _BatchWait()
-            if local is None and any(
-                c.first_delta == completion.first_delta for c, _ in wait.completions
-            ):
-                return  # the same part posted again (by a Sender that restarted)
-            wait.completions.append((completion, error))
-            if completion.first_delta == 0 and completion.last_delta == ALL_DELTAS:
-                covered, wait.futures = wait.futures, []
-            else:
-                covered = [f for f in wait.futures if completion.covers(f._record[DELTA])]
-                wait.futures = [f for f in wait.futures if not completion.covers(f._record[DELTA])]
-            wait.pending -= len(covered)
-            self._outstanding -= len(covered)
-            wait.retire_at = time.monotonic() + RETIRE_S
-            self._retired.append((wait.retire_at, registration))
+            covered = self._tracker.complete(
+                registration, completion.first_delta, completion.last_delta, completion,
+                error, local is not None, time.monotonic() + RETIRE_S,
+            )  # fmt: skip
             self._cond.notify_all()
-        if covered and self.on_done is not None:
+        if not covered:
+            return
+        if self.on_done is not None:
             self.on_done(covered)
         for future in covered:
             if future._callbacks:
@@ -457,11 +460,7 @@ class ProducerHandle:
         and the Sender may still deliver them; a result that arrives later is not reported
         (the first outcome of a future stands)."""
         with self._lock:
-            pending = [
-                (r, w.pending)
-                for r, w in self._waits.items()
-                if w.pending and (select is None or select(r))
-            ]
+            pending = [(r, n) for r, n in self._tracker.pending() if select is None or select(r)]
         for registration, _ in pending:
             failure = Completion(registration >> 32, registration & 0xFFFFFFFF, -1, -1, -1, -1)
             self._on_completion(failure, error)
@@ -491,16 +490,12 @@ class ProducerHandle:
         return info.state == IN_FLIGHT and info.generation == registration & 0xFFFFFFFF
 
     def _retire(self, now: float) -> None:
-        """Forget waits whose futures are all resolved, ``RETIRE_S`` after their completion."""
-        retired = self._retired
-        if not retired or retired[0][0] > now:
+        """Forget waits whose records are all done, ``RETIRE_S`` after their completion."""
+        if now < self._next_retire:
             return
+        self._next_retire = now + RETIRE_S / 10
         with self._lock:
-            while retired and retired[0][0] <= now:
-                _, registration = retired.popleft()
-                wait = self._waits.get(registration)
-                if wait is not None and wait.pending == 0 and wait.retire_at <= now:
-                    del self._waits[registration]
+            self._tracker.retire(now)
 
     @staticmethod
     def _error(completion: Completion) -> KafkaError | None:
@@ -575,6 +570,7 @@ class ProducerHandle:
     def _detach(self) -> None:
         if self.pool.forked:
             return  # (the parent's handle: nothing of it is ours to free)
+        self._tracker.clear()
         self.accumulator.close()
         with kafka_errors:
             self.pool.detach()

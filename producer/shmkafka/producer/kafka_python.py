@@ -36,6 +36,7 @@ from shmkafka.errors import (
 from shmkafka.producer import peer_errors
 from shmkafka.producer.accumulator import record_size_bound
 from shmkafka.producer.engine import Engine, Settings, check_topic, valid_topics
+from shmkafka.producer.entry import PARTITION_MURMUR2, SendEntry, c_tracked
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.producer.kafka_plugins import (
@@ -230,7 +231,7 @@ def _settings(config: dict[str, Any]) -> Settings:
     )
 
 
-class KafkaProducer:
+class KafkaProducer(SendEntry):
     """kafka-python's KafkaProducer, its records batched with every other process of the
     pool. ``pool=NAME`` picks the pool (default: one per distinct configuration)."""
 
@@ -285,7 +286,7 @@ class KafkaProducer:
 
     # ------------------------------------------------------------------ send
 
-    def send(
+    def _send(
         self,
         topic: str,
         value: Any = None,
@@ -294,7 +295,8 @@ class KafkaProducer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Future:
-        """Append one record; returns a future of RecordMetadata (kafka-python's)."""
+        """``send`` (entry.py: the common record is done in C): append one record; returns
+        a future of RecordMetadata (kafka-python's)."""
         if self._plain and headers is None and partition is None and timestamp_ms is None and (
             type(value) is bytes and (key is None or type(key) is bytes) and not self._closed
             and len(value) + (len(key) if key is not None else 0) < self._size_precheck
@@ -304,7 +306,9 @@ class KafkaProducer:
             engine = self._engine
             handle = engine._handle
             if topic in valid_topics and not handle.pool.forked:
-                return handle.send(topic, value, key)
+                future = handle.send(topic, value, key)
+                self._enable_fast(handle)
+                return future
         if self._closed:
             raise IllegalStateError("KafkaProducer already closed!")
         check_topic(topic)
@@ -320,11 +324,19 @@ class KafkaProducer:
         if partition is None and self._custom_partitioner:
             partition = self._custom_partition(handle, topic, key, key_bytes, value, value_bytes)
         try:
-            return handle.send(topic, value_bytes, key_bytes, headers, partition, timestamp_ms)
+            future = handle.send(topic, value_bytes, key_bytes, headers, partition, timestamp_ms)
+            self._enable_fast(handle)
+            return future
         except UnknownTopicOrPartitionError:
             raise IllegalArgumentError(
                 f"Unrecognized partition {partition} for topic {topic}"
             ) from None
+
+    def _enable_fast(self, handle: ProducerHandle) -> None:
+        """Let the C entry take the common record (entry.py), with this process's handle."""
+        if self._plain and not self._fast_enabled() and c_tracked(handle):
+            self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
+                              PARTITION_MURMUR2, None, None, None, 0)  # fmt: skip
 
     def _check_size(self, key: Any, value: Any, headers: list[tuple[str, bytes]]) -> None:
         size = record_size_bound(key, value, headers)  # the accumulator's own bound
@@ -369,6 +381,7 @@ class KafkaProducer:
         if self._closed:
             return
         self._closed = True
+        self._fast_disable()
         handle = self._handle
         try:
             if timeout is not None and timeout <= 0:

@@ -454,6 +454,7 @@ class Layout:
             "d_tail": D_TAIL,
             "d_ring": D_RING,
             "d_entry_size": DEQUE_ENTRY.size,
+            "d_sticky": D_STICKY,
             # batch descriptors
             "batches_at": self.batches_at,
             "batch_stride": BATCH_SIZE_BYTES,

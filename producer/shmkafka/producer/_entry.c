@@ -1,0 +1,489 @@
+/*
+ * The public calls' common case in C: KafkaProducer.send and
+ * Producer.produce are methods of the C bases here (SendEntry,
+ * ProduceEntry), so the common record costs one C call: argument checks,
+ * the partitioner, the append and the future or report, without a Python
+ * frame. Anything else calls the facade's Python method (_send, _produce)
+ * with the same arguments: that method is the reference, and the fallback
+ * for every case not handled here.
+ *
+ * Rules:
+ * - The facade turns the fast path on (_fast_enable) once its handle is up
+ *   and off (_fast_disable) when it closes; a fork (any fork: uWSGI's does
+ *   not run Python's at-fork hooks) turns it off in the child until the
+ *   facade enables it again with the child's own handle.
+ * - Nothing is written when a check fails: the Python path then starts the
+ *   record from the beginning. When the append cannot be done here (a new
+ *   batch, a moved directory) nothing was written either.
+ * - Only records the Python path would send unchanged are taken here: bytes
+ *   key (or None) and value, no headers, no partition, no timestamp, a topic
+ *   whose route the handle already cached (so its name was checked), a
+ *   partitioner this file knows.
+ *
+ * The style is CPython's (PEP 7).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "_fastappend.h"
+
+/* partitioners (what the facade passes to _fast_enable) */
+#define PARTITION_MURMUR2 1     /* Java's / kafka-python's, murmur2_random */
+#define PARTITION_CRC32 2       /* librdkafka's consistent_random */
+
+static unsigned long fork_generation;   /* + 1 in every forked child */
+static uint32_t crc32_table[256];
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *tracker;      /* NULL: every call takes the Python path */
+    PyObject *fast, *routes;
+    PyObject *on_delivery;  /* produce: the configured callback, or None */
+    PyObject *reports;      /* produce: reports queued, counted by len() */
+    PyObject *unassigned;   /* produce: records waiting for metadata */
+    Py_ssize_t size_precheck, max_messages;
+    int partitioner;
+    unsigned long generation;
+} Entry;
+
+static PyObject *str_value, *str_key, *str_topic, *str_headers;
+static PyObject *str_partition, *str_timestamp_ms;
+static PyObject *str_on_delivery, *str_callback, *str_send, *str_produce;
+
+static void
+child_after_fork(void)
+{
+    fork_generation++;
+}
+
+static uint32_t
+crc32_of(PyObject *key)
+{
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(key);
+    Py_ssize_t n = PyBytes_GET_SIZE(key);
+    uint32_t crc = 0xFFFFFFFFu;
+
+    for (Py_ssize_t i = 0; i < n; i++) {
+        crc = crc32_table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+    }
+    return crc ^ 0xFFFFFFFFu;
+}
+
+static int
+Entry_traverse(Entry *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->tracker);
+    Py_VISIT(self->fast);
+    Py_VISIT(self->routes);
+    Py_VISIT(self->on_delivery);
+    Py_VISIT(self->reports);
+    Py_VISIT(self->unassigned);
+    return 0;
+}
+
+static int
+Entry_clear(Entry *self)
+{
+    Py_CLEAR(self->tracker);
+    Py_CLEAR(self->fast);
+    Py_CLEAR(self->routes);
+    Py_CLEAR(self->on_delivery);
+    Py_CLEAR(self->reports);
+    Py_CLEAR(self->unassigned);
+    return 0;
+}
+
+static void
+Entry_dealloc(Entry *self)
+{
+    PyObject_GC_UnTrack(self);
+    Entry_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+PyDoc_STRVAR(Entry_fast_enable__doc__,
+"_fast_enable($self, tracker, fast, routes, size_precheck, partitioner,\n"
+"             on_delivery, reports, unassigned, max_messages, /)\n"
+"--\n"
+"\n"
+"Take the common record here, through the handle's C Tracker and\n"
+"FastAppend and its route cache; records of size_precheck bytes or more\n"
+"take the Python path. partitioner: 1 murmur2, 2 crc32 (librdkafka's\n"
+"consistent_random), else the Python path for keyed records. The last\n"
+"four are produce()'s (None / 0 for send()).");
+
+static PyObject *
+Entry_fast_enable(Entry *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError,
+                     "_fast_enable() takes exactly 9 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[0], &TrackerType)
+        || !PyObject_TypeCheck(args[1], &FastAppendType)
+        || !PyDict_CheckExact(args[2]))
+    {
+        PyErr_SetString(PyExc_TypeError,
+                        "_fast_enable() needs a Tracker, a FastAppend and a "
+                        "dict of routes");
+        return NULL;
+    }
+    Py_ssize_t size_precheck = PyLong_AsSsize_t(args[3]);
+    long partitioner = PyLong_AsLong(args[4]);
+    Py_ssize_t max_messages = PyLong_AsSsize_t(args[8]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Entry_clear(self);
+    self->tracker = Py_NewRef(args[0]);
+    self->fast = Py_NewRef(args[1]);
+    self->routes = Py_NewRef(args[2]);
+    self->on_delivery = Py_NewRef(args[5]);
+    self->reports = args[6] == Py_None ? NULL : Py_NewRef(args[6]);
+    self->unassigned = args[7] == Py_None ? NULL : Py_NewRef(args[7]);
+    self->size_precheck = size_precheck;
+    self->partitioner = (int)partitioner;
+    self->max_messages = max_messages;
+    self->generation = fork_generation;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Entry_fast_disable(Entry *self, PyObject *Py_UNUSED(ignored))
+{
+    Entry_clear(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Entry_fast_enabled(Entry *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(self->tracker != NULL
+                           && self->generation == fork_generation);
+}
+
+static inline int
+name_is(PyObject *name, PyObject *interned)
+{
+    return name == interned
+           || (PyUnicode_Check(name) && PyUnicode_Compare(name, interned) == 0);
+}
+
+/* The Python path, with the call's own arguments. */
+static PyObject *
+python_path(Entry *self, PyObject *method, PyObject *const *args,
+            Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *bound = PyObject_GetAttr((PyObject *)self, method);
+
+    if (bound == NULL) {
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(bound, args, nargs, kwnames);
+    Py_DECREF(bound);
+    return result;
+}
+
+/* The checks both calls share; the record's route (borrowed), or NULL (the
+ * Python path; no exception set). */
+static PyObject *
+common_route(Entry *self, PyObject *topic, PyObject *value, PyObject *key)
+{
+    if (self->tracker == NULL || self->generation != fork_generation
+        || topic == NULL || !PyUnicode_CheckExact(topic)
+        || !PyBytes_CheckExact(value)
+        || (key != Py_None && !PyBytes_CheckExact(key)))
+    {
+        return NULL;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(value)
+                      + (key == Py_None ? 0 : PyBytes_GET_SIZE(key));
+    if (size >= self->size_precheck) {
+        return NULL;
+    }
+    PyObject *route = PyDict_GetItemWithError(self->routes, topic);
+    if (route == NULL) {
+        PyErr_Clear();
+    }
+    return route;
+}
+
+/* The keyed record's partition by the configured partitioner; -1: let the
+ * append compute murmur2; -2: the Python path. */
+static Py_ssize_t
+keyed_partition(Entry *self, PyObject *route, PyObject *key)
+{
+    if (PyBytes_GET_SIZE(key) == 0) {
+        return -2;  /* (librdkafka partitions empty keys its own way) */
+    }
+    if (self->partitioner == PARTITION_MURMUR2) {
+        return -1;
+    }
+    if (self->partitioner == PARTITION_CRC32) {
+        Py_ssize_t count = PyTuple_GET_SIZE(PyTuple_GET_ITEM(route, 1));
+        return (Py_ssize_t)(crc32_of(key) % (uint32_t)count);
+    }
+    return -2;
+}
+
+PyDoc_STRVAR(SendEntry_send__doc__,
+"send($self, /, topic, value=None, key=None, headers=None, partition=None,\n"
+"     timestamp_ms=None)\n"
+"--\n"
+"\n"
+"Append one record; returns a future of RecordMetadata (kafka-python's).");
+
+static PyObject *
+SendEntry_send(Entry *self, PyObject *const *args, Py_ssize_t nargs,
+               PyObject *kwnames)
+{
+    PyObject *topic = nargs > 0 ? args[0] : NULL;
+    PyObject *value = nargs > 1 ? args[1] : Py_None;
+    PyObject *key = nargs > 2 ? args[2] : Py_None;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+
+    if (nargs > 3) {
+        goto python;
+    }
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        PyObject *arg = args[nargs + i];
+        if (name_is(name, str_value)) {
+            value = arg;
+        }
+        else if (name_is(name, str_key)) {
+            key = arg;
+        }
+        else if (name_is(name, str_topic)) {
+            topic = arg;
+        }
+        else if (arg != Py_None || !(name_is(name, str_headers)
+                                     || name_is(name, str_partition)
+                                     || name_is(name, str_timestamp_ms)))
+        {
+            goto python;
+        }
+    }
+    PyObject *route = common_route(self, topic, value, key);
+    if (route == NULL) {
+        goto python;
+    }
+    Py_ssize_t partition = key == Py_None
+                           ? fastappend_sticky(self->fast, route) : -1;
+    if (partition == -1 && key == Py_None) {
+        goto python;  /* no sticky partition yet: Python picks one */
+    }
+    PyObject *future = tracker_send(self->tracker, self->fast, route, topic,
+                                    partition, key, value, Py_None, 1);
+    if (future == NULL || !PyLong_CheckExact(future)) {
+        return future;
+    }
+    Py_DECREF(future);  /* not written here: Python's path does it all */
+python:
+    return python_path(self, str_send, args, nargs, kwnames);
+}
+
+static double
+monotonic_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);  /* = time.monotonic() */
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+PyDoc_STRVAR(ProduceEntry_produce__doc__,
+"produce($self, /, topic, value=None, key=None, partition=-1,\n"
+"        on_delivery=None, callback=None, timestamp=0, headers=None)\n"
+"--\n"
+"\n"
+"Queue one record for sending; its delivery report is served by poll()\n"
+"or flush() (confluent-kafka's).");
+
+static PyObject *
+ProduceEntry_produce(Entry *self, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames)
+{
+    PyObject *topic = nargs > 0 ? args[0] : NULL;
+    PyObject *value = nargs > 1 ? args[1] : Py_None;
+    PyObject *key = nargs > 2 ? args[2] : Py_None;
+    PyObject *callback = Py_None, *on_delivery = Py_None;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+
+    if (nargs > 3) {
+        goto python;
+    }
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        PyObject *arg = args[nargs + i];
+        if (name_is(name, str_value)) {
+            value = arg;
+        }
+        else if (name_is(name, str_key)) {
+            key = arg;
+        }
+        else if (name_is(name, str_topic)) {
+            topic = arg;
+        }
+        else if (name_is(name, str_callback)) {
+            callback = arg;
+        }
+        else if (name_is(name, str_on_delivery)) {
+            on_delivery = arg;
+        }
+        else if (!(name_is(name, str_headers) && arg == Py_None)) {
+            goto python;  /* a partition, a timestamp, headers, a typo */
+        }
+    }
+    PyObject *route = common_route(self, topic, value, key);
+    if (route == NULL || self->reports == NULL || self->unassigned == NULL) {
+        goto python;
+    }
+    Py_ssize_t waiting = PyObject_Length(self->unassigned);
+    Py_ssize_t queued = PyObject_Length(self->reports);
+    if (waiting != 0 || queued < 0
+        || tracker_outstanding(self->tracker) + queued >= self->max_messages)
+    {
+        PyErr_Clear();
+        goto python;  /* (Python raises the full queue's BufferError) */
+    }
+    Py_ssize_t partition = key == Py_None
+                           ? fastappend_sticky(self->fast, route)
+                           : keyed_partition(self, route, key);
+    if (partition < -1 || (partition == -1 && key == Py_None)) {
+        goto python;
+    }
+    if (callback == Py_None) {  /* callback or on_delivery or the configured */
+        callback = on_delivery != Py_None ? on_delivery : self->on_delivery;
+    }
+    PyObject *report = Py_None;
+    if (callback != Py_None) {
+        report = Py_BuildValue("(OOOd)", callback, key, value, monotonic_s());
+        if (report == NULL) {
+            return NULL;
+        }
+    }
+    else {
+        Py_INCREF(report);
+    }
+    PyObject *done = tracker_send(self->tracker, self->fast, route, topic,
+                                  partition, key, value, report, 0);
+    Py_DECREF(report);
+    if (done == NULL) {
+        return NULL;
+    }
+    if (!PyLong_CheckExact(done)) {
+        return done;  /* None */
+    }
+    Py_DECREF(done);  /* not written here: Python's path does it all */
+python:
+    return python_path(self, str_produce, args, nargs, kwnames);
+}
+
+#define ENTRY_COMMON_METHODS \
+    {"_fast_enable", (PyCFunction)(void (*)(void))Entry_fast_enable, \
+     METH_FASTCALL, Entry_fast_enable__doc__}, \
+    {"_fast_disable", (PyCFunction)Entry_fast_disable, METH_NOARGS, \
+     "Send every record through the Python path."}, \
+    {"_fast_enabled", (PyCFunction)Entry_fast_enabled, METH_NOARGS, \
+     "The common record takes the C path (in this process)."}
+
+static PyMethodDef SendEntry_methods[] = {
+    {"send", (PyCFunction)(void (*)(void))SendEntry_send,
+     METH_FASTCALL | METH_KEYWORDS, SendEntry_send__doc__},
+    ENTRY_COMMON_METHODS,
+    {NULL, NULL, 0, NULL}
+};
+
+static PyMethodDef ProduceEntry_methods[] = {
+    {"produce", (PyCFunction)(void (*)(void))ProduceEntry_produce,
+     METH_FASTCALL | METH_KEYWORDS, ProduceEntry_produce__doc__},
+    ENTRY_COMMON_METHODS,
+    {NULL, NULL, 0, NULL}
+};
+
+static PyTypeObject SendEntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shmkafka.producer._fastappend.SendEntry",
+    .tp_basicsize = sizeof(Entry),
+    .tp_dealloc = (destructor)Entry_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "KafkaProducer's base: send() in C for the common record.",
+    .tp_traverse = (traverseproc)Entry_traverse,
+    .tp_clear = (inquiry)Entry_clear,
+    .tp_methods = SendEntry_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyTypeObject ProduceEntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shmkafka.producer._fastappend.ProduceEntry",
+    .tp_basicsize = sizeof(Entry),
+    .tp_dealloc = (destructor)Entry_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Producer's base: produce() in C for the common record.",
+    .tp_traverse = (traverseproc)Entry_traverse,
+    .tp_clear = (inquiry)Entry_clear,
+    .tp_methods = ProduceEntry_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+static int
+intern_names(void)
+{
+    struct {
+        PyObject **slot;
+        const char *text;
+    } names[] = {
+        {&str_value, "value"}, {&str_key, "key"}, {&str_topic, "topic"},
+        {&str_headers, "headers"}, {&str_partition, "partition"},
+        {&str_timestamp_ms, "timestamp_ms"},
+        {&str_on_delivery, "on_delivery"}, {&str_callback, "callback"},
+        {&str_send, "_send"}, {&str_produce, "_produce"},
+    };
+    for (size_t i = 0; i < Py_ARRAY_LENGTH(names); i++) {
+        if (*names[i].slot == NULL
+            && (*names[i].slot = PyUnicode_InternFromString(names[i].text))
+               == NULL)
+        {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+entry_exec(PyObject *module)
+{
+    static int once;
+
+    if (!once) {
+        for (uint32_t n = 0; n < 256; n++) {
+            uint32_t c = n;
+            for (int k = 0; k < 8; k++) {
+                c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            }
+            crc32_table[n] = c;
+        }
+        if (pthread_atfork(NULL, NULL, child_after_fork) != 0) {
+            PyErr_SetString(PyExc_OSError, "pthread_atfork failed");
+            return -1;
+        }
+        once = 1;
+    }
+    if (intern_names() < 0
+        || PyModule_AddType(module, &SendEntryType) < 0
+        || PyModule_AddType(module, &ProduceEntryType) < 0
+        || PyModule_AddIntConstant(module, "PARTITION_MURMUR2",
+                                   PARTITION_MURMUR2) < 0
+        || PyModule_AddIntConstant(module, "PARTITION_CRC32",
+                                   PARTITION_CRC32) < 0)
+    {
+        return -1;
+    }
+    return 0;
+}

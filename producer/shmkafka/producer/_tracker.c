@@ -1,0 +1,1170 @@
+/*
+ * The futures of a send in C: futures.py's PyTracker, BatchWait and
+ * FutureBase, which stay the reference (and the path when this is not
+ * built); the tests run both.
+ *
+ * Rules (as in futures.py):
+ * - Every function here runs with the GIL held and never releases it, so
+ *   each is atomic for the threads of this process. The producer's lock
+ *   (cond) is still held around complete() by its caller, so that a future's
+ *   callbacks and its listing change together (Future.add_done_callback).
+ * - Tracker.send appends and registers in one step: no completion of the
+ *   record can be handled in between. Tracker.track registers a record the
+ *   Python path appended: its completion may have come first, so a
+ *   completed wait stays until retire() forgets it, and a registration
+ *   looks for its outcome first.
+ * - A future is listed in its wait only when a report or a callback listens
+ *   to it; the others are counted (pending, deltas) and live only as long as
+ *   their caller keeps them (a discarded future is freed at once).
+ *
+ * The style is CPython's (PEP 7).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <time.h>
+
+#include "_fastappend.h"
+
+#define ALL_DELTAS 0xFFFFFFFFu
+#define FLAG_FULL 1
+#define FLAG_NEW_BATCH 2
+#define FLAG_WAKE 4
+#define CACHE_SIZE 1024     /* batch id -> its current wait, by id modulo */
+
+/* ------------------------------------------------------------------------
+ * BatchWait: this process's records in one generation of one batch.
+ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *cond;
+    PyObject *completions;  /* [(Completion, error or None)] */
+    PyObject *listed;       /* [Future]: those a report or callback awaits */
+    uint32_t *ranges;       /* first, last delta of each completion */
+    Py_ssize_t cap_ranges;
+    uint32_t *deltas;       /* the pending records' offset deltas */
+    Py_ssize_t n_deltas, cap_deltas;
+    Py_ssize_t pending;
+    double retire_at;
+} BatchWait;
+
+static PyTypeObject BatchWaitType;
+
+static int
+grow(uint32_t **array, Py_ssize_t *cap, Py_ssize_t need)
+{
+    if (need <= *cap) {
+        return 0;
+    }
+    Py_ssize_t new_cap = *cap ? *cap * 2 : 16;
+    while (new_cap < need) {
+        new_cap *= 2;
+    }
+    uint32_t *grown = PyMem_Realloc(*array, (size_t)new_cap * sizeof(**array));
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *array = grown;
+    *cap = new_cap;
+    return 0;
+}
+
+static BatchWait *
+batchwait_new(PyObject *cond)
+{
+    BatchWait *wait = PyObject_GC_New(BatchWait, &BatchWaitType);
+
+    if (wait == NULL) {
+        return NULL;
+    }
+    wait->cond = Py_NewRef(cond);
+    wait->completions = PyList_New(0);
+    wait->listed = PyList_New(0);
+    wait->ranges = wait->deltas = NULL;
+    wait->cap_ranges = wait->n_deltas = wait->cap_deltas = 0;
+    wait->pending = 0;
+    wait->retire_at = 0.0;
+    PyObject_GC_Track(wait);
+    if (wait->completions == NULL || wait->listed == NULL) {
+        Py_DECREF(wait);
+        return NULL;
+    }
+    return wait;
+}
+
+static int
+BatchWait_traverse(BatchWait *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->cond);
+    Py_VISIT(self->completions);
+    Py_VISIT(self->listed);
+    return 0;
+}
+
+static int
+BatchWait_clear(BatchWait *self)
+{
+    Py_CLEAR(self->cond);
+    Py_CLEAR(self->completions);
+    Py_CLEAR(self->listed);
+    return 0;
+}
+
+static void
+BatchWait_dealloc(BatchWait *self)
+{
+    PyObject_GC_UnTrack(self);
+    BatchWait_clear(self);
+    PyMem_Free(self->ranges);
+    PyMem_Free(self->deltas);
+    PyObject_GC_Del(self);
+}
+
+/* The index of the completion covering ``delta``, or -1. */
+static Py_ssize_t
+outcome_index(BatchWait *wait, uint32_t delta)
+{
+    if (wait->completions == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(wait->completions);
+
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (wait->ranges[2 * i] <= delta && delta <= wait->ranges[2 * i + 1]) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static PyObject *
+outcome_of(BatchWait *wait, uint32_t delta)
+{
+    Py_ssize_t i = outcome_index(wait, delta);
+
+    if (i < 0) {
+        Py_RETURN_NONE;
+    }
+    return Py_NewRef(PyList_GET_ITEM(wait->completions, i));
+}
+
+static int
+delta_arg(PyObject *arg, uint32_t *out)
+{
+    unsigned long value = PyLong_AsUnsignedLong(arg);
+
+    if (value == (unsigned long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (value > ALL_DELTAS) {
+        PyErr_SetString(PyExc_OverflowError, "an offset delta is 32 bits");
+        return -1;
+    }
+    *out = (uint32_t)value;
+    return 0;
+}
+
+static PyObject *
+BatchWait_outcome(BatchWait *self, PyObject *arg)
+{
+    uint32_t delta;
+
+    if (delta_arg(arg, &delta) < 0) {
+        return NULL;
+    }
+    return outcome_of(self, delta);
+}
+
+static PyTypeObject FutureBaseType;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *wait, *topic, *report, *callbacks;
+    unsigned long long registration;
+    long long timestamp;
+    Py_ssize_t partition, key_size, value_size, header_size;
+    unsigned int offset_delta;
+    int flags;
+} FutureBase;
+
+static PyObject *
+BatchWait_listen(BatchWait *self, PyObject *future)
+{
+    if (!PyObject_TypeCheck(future, &FutureBaseType)) {
+        PyErr_Format(PyExc_TypeError, "listen() needs a Future, not %.50s",
+                     Py_TYPE(future)->tp_name);
+        return NULL;
+    }
+    if (outcome_index(self, ((FutureBase *)future)->offset_delta) >= 0) {
+        Py_RETURN_FALSE;
+    }
+    int listed = PySequence_Contains(self->listed, future);
+    if (listed < 0 || (!listed && PyList_Append(self->listed, future) < 0)) {
+        return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef BatchWait_methods[] = {
+    {"outcome", (PyCFunction)BatchWait_outcome, METH_O,
+     "outcome(offset_delta): (Completion, error) of the record, or None."},
+    {"listen", (PyCFunction)BatchWait_listen, METH_O,
+     "listen(future): list it for its completion; False if done already."},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyMemberDef BatchWait_members[] = {
+    {"cond", T_OBJECT, offsetof(BatchWait, cond), READONLY, NULL},
+    {"completions", T_OBJECT, offsetof(BatchWait, completions), READONLY,
+     NULL},
+    {"listed", T_OBJECT, offsetof(BatchWait, listed), READONLY, NULL},
+    {"pending", T_PYSSIZET, offsetof(BatchWait, pending), READONLY, NULL},
+    {"retire_at", T_DOUBLE, offsetof(BatchWait, retire_at), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}
+};
+
+static PyTypeObject BatchWaitType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shmkafka.producer._fastappend.BatchWait",
+    .tp_basicsize = sizeof(BatchWait),
+    .tp_dealloc = (destructor)BatchWait_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "This process's records in one generation of one batch.",
+    .tp_traverse = (traverseproc)BatchWait_traverse,
+    .tp_clear = (inquiry)BatchWait_clear,
+    .tp_methods = BatchWait_methods,
+    .tp_members = BatchWait_members,
+};
+
+/* ------------------------------------------------------------------------
+ * Future: a record's facts and its batch's wait, with futures.py's methods
+ * installed (adopt_methods). Not tracked by the garbage collector (a
+ * Python subclass would be, as every heap type, and a million futures kept
+ * in a list cost collections): nothing it refers to refers back to it once
+ * its wait stops listing it and its callbacks ran.
+ */
+
+static Py_ssize_t live_futures;   /* made and not yet freed (for tests) */
+
+static PyObject *
+FutureBase_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *future = PyType_GenericNew(type, args, kwargs);
+
+    if (future != NULL) {
+        live_futures++;
+    }
+    return future;
+}
+
+static void
+FutureBase_dealloc(FutureBase *self)
+{
+    live_futures--;
+    Py_CLEAR(self->wait);
+    Py_CLEAR(self->topic);
+    Py_CLEAR(self->report);
+    Py_CLEAR(self->callbacks);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+FutureBase_outcome(FutureBase *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->wait == NULL) {
+        Py_RETURN_NONE;
+    }
+    if (Py_IS_TYPE(self->wait, &BatchWaitType)) {
+        return outcome_of((BatchWait *)self->wait, self->offset_delta);
+    }
+    return PyObject_CallMethod(self->wait, "outcome", "I", self->offset_delta);
+}
+
+static PyMethodDef FutureBase_methods[] = {
+    {"_outcome", (PyCFunction)FutureBase_outcome, METH_NOARGS,
+     "(Completion, error) of the record, or None while it is pending."},
+    {NULL, NULL, 0, NULL}
+};
+
+#define FB(name) offsetof(FutureBase, name)
+
+static PyMemberDef FutureBase_members[] = {
+    {"_wait", T_OBJECT, FB(wait), 0, NULL},
+    {"topic", T_OBJECT, FB(topic), 0, NULL},
+    {"report", T_OBJECT, FB(report), 0, NULL},
+    {"_callbacks", T_OBJECT, FB(callbacks), 0, NULL},
+    {"registration", T_ULONGLONG, FB(registration), 0, NULL},
+    {"timestamp", T_LONGLONG, FB(timestamp), 0, NULL},
+    {"partition", T_PYSSIZET, FB(partition), 0, NULL},
+    {"key_size", T_PYSSIZET, FB(key_size), 0, NULL},
+    {"value_size", T_PYSSIZET, FB(value_size), 0, NULL},
+    {"header_size", T_PYSSIZET, FB(header_size), 0, NULL},
+    {"offset_delta", T_UINT, FB(offset_delta), 0, NULL},
+    {"flags", T_INT, FB(flags), 0, NULL},
+    {NULL, 0, 0, 0, NULL}
+};
+
+static PyTypeObject FutureBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shmkafka.producer._fastappend.Future",
+    .tp_basicsize = sizeof(FutureBase),
+    .tp_dealloc = (destructor)FutureBase_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A record's facts and its batch's wait; futures.py installs the "
+              "methods of its Future.",
+    .tp_methods = FutureBase_methods,
+    .tp_members = FutureBase_members,
+    .tp_new = FutureBase_new,
+};
+
+/* ------------------------------------------------------------------------
+ * Tracker: the futures of one producer handle.
+ */
+
+typedef struct {
+    uint64_t registration;
+    BatchWait *wait;
+} CacheEntry;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *cond, *future_type, *on_batch;
+    PyObject *waits;        /* {registration: BatchWait} */
+    Py_ssize_t outstanding;
+    CacheEntry cache[CACHE_SIZE];
+} Tracker;
+
+static int
+Tracker_traverse(Tracker *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->cond);
+    Py_VISIT(self->future_type);
+    Py_VISIT(self->on_batch);
+    Py_VISIT(self->waits);
+    for (int i = 0; i < CACHE_SIZE; i++) {
+        Py_VISIT(self->cache[i].wait);
+    }
+    return 0;
+}
+
+static void
+clear_cache(Tracker *self)
+{
+    for (int i = 0; i < CACHE_SIZE; i++) {
+        Py_CLEAR(self->cache[i].wait);
+    }
+}
+
+static int
+Tracker_clear_refs(Tracker *self)
+{
+    Py_CLEAR(self->cond);
+    Py_CLEAR(self->future_type);
+    Py_CLEAR(self->on_batch);
+    Py_CLEAR(self->waits);
+    clear_cache(self);
+    return 0;
+}
+
+static void
+Tracker_dealloc(Tracker *self)
+{
+    PyObject_GC_UnTrack(self);
+    Tracker_clear_refs(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+Tracker_init(Tracker *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"cond", "future_type", "on_batch", NULL};
+    PyObject *cond, *future_type, *on_batch;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:Tracker", names, &cond,
+                                     &future_type, &on_batch))
+    {
+        return -1;
+    }
+    if (!PyType_Check(future_type)
+        || !PyType_IsSubtype((PyTypeObject *)future_type, &FutureBaseType))
+    {
+        PyErr_SetString(PyExc_TypeError,
+                        "Tracker() argument 'future_type' must be a subclass "
+                        "of FutureBase");
+        return -1;
+    }
+    PyObject *waits = PyDict_New();
+    if (waits == NULL) {
+        return -1;
+    }
+    Tracker_clear_refs(self);
+    self->cond = Py_NewRef(cond);
+    self->future_type = Py_NewRef(future_type);
+    self->on_batch = Py_NewRef(on_batch);
+    self->waits = waits;
+    self->outstanding = 0;
+    return 0;
+}
+
+/* The wait of ``registration`` (borrowed), made when there is none. */
+static BatchWait *
+wait_for(Tracker *self, uint64_t registration)
+{
+    CacheEntry *entry = &self->cache[(registration >> 32) % CACHE_SIZE];
+
+    if (entry->wait != NULL && entry->registration == registration) {
+        return entry->wait;
+    }
+    if (self->waits == NULL) {
+        PyErr_SetString(PyExc_ValueError, "an uninitialized Tracker");
+        return NULL;
+    }
+    PyObject *key = PyLong_FromUnsignedLongLong(registration);
+    if (key == NULL) {
+        return NULL;
+    }
+    BatchWait *wait = (BatchWait *)PyDict_GetItemWithError(self->waits, key);
+    if (wait == NULL) {
+        if (PyErr_Occurred() || (wait = batchwait_new(self->cond)) == NULL) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        int failed = PyDict_SetItem(self->waits, key, (PyObject *)wait);
+        Py_DECREF(wait);  /* the dict holds it */
+        if (failed) {
+            Py_DECREF(key);
+            return NULL;
+        }
+    }
+    Py_DECREF(key);
+    Py_XSETREF(entry->wait, (BatchWait *)Py_NewRef(wait));
+    entry->registration = registration;
+    return wait;
+}
+
+static int
+count_pending(Tracker *self, BatchWait *wait, uint32_t delta)
+{
+    if (grow(&wait->deltas, &wait->cap_deltas, wait->n_deltas + 1) < 0) {
+        return -1;
+    }
+    wait->deltas[wait->n_deltas++] = delta;
+    wait->pending++;
+    self->outstanding++;
+    return 0;
+}
+
+typedef struct {
+    uint64_t registration;
+    int flags;
+    Py_ssize_t partition;
+    uint32_t offset_delta;
+    int64_t timestamp;
+    Py_ssize_t key_size, value_size, header_size;
+} Facts;
+
+static PyObject *
+new_future(Tracker *self, BatchWait *wait, PyObject *topic, const Facts *facts,
+           PyObject *report)
+{
+    PyTypeObject *type = (PyTypeObject *)self->future_type;
+    FutureBase *future = (FutureBase *)type->tp_alloc(type, 0);
+
+    if (future == NULL) {
+        return NULL;
+    }
+    live_futures++;
+    future->wait = Py_NewRef(wait);
+    future->topic = Py_NewRef(topic);
+    future->report = Py_NewRef(report);
+    future->callbacks = Py_NewRef(Py_None);
+    future->registration = facts->registration;
+    future->flags = facts->flags;
+    future->partition = facts->partition;
+    future->offset_delta = facts->offset_delta;
+    future->timestamp = facts->timestamp;
+    future->key_size = facts->key_size;
+    future->value_size = facts->value_size;
+    future->header_size = facts->header_size;
+    return (PyObject *)future;
+}
+
+/* Register a record: counted, and a future when one is wanted (listed when a
+ * report awaits it). Returns the future, None, or NULL on error. */
+static PyObject *
+register_record(Tracker *self, PyObject *topic, const Facts *facts,
+                PyObject *report, int want_future)
+{
+    BatchWait *wait = wait_for(self, facts->registration);
+    PyObject *future = NULL;
+
+    if (wait == NULL) {
+        return NULL;
+    }
+    if (want_future || report != Py_None) {
+        future = new_future(self, wait, topic, facts, report);
+        if (future == NULL) {
+            return NULL;
+        }
+    }
+    if (outcome_index(wait, facts->offset_delta) < 0) {  /* not done already */
+        if (count_pending(self, wait, facts->offset_delta) < 0
+            || (report != Py_None && PyList_Append(wait->listed, future) < 0))
+        {
+            Py_XDECREF(future);
+            return NULL;
+        }
+    }
+    if (future == NULL) {
+        Py_RETURN_NONE;
+    }
+    if (!want_future) {
+        Py_DECREF(future);
+        Py_RETURN_NONE;
+    }
+    return future;
+}
+
+PyDoc_STRVAR(Tracker_send__doc__,
+"send($self, fast, route, topic, partition, key, value, report,\n"
+"     want_future, /)\n"
+"--\n"
+"\n"
+"FastAppend.send_kv and the record's registration in one step. Returns its\n"
+"future (None when not wanted); an int when Python must take over: -1 the\n"
+"slow path, else the partition that needs a new batch (nothing written).\n"
+"A full batch or one the Sender must hear of calls\n"
+"on_batch(topic, flags, partition).");
+
+static PyObject *
+Tracker_send(Tracker *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError,
+                     "send() takes exactly 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[0], &FastAppendType)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "send() argument 'fast' must be a FastAppend");
+        return NULL;
+    }
+    Py_ssize_t partition = PyLong_AsSsize_t(args[3]);
+    if (partition == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int want_future = PyObject_IsTrue(args[7]);
+    if (want_future < 0) {
+        return NULL;
+    }
+    return tracker_send((PyObject *)self, args[0], args[1], args[2],
+                        partition, args[4], args[5], args[6], want_future);
+}
+
+PyObject *
+tracker_send(PyObject *tracker, PyObject *fast, PyObject *route,
+             PyObject *topic, Py_ssize_t partition, PyObject *key,
+             PyObject *value, PyObject *report, int want_future)
+{
+    Tracker *self = (Tracker *)tracker;
+    SendResult sent;
+    int status = fastappend_send_kv(fast, route, partition, key, value, &sent);
+
+    if (status < 0) {
+        return NULL;
+    }
+    if (status == NEEDS_NEW_BATCH) {
+        return PyLong_FromSsize_t(sent.partition);
+    }
+    if (status != APPENDED) {
+        return PyLong_FromLong(-1);
+    }
+    Facts facts = {
+        .registration = ((uint64_t)sent.hit.batch_id << 32)
+                        | sent.hit.generation,
+        .flags = sent.hit.full | (sent.hit.new_batch << 1)
+                 | (sent.hit.wake << 2),
+        .partition = sent.partition,
+        .offset_delta = sent.hit.offset_delta,
+        .timestamp = sent.timestamp,
+        .key_size = key == Py_None ? -1 : PyBytes_GET_SIZE(key),
+        .value_size = value == Py_None ? -1 : PyBytes_GET_SIZE(value),
+        .header_size = -1,
+    };
+    PyObject *future = register_record(self, topic, &facts, report,
+                                       want_future);
+    if (future != NULL && (facts.flags & (FLAG_FULL | FLAG_WAKE))
+        && self->on_batch != Py_None)
+    {
+        /* The record is in the pool and registered: a failing hook must not
+         * make its caller think otherwise. */
+        PyObject *done = PyObject_CallFunction(self->on_batch, "Oin", topic,
+                                               facts.flags, facts.partition);
+        if (done == NULL) {
+            PyErr_WriteUnraisable(self->on_batch);
+        }
+        Py_XDECREF(done);
+    }
+    return future;
+}
+
+Py_ssize_t
+tracker_outstanding(PyObject *tracker)
+{
+    return ((Tracker *)tracker)->outstanding;
+}
+
+static int
+facts_arg(PyObject *tuple, Facts *facts)
+{
+    long long values[8];
+
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "track() argument 'facts' must be a tuple of 8 ints");
+        return -1;
+    }
+    for (int i = 0; i < 8; i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (i == 0) {
+            facts->registration = PyLong_AsUnsignedLongLong(item);
+            if (facts->registration == (uint64_t)-1 && PyErr_Occurred()) {
+                return -1;
+            }
+            continue;
+        }
+        values[i] = PyLong_AsLongLong(item);
+        if (values[i] == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    if (values[3] < 0 || values[3] > (long long)ALL_DELTAS) {
+        PyErr_SetString(PyExc_OverflowError, "an offset delta is 32 bits");
+        return -1;
+    }
+    facts->flags = (int)values[1];
+    facts->partition = (Py_ssize_t)values[2];
+    facts->offset_delta = (uint32_t)values[3];
+    facts->timestamp = values[4];
+    facts->key_size = (Py_ssize_t)values[5];
+    facts->value_size = (Py_ssize_t)values[6];
+    facts->header_size = (Py_ssize_t)values[7];
+    return 0;
+}
+
+PyDoc_STRVAR(Tracker_track__doc__,
+"track($self, topic, facts, report, want_future, /)\n"
+"--\n"
+"\n"
+"Register a record the Python path appended (facts: futures.RecordFacts);\n"
+"its future, or None when not wanted and no report awaits it.");
+
+static PyObject *
+Tracker_track(Tracker *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Facts facts;
+
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError,
+                     "track() takes exactly 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int want_future = PyObject_IsTrue(args[3]);
+    if (want_future < 0 || facts_arg(args[1], &facts) < 0) {
+        return NULL;
+    }
+    return register_record(self, args[0], &facts, args[2],
+                           want_future || args[2] != Py_None);
+}
+
+/* Split ``wait``'s pending records at a completion of [first, last]: the
+ * listed futures it covers are returned (new list), the rest stay. */
+static PyObject *
+resolve(Tracker *self, BatchWait *wait, uint32_t first, uint32_t last)
+{
+    PyObject *covered, *kept;
+    Py_ssize_t resolved = 0;
+
+    if (first == 0 && last == ALL_DELTAS) {
+        if ((kept = PyList_New(0)) == NULL) {
+            return NULL;
+        }
+        covered = wait->listed;
+        wait->listed = kept;
+        resolved = wait->n_deltas;
+        wait->n_deltas = 0;
+    }
+    else {
+        covered = PyList_New(0);
+        kept = PyList_New(0);
+        if (covered == NULL || kept == NULL) {
+            Py_XDECREF(covered);
+            Py_XDECREF(kept);
+            return NULL;
+        }
+        Py_ssize_t n = PyList_GET_SIZE(wait->listed);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *future = PyList_GET_ITEM(wait->listed, i);
+            uint32_t delta = ((FutureBase *)future)->offset_delta;
+            if (PyList_Append(first <= delta && delta <= last ? covered : kept,
+                              future) < 0)
+            {
+                Py_DECREF(covered);
+                Py_DECREF(kept);
+                return NULL;
+            }
+        }
+        Py_SETREF(wait->listed, kept);
+        Py_ssize_t left = 0;
+        for (Py_ssize_t i = 0; i < wait->n_deltas; i++) {
+            uint32_t delta = wait->deltas[i];
+            if (first <= delta && delta <= last) {
+                resolved++;
+            }
+            else {
+                wait->deltas[left++] = delta;
+            }
+        }
+        wait->n_deltas = left;
+    }
+    wait->pending -= resolved;
+    self->outstanding -= resolved;
+    return covered;
+}
+
+PyDoc_STRVAR(Tracker_complete__doc__,
+"complete($self, registration, first, last, completion, error, local,\n"
+"         retire_at, /)\n"
+"--\n"
+"\n"
+"Record a completion of deltas [first, last] (the caller holds cond);\n"
+"the listed futures it resolves, or None when the same part came again\n"
+"(from a Sender that restarted).");
+
+static PyObject *
+Tracker_complete(Tracker *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    uint32_t first, last;
+
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError,
+                     "complete() takes exactly 7 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    uint64_t registration = PyLong_AsUnsignedLongLong(args[0]);
+    if ((registration == (uint64_t)-1 && PyErr_Occurred())
+        || delta_arg(args[1], &first) < 0 || delta_arg(args[2], &last) < 0)
+    {
+        return NULL;
+    }
+    int local = PyObject_IsTrue(args[5]);
+    double retire_at = PyFloat_AsDouble(args[6]);
+    if (local < 0 || (retire_at == -1.0 && PyErr_Occurred())) {
+        return NULL;
+    }
+    BatchWait *wait = wait_for(self, registration);
+    if (wait == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(wait->completions);
+    if (!local) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (wait->ranges[2 * i] == first) {
+                Py_RETURN_NONE;
+            }
+        }
+    }
+    if (grow(&wait->ranges, &wait->cap_ranges, 2 * (n + 1)) < 0) {
+        return NULL;
+    }
+    PyObject *item = PyTuple_Pack(2, args[3], args[4]);
+    if (item == NULL || PyList_Append(wait->completions, item) < 0) {
+        Py_XDECREF(item);
+        return NULL;
+    }
+    Py_DECREF(item);
+    wait->ranges[2 * n] = first;
+    wait->ranges[2 * n + 1] = last;
+    wait->retire_at = retire_at;
+    return resolve(self, wait, first, last);
+}
+
+static PyObject *
+Tracker_pending(Tracker *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *out = PyList_New(0), *key, *value;
+    Py_ssize_t pos = 0;
+
+    if (out == NULL) {
+        return NULL;
+    }
+    while (self->waits != NULL
+           && PyDict_Next(self->waits, &pos, &key, &value))
+    {
+        Py_ssize_t pending = ((BatchWait *)value)->pending;
+        if (pending == 0) {
+            continue;
+        }
+        PyObject *item = Py_BuildValue("(On)", key, pending);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return out;
+}
+
+static PyObject *
+Tracker_retire(Tracker *self, PyObject *arg)
+{
+    double now = PyFloat_AsDouble(arg);
+    PyObject *done, *key, *value;
+    Py_ssize_t pos = 0;
+
+    if ((now == -1.0 && PyErr_Occurred()) || (done = PyList_New(0)) == NULL) {
+        return NULL;
+    }
+    while (self->waits != NULL
+           && PyDict_Next(self->waits, &pos, &key, &value))
+    {
+        BatchWait *wait = (BatchWait *)value;
+        if (wait->pending == 0 && PyList_GET_SIZE(wait->completions) > 0
+            && wait->retire_at <= now && PyList_Append(done, key) < 0)
+        {
+            Py_DECREF(done);
+            return NULL;
+        }
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(done); i++) {
+        key = PyList_GET_ITEM(done, i);
+        uint64_t registration = PyLong_AsUnsignedLongLong(key);
+        CacheEntry *entry = &self->cache[(registration >> 32) % CACHE_SIZE];
+        if (entry->wait != NULL && entry->registration == registration) {
+            Py_CLEAR(entry->wait);
+        }
+        if (PyDict_DelItem(self->waits, key) < 0) {
+            Py_DECREF(done);
+            return NULL;
+        }
+    }
+    Py_DECREF(done);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Tracker_clear(Tracker *self, PyObject *Py_UNUSED(ignored))
+{
+    clear_cache(self);
+    if (self->waits != NULL) {
+        PyDict_Clear(self->waits);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Tracker_methods[] = {
+    {"send", (PyCFunction)(void (*)(void))Tracker_send, METH_FASTCALL,
+     Tracker_send__doc__},
+    {"track", (PyCFunction)(void (*)(void))Tracker_track, METH_FASTCALL,
+     Tracker_track__doc__},
+    {"complete", (PyCFunction)(void (*)(void))Tracker_complete, METH_FASTCALL,
+     Tracker_complete__doc__},
+    {"pending", (PyCFunction)Tracker_pending, METH_NOARGS,
+     "(registration, records pending) of every wait with records pending."},
+    {"retire", (PyCFunction)Tracker_retire, METH_O,
+     "retire(now): forget completed waits with nothing pending whose time "
+     "is up."},
+    {"clear", (PyCFunction)Tracker_clear, METH_NOARGS,
+     "Forget every wait (the producer is closed)."},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyMemberDef Tracker_members[] = {
+    {"outstanding", T_PYSSIZET, offsetof(Tracker, outstanding), READONLY,
+     "Records registered and not yet completed."},
+    {"waits", T_OBJECT, offsetof(Tracker, waits), READONLY, NULL},
+    {"cond", T_OBJECT, offsetof(Tracker, cond), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}
+};
+
+PyTypeObject TrackerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shmkafka.producer._fastappend.Tracker",
+    .tp_basicsize = sizeof(Tracker),
+    .tp_dealloc = (destructor)Tracker_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Tracker(cond, future_type, on_batch): the futures of one "
+              "producer handle (futures.py's PyTracker in C).",
+    .tp_traverse = (traverseproc)Tracker_traverse,
+    .tp_clear = (inquiry)Tracker_clear_refs,
+    .tp_methods = Tracker_methods,
+    .tp_members = Tracker_members,
+    .tp_init = (initproc)Tracker_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------------
+ * Delivery reports (the confluent API's poll()): served here for the
+ * common future, by the Python hook for anything else.
+ */
+
+static PyObject *str_base_offset, *str_log_append_time, *str_first_delta;
+
+typedef struct {
+    PyObject *completion;   /* borrowed: the last one read */
+    long long base_offset, log_append_time, first_delta;
+} CompletionFacts;
+
+static int
+completion_facts(PyObject *completion, CompletionFacts *out)
+{
+    if (completion == out->completion) {
+        return 0;  /* (a batch's futures share their completion) */
+    }
+    PyObject *names[3] = {str_base_offset, str_log_append_time,
+                          str_first_delta};
+    long long *fields[3] = {&out->base_offset, &out->log_append_time,
+                            &out->first_delta};
+    for (int i = 0; i < 3; i++) {
+        PyObject *value = PyObject_GetAttr(completion, names[i]);
+        if (value == NULL) {
+            return -1;
+        }
+        *fields[i] = PyLong_AsLongLong(value);
+        Py_DECREF(value);
+        if (*fields[i] == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    out->completion = completion;
+    return 0;
+}
+
+/* The (callback, Message) of a delivered future, or NULL: an error, or
+ * (without an exception) a future the Python hook serves. */
+static PyObject *
+delivered_message(PyObject *item, PyObject *message_type, double now,
+                  CompletionFacts *facts, PyObject **callback)
+{
+    if (!PyObject_TypeCheck(item, &FutureBaseType)) {
+        return NULL;
+    }
+    FutureBase *future = (FutureBase *)item;
+    PyObject *report = future->report;
+    if (future->wait == NULL || !Py_IS_TYPE(future->wait, &BatchWaitType)
+        || report == NULL || !PyTuple_CheckExact(report)
+        || PyTuple_GET_SIZE(report) != 4
+        || !PyFloat_CheckExact(PyTuple_GET_ITEM(report, 3)))
+    {
+        return NULL;
+    }
+    BatchWait *wait = (BatchWait *)future->wait;
+    Py_ssize_t i = outcome_index(wait, future->offset_delta);
+    if (i < 0) {
+        return NULL;
+    }
+    PyObject *outcome = PyList_GET_ITEM(wait->completions, i);
+    if (PyTuple_GET_ITEM(outcome, 1) != Py_None
+        || completion_facts(PyTuple_GET_ITEM(outcome, 0), facts) < 0)
+    {
+        return NULL;  /* failed: the Python hook reports its error */
+    }
+    long long offset = facts->base_offset < 0
+        ? -1 : facts->base_offset + future->offset_delta - facts->first_delta;
+    long long timestamp = facts->log_append_time >= 0
+        ? facts->log_append_time : future->timestamp;
+    double latency = now - PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(report, 3));
+    PyObject *stamp = Py_BuildValue("(iL)", 1, timestamp);  /* CREATE_TIME */
+    PyObject *offset_obj = PyLong_FromLongLong(offset);
+    PyObject *partition = PyLong_FromSsize_t(future->partition);
+    PyObject *latency_obj = PyFloat_FromDouble(latency);
+    PyObject *message = NULL;
+    if (stamp && offset_obj && partition && latency_obj) {
+        /* Message(topic, partition, offset, key, value, headers, error,
+         * timestamp, latency): confluent-kafka's positional order */
+        PyObject *fields[9] = {
+            future->topic, partition, offset_obj, PyTuple_GET_ITEM(report, 1),
+            PyTuple_GET_ITEM(report, 2), Py_None, Py_None, stamp, latency_obj,
+        };
+        message = PyObject_Vectorcall(message_type, fields, 9, NULL);
+    }
+    Py_XDECREF(stamp);
+    Py_XDECREF(offset_obj);
+    Py_XDECREF(partition);
+    Py_XDECREF(latency_obj);
+    *callback = PyTuple_GET_ITEM(report, 0);
+    return message;
+}
+
+static double
+now_monotonic(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);  /* = time.monotonic() */
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+PyDoc_STRVAR(serve_reports__doc__,
+"serve_reports($module, reports, message_type, serve_other, /)\n"
+"--\n"
+"\n"
+"Pop every report of the deque and call its callback(error, Message): a\n"
+"delivered future's here, anything else through serve_other(item), which\n"
+"returns what its callback raised. Every callback runs even if one raises\n"
+"(an Exception); returns (reports served, the last exception or None).");
+
+static PyObject *
+serve_reports(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError,
+                     "serve_reports() takes exactly 3 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    PyObject *reports = args[0], *message_type = args[1];
+    PyObject *serve_other = args[2];
+    PyObject *popleft = PyObject_GetAttrString(reports, "popleft");
+    PyObject *raised = Py_NewRef(Py_None);
+    CompletionFacts facts = {NULL, 0, 0, 0};
+    Py_ssize_t served = 0;
+    double now = now_monotonic();
+
+    if (popleft == NULL) {
+        Py_DECREF(raised);
+        return NULL;
+    }
+    while (PyObject_Length(reports) > 0) {
+        PyObject *item = PyObject_CallNoArgs(popleft);
+        if (item == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_IndexError)) {
+                goto error;
+            }
+            PyErr_Clear();  /* (emptied by another thread meanwhile) */
+            break;
+        }
+        served++;
+        PyObject *callback = Py_None;
+        PyObject *message = delivered_message(item, message_type, now, &facts,
+                                              &callback);
+        PyObject *result;
+        if (message != NULL) {
+            result = callback == Py_None
+                ? Py_NewRef(Py_None)
+                : PyObject_CallFunctionObjArgs(callback, Py_None, message,
+                                               NULL);
+            Py_DECREF(message);
+        }
+        else if (PyErr_Occurred()) {
+            result = NULL;
+        }
+        else {
+            result = PyObject_CallOneArg(serve_other, item);
+            if (result != NULL && result != Py_None) {
+                Py_SETREF(raised, result);  /* what its callback raised */
+                result = Py_NewRef(Py_None);
+            }
+        }
+        Py_DECREF(item);
+        if (result == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                goto error;  /* (KeyboardInterrupt, SystemExit: at once) */
+            }
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            PyErr_NormalizeException(&type, &value, &traceback);
+            if (traceback != NULL && value != NULL) {
+                PyException_SetTraceback(value, traceback);
+            }
+            Py_XDECREF(type);
+            Py_XDECREF(traceback);
+            Py_SETREF(raised, value != NULL ? value : Py_NewRef(Py_None));
+            continue;
+        }
+        Py_DECREF(result);
+    }
+    Py_DECREF(popleft);
+    PyObject *out = Py_BuildValue("(nN)", served, raised);
+    return out;
+
+error:
+    Py_DECREF(popleft);
+    Py_DECREF(raised);
+    return NULL;
+}
+
+PyDoc_STRVAR(adopt_methods__doc__,
+"adopt_methods($module, type, namespace, /)\n"
+"--\n"
+"\n"
+"Install the namespace's methods and properties in this module's Future\n"
+"type (futures.py's Future, written in Python).");
+
+static PyObject *
+adopt_methods(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *name, *value;
+    Py_ssize_t pos = 0;
+
+    if (nargs != 2 || args[0] != (PyObject *)&FutureBaseType
+        || !PyDict_Check(args[1]))
+    {
+        PyErr_SetString(PyExc_TypeError,
+                        "adopt_methods(Future, namespace dict)");
+        return NULL;
+    }
+    PyObject *dict = FutureBaseType.tp_dict;
+    while (PyDict_Next(args[1], &pos, &name, &value)) {
+        if (PyDict_SetItem(dict, name, value) < 0) {
+            return NULL;
+        }
+    }
+    PyType_Modified(&FutureBaseType);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+count_live_futures(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromSsize_t(live_futures);
+}
+
+static PyMethodDef tracker_functions[] = {
+    {"live_futures", (PyCFunction)count_live_futures, METH_NOARGS,
+     "How many Future objects exist (made and not yet freed)."},
+    {"adopt_methods", (PyCFunction)(void (*)(void))adopt_methods,
+     METH_FASTCALL, adopt_methods__doc__},
+    {"serve_reports", (PyCFunction)(void (*)(void))serve_reports,
+     METH_FASTCALL, serve_reports__doc__},
+    {NULL, NULL, 0, NULL}
+};
+
+int
+tracker_exec(PyObject *module)
+{
+    if ((str_base_offset == NULL
+         && (str_base_offset = PyUnicode_InternFromString("base_offset"))
+            == NULL)
+        || (str_log_append_time == NULL
+            && (str_log_append_time =
+                    PyUnicode_InternFromString("log_append_time")) == NULL)
+        || (str_first_delta == NULL
+            && (str_first_delta = PyUnicode_InternFromString("first_delta"))
+               == NULL))
+    {
+        return -1;
+    }
+    if (PyModule_AddType(module, &BatchWaitType) < 0
+        || PyModule_AddType(module, &FutureBaseType) < 0
+        || PyModule_AddType(module, &TrackerType) < 0
+        || PyModule_AddFunctions(module, tracker_functions) < 0)
+    {
+        return -1;
+    }
+    return 0;
+}

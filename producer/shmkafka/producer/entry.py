@@ -1,0 +1,84 @@
+"""The bases of the two facades: ``send`` (KafkaProducer) and ``produce`` (Producer) in C for
+the common record (``_entry.c``), or, when the extension is not built, these Python ones,
+which go straight to the facade's own Python method (``_send`` / ``_produce``); and the
+confluent API's delivery reports served in C (``_tracker.c``).
+
+Rules:
+- A facade's Python method is the reference: the C entry takes only records it would send
+  unchanged, and hands it every other call with the same arguments.
+- ``enable`` is called once the facade's handle is up (again after a fork, with the
+  child's handle), ``_fast_disable`` when the facade closes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+PARTITION_MURMUR2, PARTITION_CRC32, PARTITION_RANDOM = 1, 2, 3  # as _entry.c
+# librdkafka's partitioners the C entry computes (keyless records: the pool's sticky one)
+PARTITIONER_CODES = {"murmur2_random": PARTITION_MURMUR2, "consistent_random": PARTITION_CRC32,
+                     "random": PARTITION_RANDOM}  # fmt: skip
+
+
+class PySendEntry:
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+             partition: int | None = None, timestamp_ms: int | None = None) -> Any:  # fmt: skip
+        """Append one record; returns a future of RecordMetadata (kafka-python's)."""
+        return self._send(topic, value, key, headers, partition, timestamp_ms)
+
+    def _send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+              partition: int | None = None, timestamp_ms: int | None = None) -> Any:  # fmt: skip
+        raise NotImplementedError
+
+    def _fast_enable(self, *args: Any) -> None:
+        return None
+
+    def _fast_disable(self) -> None:
+        return None
+
+    def _fast_enabled(self) -> bool:
+        return False
+
+
+class PyProduceEntry:
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                on_delivery: Any = None, callback: Any = None, timestamp: int = 0,
+                headers: Any = None) -> None:  # fmt: skip
+        """Queue one record for sending; its delivery report is served by poll() or flush()
+        (confluent-kafka's)."""
+        self._produce(topic, value, key, partition, on_delivery, callback, timestamp, headers)
+
+    def _produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
+                 on_delivery: Any = None, callback: Any = None, timestamp: int = 0,
+                 headers: Any = None) -> None:  # fmt: skip
+        raise NotImplementedError
+
+    def _fast_enable(self, *args: Any) -> None:
+        return None
+
+    def _fast_disable(self) -> None:
+        return None
+
+    def _fast_enabled(self) -> bool:
+        return False
+
+
+# serve_reports(reports, message_type, serve_other) -> (served, last exception raised): the
+# confluent API's delivery reports served in C (None: the Python loop serves them all)
+serve_reports: Callable[[Any, Any, Callable[[Any], BaseException | None]],
+                        tuple[int, BaseException | None]] | None  # fmt: skip
+
+if TYPE_CHECKING:
+    SendEntry = PySendEntry
+    ProduceEntry = PyProduceEntry
+else:
+    try:
+        from shmkafka.producer._fastappend import ProduceEntry, SendEntry, serve_reports
+    except ImportError:  # not built
+        SendEntry, ProduceEntry, serve_reports = PySendEntry, PyProduceEntry, None
+
+
+def c_tracked(handle: Any) -> bool:
+    """The handle appends and registers in C (its records can take the C entry)."""
+    return handle._fast is not None and type(handle._tracker).__name__ == "Tracker"
