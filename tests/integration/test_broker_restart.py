@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
+import signal
 import time
 
 import pytest
@@ -48,11 +50,13 @@ def test_broker_restart_on_the_same_port(pool_name: str) -> None:
         target=e2e_workers.produce_through_restart, args=(pool_name, config, topic, 6000, 6.0, out)
     )
     with contextlib.ExitStack() as first:
-        first.enter_context(run_tansu(port))
+        broker = first.enter_context(run_tansu(port))
         with cluster(_peer(port)) as c:
             c.ensure_topic(topic, 1)
         app.start()
         time.sleep(2.0)
+        # stopped at once (a crash): Tansu's own shutdown keeps serving its open connections
+        os.kill(broker.pid, signal.SIGKILL)
     time.sleep(1.0)  # the broker is down
     with run_tansu(port):
         peer = _peer(port)

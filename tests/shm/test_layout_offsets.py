@@ -50,6 +50,7 @@ def expected(layout: Layout, slot: int) -> dict[str, int]:
         "d_tail": L.D_TAIL,
         "d_ring": L.D_RING,
         "d_entry_size": L.DEQUE_ENTRY.size,
+        "d_sticky": L.D_STICKY,
         "batches_at": layout.batch_at(0),
         "batch_stride": layout.batch_at(1) - layout.batch_at(0),
         "b_state": L.B_STATE,

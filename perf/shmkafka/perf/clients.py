@@ -83,6 +83,15 @@ def run_worker(
         raise
 
 
+def pss(pid: int | None = None) -> int:
+    """The process's proportional set size now: shared pages (a pool's segment, libraries)
+    divided among the processes that map them, so a sum over processes counts them once."""
+    try:
+        return int(psutil.Process(pid).memory_full_info().pss)
+    except (psutil.Error, AttributeError):
+        return 0
+
+
 def _report(
     start: tuple[float, float], sent: int, errors: int, latencies: list[float], **extra: Any
 ) -> dict[str, Any]:
@@ -90,7 +99,8 @@ def _report(
     return {
         "start": start[0], "end": time.monotonic(), "sent": sent, "errors": errors,
         "latencies_ms": latencies, "cpu": cpu_seconds() - start[1],
-        "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, **extra,
+        "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "pss": pss(),
+        **extra,
     }  # fmt: skip
 
 
@@ -152,10 +162,11 @@ def _shmkafka(bootstrap: str, work: Workload, process: int, barrier: Any, progre
     producer.flush(600)
     after = sender_counters()
     errors = sum(1 for f in futures if f.failed())
-    sender_rss = psutil.Process(pool_stat(pool)["sender"]["pid"]).memory_info().rss
+    sender_pid = pool_stat(pool)["sender"]["pid"]
+    sender_rss, sender_pss = psutil.Process(sender_pid).memory_info().rss, pss(sender_pid)
     report = _report(start, len(futures), errors, latencies, sender_cpu=(before[0], after[0]),
                      requests=(before[1], after[1]), bytes=(before[2], after[2]),
-                     sender_rss=sender_rss)  # fmt: skip
+                     sender_rss=sender_rss, sender_pss=sender_pss)  # fmt: skip
     producer.close(30)
     return report
 

@@ -8,7 +8,8 @@ confluent-kafka on the same machine, broker and workload, in one run.
 Each client runs P processes (one producer each; one shared pool for shmkafka) that start
 together at a barrier; a run is timed from the barrier until every process has every record
 acknowledged. CPU seconds of the app processes, of shmkafka's Sender and of the broker are
-measured apart; RSS is the peak of each app process, summed (plus the Sender's).
+measured apart; RSS is the peak of each app process, summed (plus the Sender's); PSS (shared
+pages counted once) is taken at the end of the run, summed the same way.
 """
 
 from __future__ import annotations
@@ -172,11 +173,13 @@ def summarize(client: str, work: Workload, results: list[dict[str, Any]],
             for k in ("sender_cpu", "requests", "bytes")
         )
         rss = sum(r["rss"] for r in results) + max(r["sender_rss"] for r in results)
+        pss = sum(r["pss"] for r in results) + max(r["sender_pss"] for r in results)
     else:
         sender_cpu = 0.0
         requests = sum(r["requests"][1] - r["requests"][0] for r in results)
         wire = sum(r["bytes"][1] - r["bytes"][0] for r in results)
         rss = sum(r["rss"] for r in results)
+        pss = sum(r["pss"] for r in results)
     return {
         "client": client, "processes": work.processes, "records": records,
         "seconds": seconds, "records_per_s": records / seconds,
@@ -189,7 +192,7 @@ def summarize(client: str, work: Workload, results: list[dict[str, Any]],
         },
         "cpu_s": {"app": app_cpu, "sender": sender_cpu, "broker": broker_cpu},
         "cpu_us_per_record": (app_cpu + sender_cpu) / records * 1e6,
-        "peak_rss_mb": rss / 1e6,
+        "peak_rss_mb": rss / 1e6, "pss_mb": pss / 1e6,
         "produce_requests": requests, "wire_bytes": wire,
         "requests_per_million": requests / records * 1e6,
         "errors": sum(r["errors"] for r in results),
@@ -199,7 +202,7 @@ def summarize(client: str, work: Workload, results: list[dict[str, Any]],
 HEADER = (
     f"{'client':<16} {'P':>2} {'records/s':>11} {'MB/s':>6} {'avg ms':>7} {'p50':>6} {'p95':>6} "
     f"{'p99':>7} {'p99.9':>7} {'max':>7} {'app CPU':>8} {'Sender':>7} {'broker':>7} "
-    f"{'µs/rec':>7} {'RSS MB':>7} {'req/M':>7} {'errors':>6}"
+    f"{'µs/rec':>7} {'RSS MB':>7} {'PSS MB':>7} {'req/M':>7} {'errors':>6}"
 )
 
 
@@ -210,7 +213,8 @@ def format_row(r: dict[str, Any]) -> str:
         f"{r['mb_per_s']:>6.1f} {lat['avg']:>7.1f} {lat['p50']:>6.1f} {lat['p95']:>6.1f} "
         f"{lat['p99']:>7.1f} {lat['p99.9']:>7.1f} {lat['max']:>7.1f} {cpu['app']:>8.2f} "
         f"{cpu['sender']:>7.2f} {cpu['broker']:>7.2f} {r['cpu_us_per_record']:>7.2f} "
-        f"{r['peak_rss_mb']:>7.0f} {r['requests_per_million']:>7.0f} {r['errors']:>6}"
+        f"{r['peak_rss_mb']:>7.0f} {r['pss_mb']:>7.0f} {r['requests_per_million']:>7.0f} "
+        f"{r['errors']:>6}"
     )
 
 
