@@ -7,8 +7,11 @@ Contract (as Kafka's BufferPool, across processes):
 - When memory is short the caller blocks (never while holding a deque lock) until memory is
   freed, or raises ``BufferExhaustedError`` after ``max_block_ms``.
 - Fairness: waiting processes are served in arrival order (a FIFO of process slots in shared
-  memory); while anyone waits, newcomers queue behind them even if memory is free. Threads
-  of one process queue on a process-local lock first.
+  memory); while anyone waits and memory is short (less than ``1/PLENTY_FRACTION`` of the
+  slabs free), newcomers queue behind them. With plenty free a newcomer takes its run and
+  wakes the head: a queue left from a moment of exhaustion must not turn every later
+  allocation into a hand-off between processes (a convoy). Threads of one process queue on
+  a process-local lock first.
 - Crash safety: an allocation is recorded in the owner's slot (``pending``) before the free
   map marks it used, and stays recorded until a batch owns it; the reclaimer of a dead slot
   frees a pending run no batch owns. A dead waiter is dropped from the queue by whoever
@@ -43,6 +46,7 @@ from shmkafka.shm.segment import Segment, semaphore_name
 from shmkafka.shm.slots import SlotTable
 
 POLL_S = 0.05
+PLENTY_FRACTION = 8  # memory is short while fewer than 1/8 of the slabs are free
 
 
 @dataclass(frozen=True)
@@ -99,8 +103,13 @@ class BufferPool:
 
     def _allocate(self, count: int, deadline: float, size: int, max_block_ms: int) -> SlabRun:
         with self.locks.held(POOL_LOCK):
-            if self._queue() == [] and (run := self._take(count)) is not None:
-                return run
+            waiting = self._queue() != []
+            if not waiting or self.free_slabs() >= count + self.num_slabs // PLENTY_FRACTION:
+                run = self._take(count)
+                if run is not None:
+                    if waiting:
+                        self._wake_head()  # (they may take from the plenty too)
+                    return run
             self._enqueue()
         sem = self._sem(self.slot)
         while True:
