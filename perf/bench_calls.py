@@ -93,16 +93,16 @@ def main() -> None:
         ours_py = pure_python(lambda: Producer({**conf, "shmkafka.pool": "bench-calls-py"}))
         kp = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5, pool="bench-kp-c")
         kp_py = pure_python(
-            lambda: KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5,
-                                  pool="bench-kp-py")  # fmt: skip
+            lambda: KafkaProducer(
+                bootstrap_servers=broker.bootstrap, linger_ms=5, pool="bench-kp-py"
+            )
         )
         runs = {
             "confluent-kafka Producer.produce": (produce_with(theirs), theirs.flush),
             "shmkafka Producer.produce": (produce_with(ours), ours.flush),
             "shmkafka KafkaProducer.send": (send_with(kp, False), kp.flush),
             "shmkafka KafkaProducer.send, kept": (send_with(kp, True), kp.flush),
-            "confluent-kafka produce + callback": (produce_with(theirs, on_delivery),
-                                                   theirs.flush),  # fmt: skip
+            "confluent-kafka produce + callback": (produce_with(theirs, on_delivery), theirs.flush),
             "shmkafka produce + callback": (produce_with(ours, on_delivery), ours.flush),
             "pure Python: Producer.produce": (produce_with(ours_py), ours_py.flush),
             "pure Python: KafkaProducer.send": (send_with(kp_py, False), kp_py.flush),

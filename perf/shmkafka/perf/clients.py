@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import resource
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -108,15 +109,42 @@ def _timed_sends(
     send: Callable[[bytes | None], Any], attach: Callable[[Any, Callable[[Any], None]], Any],
     work: Workload, keys: Iterator[bytes | None], progress: Any,
 ) -> tuple[tuple[float, float], list[Any], list[float]]:  # fmt: skip
-    """The timed loop of the future-returning clients: (start, futures, latencies)."""
+    """The timed loop of the future-returning clients: (start, futures, latencies). As a
+    long-running producer would, it keeps the futures not yet done: every ``CHECK_EVERY``
+    sends the done ones are counted (``futures.done``, ``futures.errors``) and let go."""
     start = (time.monotonic(), cpu_seconds())
-    every, latencies, futures = _sample_every(work), list[float](), list[Any]()
+    every, latencies, futures = _sample_every(work), list[float](), Futures()
     for i, key in enumerate(_paced(work, keys, progress)):
         future = send(key)
         futures.append(future)
         if i % every == 0:
             attach(future, _latency_probe(latencies))
+        if i % CHECK_EVERY == 0:
+            futures.settle()
     return start, futures, latencies
+
+
+CHECK_EVERY = 4096
+
+
+class Futures(deque[Any]):
+    """Futures in send order, the done ones counted and dropped from the front."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done = self.errors = 0
+
+    def settle(self) -> None:
+        while self and self[0].is_done:
+            self.errors += self.popleft().failed()
+            self.done += 1
+
+    def sent(self) -> int:
+        return self.done + len(self)
+
+    def failed(self) -> int:
+        """Errors among every future (call once all are done)."""
+        return self.errors + sum(1 for f in self if f.failed())
 
 
 # ---------------------------------------------------------------------------- shmkafka
@@ -161,10 +189,10 @@ def _shmkafka(bootstrap: str, work: Workload, process: int, barrier: Any, progre
     )  # fmt: skip
     producer.flush(600)
     after = sender_counters()
-    errors = sum(1 for f in futures if f.failed())
+    errors = futures.failed()
     sender_pid = pool_stat(pool)["sender"]["pid"]
     sender_rss, sender_pss = psutil.Process(sender_pid).memory_info().rss, pss(sender_pid)
-    report = _report(start, len(futures), errors, latencies, sender_cpu=(before[0], after[0]),
+    report = _report(start, futures.sent(), errors, latencies, sender_cpu=(before[0], after[0]),
                      requests=(before[1], after[1]), bytes=(before[2], after[2]),
                      sender_rss=sender_rss, sender_pss=sender_pss)  # fmt: skip
     producer.close(30)
@@ -198,10 +226,10 @@ def _kafka_python(bootstrap: str, work: Workload, process: int, barrier: Any, pr
     # kafka-python keeps rates and averages, no totals: requests and bytes are estimated
     # from its records-per-request and request-size averages.
     metrics = producer.metrics()["producer-metrics"]
-    requests = len(futures) / max(metrics.get("records-per-request-avg") or 1.0, 1.0)
+    requests = futures.sent() / max(metrics.get("records-per-request-avg") or 1.0, 1.0)
     wire = requests * (metrics.get("request-size-avg") or 0.0)
-    errors = sum(1 for f in futures if f.failed())
-    report = _report(start, len(futures), errors, latencies, requests=(0, requests),
+    errors = futures.failed()
+    report = _report(start, futures.sent(), errors, latencies, requests=(0, requests),
                      bytes=(0, wire))  # fmt: skip
     producer.close(10)
     return report
