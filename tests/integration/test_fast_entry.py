@@ -157,8 +157,8 @@ def test_calls_the_c_entry_does_not_take_are_the_python_paths(
         with pytest.raises(TypeError):
             producer.send(topic, "not bytes")  # kafka-python: no serializer, str refused
         reports: list[Any] = []
-        confluent.produce(topic, "text", "key", partition=2, timestamp=1234,
-                          headers={"h": b"1"}, on_delivery=lambda e, m: reports.append(m))  # fmt: skip
+        confluent.produce(topic, "text", "key", partition=2, timestamp=1234, headers={"h": b"1"},
+                          on_delivery=lambda e, m: reports.append(m))  # fmt: skip
         assert confluent.flush(30) == 0
         assert [(m.value(), m.partition(), m.timestamp()[1]) for m in reports] == [
             (b"text", 2, 1234)

@@ -108,7 +108,7 @@ def _report(
 def _timed_sends(
     send: Callable[[bytes | None], Any], attach: Callable[[Any, Callable[[Any], None]], Any],
     work: Workload, keys: Iterator[bytes | None], progress: Any,
-) -> tuple[tuple[float, float], list[Any], list[float]]:  # fmt: skip
+) -> tuple[tuple[float, float], Futures, list[float]]:  # fmt: skip
     """The timed loop of the future-returning clients: (start, futures, latencies). As a
     long-running producer would, it keeps the futures not yet done: every ``CHECK_EVERY``
     sends the done ones are counted (``futures.done``, ``futures.errors``) and let go."""
