@@ -24,6 +24,7 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -155,6 +156,9 @@ class ProducerHandle:
                         sender_idle_exit_ms, sender_stall_ms)  # fmt: skip
         except BaseException:
             self.accumulator.close()
+            if self.pool.created:  # nobody else uses the pool this failed producer made
+                with contextlib.suppress(*SHM_ERRORS):
+                    self.pool.unlink_if_unused()
             self.pool.detach()  # (our slot must not stay taken by a producer that never was)
             raise
 

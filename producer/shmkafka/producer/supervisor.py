@@ -2,7 +2,9 @@
 
 Rules:
 - A producer makes sure a live Sender serves its pool: if the one recorded in the header is
-  dead, it starts one (``python -m shmkafka.sender --pool NAME``) in its own session. Its
+  dead, it starts one (``python -m shmkafka.sender --pool NAME``) in its own session, with
+  a real Python interpreter (``python_interpreter``: under uWSGI ``sys.executable`` is the
+  server's binary). Its
   settings (secrets included) go through a pipe on its stdin, never its command line; stdout
   is /dev/null, under the pool's spawn lock so concurrent producers start at
   most one between them (shm/sender_link.py).
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -35,7 +38,31 @@ from shmkafka.shm.sender_link import sender_alive, spawn_lock
 SENDER_START_WAIT_S = 10.0
 SENDER_STALL_MS = 10_000
 RETRY_MAX_S = 10.0  # the longest pause between attempts to start a failing Sender
+PYTHON_ENV = "SHMKAFKA_PYTHON"  # the interpreter that runs the Sender, if set
 log = logging.getLogger("shmkafka.producer")
+
+
+def python_interpreter() -> str:
+    """The Python that runs the Sender: ``$SHMKAFKA_PYTHON``; else this process's
+    interpreter when ``sys.executable`` is one; else (an embedding server such as uWSGI,
+    whose ``sys.executable`` is its own binary) this installation's ``bin/pythonX.Y``."""
+    configured = os.environ.get(PYTHON_ENV)
+    if configured:
+        return configured
+    major, minor = sys.version_info[:2]
+    candidates = []
+    if re.match(r"(python|pypy)", os.path.basename(sys.executable or "")):
+        candidates.append(sys.executable)
+    for prefix in dict.fromkeys((sys.prefix, sys.exec_prefix, sys.base_prefix)):
+        for name in (f"python{major}.{minor}", f"python{major}", "python"):
+            candidates.append(os.path.join(prefix, "bin", name))
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise PoolError(
+        f"no Python interpreter found to run the Sender (sys.executable is "
+        f"{sys.executable!r}): set {PYTHON_ENV}"
+    )
 
 
 def _spawn_detached(command: list[str], stdin_data: bytes, stderr: int) -> int:
@@ -151,7 +178,7 @@ class SenderSupervisor:
 
     def _command(self) -> list[str]:
         command = [
-            sys.executable, "-m", "shmkafka.sender", "--pool", self.pool.name,
+            python_interpreter(), "-m", "shmkafka.sender", "--pool", self.pool.name,
             "--config-json", "-",  # (read from stdin: settings may hold secrets)
         ]  # fmt: skip
         if self.log_file:

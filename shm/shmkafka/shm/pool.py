@@ -11,7 +11,6 @@ Rules:
 from __future__ import annotations
 
 import os
-import weakref
 
 from shmkafka.shm.batches import Batches, BatchInfo, Deques
 from shmkafka.shm.broker_stats import BrokerTable
@@ -51,12 +50,6 @@ from shmkafka.shm.slots import SlotTable
 from shmkafka.shm.tokens import TokenBoard
 
 
-def _mark_forked(handle: weakref.ref[SharedPool]) -> None:
-    pool = handle()
-    if pool is not None:
-        pool.forked = True
-
-
 class SharedPool:
     def __init__(self, segment: Segment, created: bool) -> None:
         self.segment = segment
@@ -77,9 +70,12 @@ class SharedPool:
         self.brokers = BrokerTable(segment)
         self.tokens = TokenBoard(segment)
         self._closed = False
-        self.forked = False  # set in a forked child: this handle is the parent's
-        handle = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: _mark_forked(handle))
+
+    @property
+    def forked(self) -> bool:
+        """This handle came over a fork: it is the parent's. Told by the pid, since some
+        servers fork without running Python's at-fork hooks (uWSGI)."""
+        return os.getpid() != self.pid
 
     @staticmethod
     def exists(name: str) -> bool:

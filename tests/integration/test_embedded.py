@@ -1,0 +1,109 @@
+"""Under an embedding application server (uWSGI): ``sys.executable`` is the server's binary,
+not a Python; a fork may skip Python's at-fork hooks; a producer whose Sender cannot start
+must not leave its pool behind. On Tansu."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from shmkafka.errors import PoolError
+from shmkafka.kafka import KafkaProducer
+from shmkafka.producer.supervisor import python_interpreter
+from shmkafka.protocol.errors import KafkaError
+from shmkafka.shm.pool import SharedPool
+from tests.integration.kafka_io import cluster, unique_topic
+from tests.peers import Peer
+
+pytestmark = pytest.mark.usefixtures("pool_removed")
+
+
+def _script(path: Path, body: str) -> str:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def test_the_sender_runs_on_a_real_python_when_sys_executable_is_a_server(
+    tansu: Peer, pool_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uwsgi = _script(
+        tmp_path / "uwsgi", "echo \"uwsgi: unrecognized option '--pool'\" >&2\nexit 1\n"
+    )
+    monkeypatch.setattr(sys, "executable", uwsgi)
+    monkeypatch.delenv("SHMKAFKA_PYTHON", raising=False)
+    found = python_interpreter()
+    assert found != uwsgi and os.path.basename(found).startswith("python")
+    assert os.path.samefile(os.path.dirname(found), os.path.join(sys.prefix, "bin"))
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
+    try:
+        assert producer.send(unique_topic("embedded"), b"v", key=b"k").get(30).offset == 0
+    finally:
+        producer.close()
+
+
+def test_shmkafka_python_names_the_senders_interpreter(
+    tansu: Peer, pool_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "ran"
+    wrapper = _script(tmp_path / "py", f'touch "{marker}"\nexec "{sys.executable}" "$@"\n')
+    monkeypatch.setenv("SHMKAFKA_PYTHON", wrapper)
+    assert python_interpreter() == wrapper
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
+    try:
+        producer.send(unique_topic("embedded"), b"v", key=b"k").get(30)
+    finally:
+        producer.close()
+    assert marker.exists()
+
+
+def test_a_failed_constructor_removes_the_pool_it_made(
+    tansu: Peer, pool_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = _script(tmp_path / "py", "echo \"broken: unrecognized option '--pool'\" >&2\nexit 1\n")
+    monkeypatch.setenv("SHMKAFKA_PYTHON", broken)
+    with pytest.raises(KafkaError, match="unrecognized option"):
+        KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
+    assert not SharedPool.exists(pool_name)
+
+
+def test_no_interpreter_at_all_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SHMKAFKA_PYTHON", raising=False)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "uwsgi"))
+    for name in ("prefix", "exec_prefix", "base_prefix"):
+        monkeypatch.setattr(sys, name, str(tmp_path))
+    with pytest.raises(PoolError, match="SHMKAFKA_PYTHON"):
+        python_interpreter()
+
+
+def test_a_fork_without_pythons_hooks_gets_its_own_handle(tansu: Peer, pool_name: str) -> None:
+    """libc's fork() called directly (holding the GIL, as an embedding server does): none of
+    Python's at-fork hooks run, and the child must still not use the parent's handle."""
+    topic = unique_topic("embedded")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
+    first = producer.send(topic, b"parent", key=b"k").get(30)
+    parent_slot = producer._handle.pool.slot
+    pid = ctypes.PyDLL(None).fork()
+    if pid == 0:  # the child: every outcome is its exit status
+        status = 1
+        try:
+            handle = producer._handle  # re-made: its own slot
+            metadata = producer.send(topic, b"child", key=b"k").get(30)
+            status = 0 if handle.pool.slot != parent_slot and metadata.offset > first.offset else 2
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    try:
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert producer.send(topic, b"parent2", key=b"k").get(30).offset == first.offset + 2
+    finally:
+        producer.close()
