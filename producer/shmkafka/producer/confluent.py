@@ -170,6 +170,7 @@ class Producer(ProduceEntry):
             self._attach(handle)
             self._reports.clear()
             self._unassigned.clear()
+        handle.start()  # (on first use in this process, not at construction: see handle.py)
         return handle
 
     def _queue_reports(self, futures: list[Future]) -> None:

@@ -206,10 +206,23 @@ class ProducerHandle:
         if start_sender:
             with kafka_errors:
                 self.supervisor.ensure()
-        self._thread = threading.Thread(
-            target=self._complete_loop, name="shmkafka-completions", daemon=True
-        )
-        self._thread.start()
+        # The completion thread starts on first use (start()), never here: a process that
+        # makes its producer and then forks (a preforking server's master) must not hold a
+        # thread at the fork, which may hold the GIL and leave the children hung.
+        self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()
+
+    def start(self) -> None:
+        """Start this process's completion thread, if not yet (every way in calls it)."""
+        if self._thread is not None or self._closed:
+            return
+        with self._starting:
+            if self._thread is None:
+                thread = threading.Thread(
+                    target=self._complete_loop, name="shmkafka-completions", daemon=True
+                )
+                thread.start()
+                self._thread = thread
 
     # ------------------------------------------------------------------ send
 
@@ -221,6 +234,7 @@ class ProducerHandle:
             self._sender_sem.release()
 
     def partitions_for(self, topic: str) -> int:
+        self.start()
         with kafka_errors:
             return self._partitions_for(topic)
 
@@ -270,6 +284,8 @@ class ProducerHandle:
         if not None, is still handed to ``on_done`` once the record is done)."""
         if self._closed:
             raise KafkaError("the producer is closed")
+        if self._thread is None:
+            self.start()
         try:
             route = self._routes.get(topic)
             fast = self._fast
@@ -523,6 +539,8 @@ class ProducerHandle:
         """Wait until every record sent so far is done. Meanwhile our slot is flagged as
         flushing, so the Sender sends every batch at once instead of lingering."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self._outstanding:
+            self.start()
         with kafka_errors, self._idle:
             if not self._outstanding:
                 return
@@ -550,10 +568,11 @@ class ProducerHandle:
             self.flush(timeout)
         finally:
             self._closed = True
-            if threading.current_thread() is self._thread:
+            if self._thread is not None and threading.current_thread() is self._thread:
                 self._detach_on_exit = True  # (closed from a callback: it detaches itself)
             else:
-                self._thread.join()  # it stops within one ring wait; only then unmap
+                if self._thread is not None:
+                    self._thread.join()  # it stops within one ring wait; only then unmap
                 self._detach()
 
     def release(self) -> None:
@@ -565,6 +584,9 @@ class ProducerHandle:
             return
         self._detach_on_exit = True
         self._closed = True
+        if self._thread is None:  # never used: a short-lived thread detaches instead
+            self._thread = threading.Thread(target=self._detach, daemon=True)
+            self._thread.start()
         if threading.current_thread() is not self._thread:
             # Usually the thread ends (and detaches) within one ring wait; the wait is
             # bounded because the caller may hold a lock the thread needs (a collection
