@@ -84,7 +84,8 @@ def discard(handle: ProducerHandle) -> None:
     """Close a test's producer handle without flushing (no Sender will complete its
     records) and remove its pool."""
     handle._closed = True
-    handle._thread.join()
+    if handle._thread is not None:  # (started on first use)
+        handle._thread.join()
     handle.accumulator.close()
     handle.pool.destroy()
 

@@ -239,7 +239,9 @@ def test_sender_errors_are_logged_for_kafka_python_apps(
     pool_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="shmkafka.sender"):
-        p = KafkaProducer(bootstrap_servers="127.0.0.1:1", pool=pool_name)
+        p = KafkaProducer(bootstrap_servers="127.0.0.1:1", pool=pool_name, max_block_ms=200)
+        with pytest.raises(kafka.errors.KafkaTimeoutError):  # (the first use starts the relay)
+            p.send("t", b"v")
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not any(
             "brokers are down" in r.getMessage() for r in caplog.records

@@ -38,7 +38,8 @@ def _handle(pool_name: str, *, fast_path: bool) -> Iterator[ProducerHandle]:
     finally:
         pool = h.pool
         h._closed = True  # no flush: nothing will complete the records
-        h._thread.join()
+        if h._thread is not None:  # (started on first use)
+            h._thread.join()
         h.accumulator.close()
         pool.destroy()
 
@@ -244,6 +245,7 @@ def test_keyless_records_of_all_producers_share_the_sticky_partition(pool_name: 
             assert first.send("t", b"z").partition == sticky
         finally:
             second._closed = True
-            second._thread.join()
+            if second._thread is not None:  # (started on first use)
+                second._thread.join()
             second.accumulator.close()
             second.pool.detach()

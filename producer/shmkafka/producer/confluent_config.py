@@ -140,7 +140,7 @@ DEFAULTS: dict[str, Any] = {
     "pool": None,
     "max_topics": 256,
     "max_partitions": 1024,
-    "max_processes": 64,
+    "max_processes": 256,
     "sender_log": None,
     "ssl_cafile": None,
     "ssl_certfile": None,

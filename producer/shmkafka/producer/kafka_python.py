@@ -103,7 +103,7 @@ DEFAULTS: dict[str, Any] = {
     "pool": None,
     "max_topics": 256,
     "max_partitions": 1024,
-    "max_processes": 64,
+    "max_processes": 256,
     "deque_capacity": 1024,
     "lock_stripes": 64,
     "sender_log": None,

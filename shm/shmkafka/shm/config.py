@@ -37,7 +37,7 @@ class PoolConfig:
     max_request_size: int = 1024 * 1024
     max_topics: int = 256
     max_partitions: int = 1024
-    max_processes: int = 64
+    max_processes: int = 256
     deque_capacity: int = 1024
     lock_stripes: int = 64
     # The Sender-level settings (canonical JSON of a SenderConfig) every producer of the pool

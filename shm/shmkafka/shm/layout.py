@@ -76,7 +76,8 @@ Region 4 - SLOTS: per process slot, SLOT_HEADER then the intent bytes then the c
     then n_locks intent bytes: byte X is 1 while the owner acquires, holds or releases lock X
     (written by that process only; lets a waiter recover a lock whose holder died between
     taking the semaphore and recording itself as owner). Then ring_capacity completion
-    entries of RING_ENTRY.
+    entries of RING_ENTRY (min(num_slabs, RING_CAP): 256 slots stay small; when a process's
+    ring is full the Sender holds the completion, and the batch's slabs, and posts it later).
 Region 5 - DIRECTORY: two copies (A and B); copy ``directory_version & 1`` is current.
     Each copy: u32 topic_count, u32 partition_entries, then max_topics TOPIC entries
     (u16 name_len, 250s name, u32 partition_count, u32 first_entry), then max_partitions
@@ -162,7 +163,8 @@ from dataclasses import dataclass
 from shmkafka.shm.config import PoolConfig
 
 MAGIC = b"SHMKAFKA"
-LAYOUT_VERSION = 2  # 2: the EVENTS, BROKER STATS and TOKEN regions
+LAYOUT_VERSION = 3  # 2: the EVENTS, BROKER STATS and TOKEN regions; 3: rings of RING_CAP
+RING_CAP = 512  # completion entries per process slot at most (a full ring: the Sender retries)
 PAGE = 4096
 
 HEADER_SIZE = 512
@@ -342,7 +344,7 @@ class Layout:
     def for_config(cls, config: PoolConfig) -> Layout:
         n_locks = FIRST_STRIPE_LOCK + config.lock_stripes
         num_slabs = config.num_slabs
-        ring_capacity = num_slabs
+        ring_capacity = min(num_slabs, RING_CAP)
         slot_size = _align(SLOT_HEADER_SIZE + n_locks) + ring_capacity * RING_ENTRY.size
         locks_at = HEADER_SIZE + CONFIG_SIZE
         slots_at = _align(locks_at + n_locks * LOCK.size)
