@@ -118,8 +118,7 @@ class Producer(ProduceEntry):
         if s["bootstrap_servers"] is None:
             return None  # nothing can be sent: records wait, then time out
         try:
-            settings = Settings.build(self._sender_settings(s), self._pool_settings(s),
-                                      s["pool"], max_block_ms=0)  # fmt: skip
+            settings = _settings_of(s)
         except KafkaConfigurationError as exc:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, text_of(exc))) from None
         try:
@@ -574,3 +573,18 @@ class Producer(ProduceEntry):
 
 
 __all__ = ["Producer"]
+
+
+def _settings_of(s: dict[str, Any]) -> Settings:
+    return Settings.build(Producer._sender_settings(s), Producer._pool_settings(s), s["pool"],
+                          max_block_ms=0)  # fmt: skip
+
+
+def settings_for(conf: dict[str, Any]) -> Settings:
+    """The pool and Sender settings ``Producer(conf)`` asks for (a sidecar Sender creates its
+    pool with them, so that such producers attach); raises ``KafkaConfigurationError``."""
+    try:
+        s, _, _ = confluent_config.parse(conf)
+    except (confluent_config.ConfigError, TypeError, ValueError) as exc:
+        raise KafkaConfigurationError(str(exc)) from None
+    return _settings_of(s)

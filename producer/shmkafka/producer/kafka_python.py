@@ -231,6 +231,23 @@ def _settings(config: dict[str, Any]) -> Settings:
     )
 
 
+def resolved_config(configs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments checked, with the defaults, resolved as kafka-python resolves them."""
+    check_names(configs, set(DEFAULTS) | IGNORED | REJECTED, "KafkaProducer argument")
+    for name in REJECTED & set(configs):
+        if configs[name] is not None:
+            raise KafkaConfigurationError(f"{name}: transactions are not supported")
+    config = {**DEFAULTS, **{k: v for k, v in configs.items() if k in DEFAULTS}}
+    _resolve(config, set(configs))
+    return config
+
+
+def settings_for(configs: dict[str, Any]) -> Settings:
+    """The pool and Sender settings ``KafkaProducer(**configs)`` asks for (a sidecar Sender
+    creates its pool with them, so that such producers attach)."""
+    return _settings(resolved_config(configs))
+
+
 class KafkaProducer(SendEntry):
     """kafka-python's KafkaProducer, its records batched with every other process of the
     pool. ``pool=NAME`` picks the pool (default: one per distinct configuration)."""
@@ -238,12 +255,8 @@ class KafkaProducer(SendEntry):
     DEFAULT_CONFIG = DEFAULTS
 
     def __init__(self, **configs: Any) -> None:
-        check_names(configs, set(DEFAULTS) | IGNORED | REJECTED, "KafkaProducer argument")
-        for name in REJECTED & set(configs):
-            if configs[name] is not None:
-                raise KafkaConfigurationError(f"{name}: transactions are not supported")
+        self.config = resolved_config(configs)
         log_ignored_once([n for n in configs if n in IGNORED], "KafkaProducer")
-        self.config = {**DEFAULTS, **{k: v for k, v in configs.items() if k in DEFAULTS}}
         self._init_args = dict(configs)
         for name in ("key_serializer", "value_serializer"):
             value = self.config[name]
@@ -252,9 +265,7 @@ class KafkaProducer(SendEntry):
         chooser = self.config["partitioner"]
         if chooser is not None and not (callable(chooser) or hasattr(chooser, "partition")):
             raise KafkaConfigurationError(f"partitioner must be a Partitioner, got {chooser!r}")
-        _resolve(self.config, set(configs))
-        settings = _settings(self.config)
-        self._engine = Engine(settings, sender_log=self.config["sender_log"])
+        self._engine = Engine(_settings(self.config), sender_log=self.config["sender_log"])
         provider = self.config["sasl_oauth_token_provider"]
         if provider is not None:
             self._engine.token_provider = lambda: token_and_expiry(provider.token())

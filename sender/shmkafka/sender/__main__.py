@@ -1,4 +1,5 @@
-"""``python -m shmkafka.sender --pool NAME ...``: run a pool's Sender (also ``shmkafka sender``)."""
+"""``python -m shmkafka.sender --pool NAME ...``: run a pool's Sender (also ``shmkafka sender``).
+With ``--create`` it makes the pool itself and runs until stopped (a sidecar: sidecar.py)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,50 @@ import os
 import sys
 from collections.abc import Sequence
 
+from shmkafka.errors import KafkaConfigurationError
 from shmkafka.producer.settings import SenderConfig
+from shmkafka.protocol.errors import KafkaError
+from shmkafka.sender import sidecar
 from shmkafka.sender.service import IDLE_EXIT_MS, run_sender
+
+log = logging.getLogger("shmkafka.sender")
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="python -m shmkafka.sender")
     parser.add_argument("--pool", required=True, help="pool name")
-    parser.add_argument("--bootstrap", help="HOST:PORT[,HOST:PORT...]")
+    parser.add_argument(
+        "--bootstrap-server", "--bootstrap", dest="bootstrap", help="HOST:PORT[,HOST:PORT...]"
+    )
     parser.add_argument(
         "--config-json",
         help="SenderConfig fields as a JSON object, or - to read it from stdin (use this when "
         "it holds secrets: a command line is visible to every user)",
     )
+    parser.add_argument(
+        "--create", action="store_true",
+        help="make the pool with the settings a producer of --api with these properties "
+        "would ask for, and run until stopped (a sidecar)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--api", choices=sidecar.APIS, default="kafka-python",
+        help="whose argument names the properties use (with --create; default: kafka-python)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--producer-property", action="append", default=[], metavar="KEY=VALUE",
+        help="a producer setting, e.g. linger_ms=5 (with --create; repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--producer.config", dest="producer_config", action="append", default=[],
+        metavar="FILE", help="a file of KEY=VALUE lines (with --create)",
+    )  # fmt: skip
     parser.add_argument("--log-file", help="log to this file (default: stderr)")
-    parser.add_argument("--log-level", default="INFO")
-    parser.add_argument("--idle-exit-ms", type=int, default=IDLE_EXIT_MS)
+    parser.add_argument("--log-level", default="INFO", help="default: INFO")
+    parser.add_argument(
+        "--idle-exit-ms", type=int, default=None,
+        help=f"exit when no producer is attached this long (default: {IDLE_EXIT_MS}; "
+        "with --create, never)",
+    )  # fmt: skip
     return parser
 
 
@@ -43,6 +72,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(args)
 
 
+def _create(args: argparse.Namespace) -> SenderConfig:
+    """--create: the pool made (or found) with the settings its producers will ask for."""
+    if not args.bootstrap or args.config_json:
+        raise KafkaConfigurationError("--create needs --bootstrap-server and no --config-json")
+    properties = sidecar.read_properties(args.producer_property, args.producer_config)
+    settings = sidecar.settings_for(args.api, args.bootstrap, properties, args.pool)
+    made = sidecar.create_pool(args.pool, settings)
+    log.info("pool %s %s", args.pool, "created" if made else "found with the same settings")
+    return settings.sender
+
+
 def run(args: argparse.Namespace) -> int:
     handler: logging.Handler = (
         logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler()
@@ -56,19 +96,24 @@ def run(args: argparse.Namespace) -> int:
     root = logging.getLogger("shmkafka")
     root.addHandler(handler)
     root.setLevel(args.log_level.upper())
+    try:
+        config = _create(args) if args.create else config_from_args(args)
+    except (KafkaError, OSError) as exc:
+        print(f"shmkafka sender: {exc}", file=sys.stderr)
+        return 2
+    idle_exit_ms = args.idle_exit_ms
+    if idle_exit_ms is None and not args.create:
+        idle_exit_ms = IDLE_EXIT_MS
     profile = os.environ.get("SHMKAFKA_SENDER_PROFILE")
     if profile:  # a developer's aid: cProfile statistics of the whole Sender run
         import cProfile
 
         profiler = cProfile.Profile()
         try:
-            return profiler.runcall(
-                run_sender, args.pool, config_from_args(args), args.idle_exit_ms,
-                quiet_stderr=quiet,
-            )  # fmt: skip
+            return profiler.runcall(run_sender, args.pool, config, idle_exit_ms, quiet_stderr=quiet)
         finally:
             profiler.dump_stats(profile)
-    return run_sender(args.pool, config_from_args(args), args.idle_exit_ms, quiet_stderr=quiet)
+    return run_sender(args.pool, config, idle_exit_ms, quiet_stderr=quiet)
 
 
 if __name__ == "__main__":

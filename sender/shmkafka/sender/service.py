@@ -94,10 +94,11 @@ class PoolLogHandler(logging.Handler):
 
 
 def run_sender(
-    pool_name: str, config: SenderConfig, idle_exit_ms: int = IDLE_EXIT_MS,
+    pool_name: str, config: SenderConfig, idle_exit_ms: int | None = IDLE_EXIT_MS,
     *, quiet_stderr: bool = False,
 ) -> int:  # fmt: skip
-    """Run the Sender of ``pool_name`` until it is idle; returns the exit status.
+    """Run the Sender of ``pool_name`` until it is idle (``idle_exit_ms``; None: until a
+    signal stops it); returns the exit status.
     ``quiet_stderr``: once up, send stderr to /dev/null (a Sender an app started)."""
     pool = SharedPool.open(pool_name)
     try:
@@ -119,7 +120,9 @@ def run_sender(
         pool.detach()
 
 
-def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int, quiet_stderr: bool) -> int:
+def _serve(
+    pool: SharedPool, config: SenderConfig, idle_exit_ms: int | None, quiet_stderr: bool
+) -> int:
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -165,6 +168,8 @@ def _serve(pool: SharedPool, config: SenderConfig, idle_exit_ms: int, quiet_stde
                 idle_since = None
                 continue
             idle_since = idle_since or now
+            if idle_exit_ms is None:
+                continue  # (a sidecar: it serves until stopped)
             if now - idle_since >= idle_exit_ms and pool.unlink_if_unused():
                 log.info("no producer attached and nothing left to send: pool removed, exiting")
                 return 0
