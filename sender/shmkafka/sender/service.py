@@ -27,6 +27,7 @@ import posix_ipc
 from shmkafka.producer.settings import SenderConfig
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.sender.sender import Sender
+from shmkafka.shm.cleanup import remove_orphans
 from shmkafka.shm.events import LOG
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.procs import is_alive
@@ -101,6 +102,8 @@ def run_sender(
     signal stops it); returns the exit status.
     ``quiet_stderr``: once up, send stderr to /dev/null (a Sender an app started)."""
     pool = SharedPool.open(pool_name)
+    for name in remove_orphans(pool_name):
+        log.info("removed pool %s: no live process and no record left in it", name)
     try:
         lock = sender_lock(pool)
         if not lock.try_acquire():  # held while we serve (the kernel drops it if we die)

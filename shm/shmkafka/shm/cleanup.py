@@ -3,6 +3,11 @@
 A pool is in use while any process slot or the Sender recorded in its header belongs to a
 live process. A segment whose creator died before writing its header, or semaphores left
 without a segment, are removed as well.
+
+``remove_orphans`` (run by every new producer and Sender) removes, without being asked, the
+user's pools that no live process uses and that hold no record (no slab in use): what an
+OOM kill or a container stop of every process leaves behind. A pool still holding records
+stays, for the next producer of that pool to adopt (its Sender delivers them).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from shmkafka.shm.bufferpool import BufferPool
 from shmkafka.shm.errors import LayoutMismatchError, PoolNotFoundError, ShmError
 from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64
 from shmkafka.shm.procs import is_alive
@@ -57,6 +63,34 @@ def cleanup_pool(pool: str) -> CleanupResult:
         return CleanupResult(pool, False, f"in use by pid {', '.join(map(str, live))}")
     unlink_segment(pool)
     return CleanupResult(pool, True, "every process of it is dead")
+
+
+def remove_orphans(keep: str | None = None) -> list[str]:
+    """Remove this user's pools (but ``keep``) with no live process and no record held;
+    returns their names. Checked and done under each pool's slot-table lock, which
+    attaching processes also take."""
+    removed = []
+    for name in list_pools():
+        if name == keep:
+            continue
+        try:
+            if os.stat(f"/dev/shm/{PREFIX}{name}").st_uid != os.getuid():
+                continue
+            segment = Segment.attach(name)
+        except (OSError, ShmError):
+            continue  # gone meanwhile, or unreadable (``shmkafka cleanup`` decides those)
+        try:
+            with SlotTable(segment).lock():
+                if (
+                    segment.is_current()
+                    and not live_processes(segment)
+                    and not (BufferPool.used_slabs(segment))
+                ):
+                    unlink_segment(name)
+                    removed.append(name)
+        finally:
+            segment.close()
+    return removed
 
 
 def cleanup(pool: str | None = None) -> list[CleanupResult]:
