@@ -31,6 +31,12 @@ COMMANDS = {
     "sender": Command(
         "run a pool's Sender (a sidecar)", "shmkafka.sender.__main__", "build_parser", "run"
     ),
+    "produce": Command(
+        "send lines from stdin to a topic (as kafka-console-producer)",
+        "shmkafka.console",
+        "build_parser",
+        "run",
+    ),
     "stat": Command(
         "show a pool's state, read from shared memory", "shmkafka.cli", "_stat_arguments", "_stat"
     ),

@@ -15,45 +15,23 @@ Rules:
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
 from typing import Any
 
 from shmkafka.errors import KafkaConfigurationError
 from shmkafka.producer import confluent, kafka_python
 from shmkafka.producer.engine import Settings
+from shmkafka.producer.properties import literal, read_properties
 from shmkafka.shm.errors import LayoutMismatchError
 from shmkafka.shm.pool import SharedPool
 
 APIS = ("kafka-python", "confluent")
-
-
-def read_properties(pairs: list[str], files: list[str]) -> dict[str, str]:
-    """``key=value`` pairs from the files (``#`` comments, blank lines), then ``pairs``."""
-    lines = [line for name in files for line in Path(name).read_text().splitlines()]
-    out: dict[str, str] = {}
-    for line in [*lines, *pairs]:
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise KafkaConfigurationError(f"a property must be key=value, got {line!r}")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def _literal(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+__all__ = ["APIS", "create_pool", "read_properties", "settings_for"]
 
 
 def settings_for(api: str, bootstrap: str, properties: dict[str, str], pool: str) -> Settings:
     """The settings a producer of ``api`` with these properties would ask for."""
     if api == "kafka-python":
-        configs = {key: _literal(value) for key, value in properties.items()}
+        configs = {key: literal(value) for key, value in properties.items()}
         configs.update(bootstrap_servers=bootstrap.split(","), pool=pool)
         return kafka_python.settings_for(configs)
     if api == "confluent":
