@@ -95,19 +95,38 @@ def _stat_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def _stat(args: argparse.Namespace) -> int:
+    from shmkafka.shm.errors import ShmError
     from shmkafka.shm.segment import list_pools
     from shmkafka.shm.stat import format_stat, pool_stat
 
-    stats = [pool_stat(name) for name in ([args.pool] if args.pool else list_pools())]
+    if args.pool:
+        try:
+            stats = [pool_stat(args.pool)]
+        except (ShmError, OSError) as exc:
+            print(f"shmkafka stat: {exc}", file=sys.stderr)
+            return 1
+    else:
+        stats = []
+        for name in list_pools():
+            try:
+                stats.append(pool_stat(name))
+            except PermissionError:  # another user's pool (mode 0600): listed as such
+                stats.append({"pool": name, "unreadable": "another user's pool"})
+            except (ShmError, OSError) as exc:  # removed or damaged meanwhile
+                stats.append({"pool": name, "unreadable": str(exc)})
     if args.json:
         print(json.dumps(stats if args.pool is None else stats[0], indent=2))
     else:
-        print("\n".join(format_stat(s) for s in stats) or "no shmkafka pools found")
+        lines = [f"pool {s['pool']}: {s['unreadable']}" if "unreadable" in s else format_stat(s)
+                 for s in stats]  # fmt: skip
+        print("\n".join(lines) or "no shmkafka pools found")
     return 0
 
 
 def _cleanup_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--pool", help="only this pool (default: every shmkafka pool)")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="also name the pools kept, and why")  # fmt: skip
     return parser
 
 
@@ -116,10 +135,10 @@ def _cleanup(args: argparse.Namespace) -> int:
 
     results = cleanup(args.pool)
     for result in results:
-        verb = "removed" if result.removed else "kept"
-        print(f"{verb} {result.pool}: {result.reason}")
-    if not results:
-        print("no shmkafka pools found")
+        if result.removed or args.verbose or args.pool:
+            print(f"{'removed' if result.removed else 'kept'} {result.pool}: {result.reason}")
+    if not any(r.removed for r in results) and not args.pool:
+        print("nothing to remove")
     return 0
 
 

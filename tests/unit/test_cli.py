@@ -24,3 +24,45 @@ def test_python_dash_m_runs_the_cli() -> None:
         [sys.executable, "-m", "shmkafka", "version"], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == f"shmkafka {__version__}"
+
+
+def test_stat_of_a_missing_pool_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["stat", "--pool", "nosuch-pool-x"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no pool named 'nosuch-pool-x'" in err
+
+
+def test_stat_lists_a_pool_it_cannot_read_as_such(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shmkafka.shm.segment
+    import shmkafka.shm.stat
+
+    def refused(name: str) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(shmkafka.shm.segment, "list_pools", lambda: ["theirs"])
+    monkeypatch.setattr(shmkafka.shm.stat, "pool_stat", refused)
+    assert main(["stat"]) == 0
+    assert capsys.readouterr().out.strip() == "pool theirs: another user's pool"
+
+
+def test_cleanup_names_only_what_it_removed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shmkafka.shm.cleanup as cleanup
+
+    results = [cleanup.CleanupResult("gone", True, "every process of it is dead"),
+               cleanup.CleanupResult("busy", False, "in use by pid 1")]  # fmt: skip
+    monkeypatch.setattr(cleanup, "cleanup", lambda pool=None: results)
+    assert main(["cleanup"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["removed gone: every process of it is dead"]
+    assert main(["cleanup", "--verbose"]) == 0
+    assert "kept busy: in use by pid 1" in capsys.readouterr().out
+
+
+def test_broker_stub_control_lists_its_operations(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["broker-stub-control", "--help"])
+    out = capsys.readouterr().out
+    assert "fail_produce" in out and "kill_node" in out and "control port is" in out

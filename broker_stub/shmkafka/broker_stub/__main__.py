@@ -120,11 +120,23 @@ def security(args: argparse.Namespace) -> tuple[ssl.SSLContext | None, SaslConfi
     return context, SaslConfig.make(mechanisms, users, args.sasl_session_lifetime_ms)
 
 
+CONTROL_OPERATIONS = (
+    "fail_produce", "random_produce_errors", "drop_connection", "pause_node", "resume_node",
+    "move_leader", "kill_node", "restart_node", "create_topic", "leader", "high_watermark",
+    "errors_sent", "auth_events", "clear",
+)  # fmt: skip
+
+
 def control_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="shmkafka broker-stub-control")
+    parser.epilog = (
+        f"operations: {', '.join(CONTROL_OPERATIONS)}. The control port is the first node's "
+        "port + the number of nodes (shmkafka broker-stub prints it at start)."
+    )
     parser.add_argument("--port", type=int, required=True, help="the stub's control port")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("op", help="operation, e.g. fail_produce")
+    parser.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
+    parser.add_argument("op", choices=CONTROL_OPERATIONS, metavar="op",
+                        help="the operation (listed below)")  # fmt: skip
     parser.add_argument("args", nargs="*", help="NAME=VALUE (VALUE as JSON, else a string)")
     return parser
 
