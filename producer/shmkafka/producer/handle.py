@@ -55,7 +55,6 @@ from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
 from shmkafka.shm.broker_stats import UP
-from shmkafka.shm.cleanup import remove_orphans
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import (
     BufferExhaustedError,
@@ -111,16 +110,6 @@ def kafka_error(exc: ShmError | posix_ipc.Error | OSError) -> KafkaError:
     return PoolError(text or type(exc).__name__)
 
 
-def _remove_orphans(keep: str) -> None:
-    """Pools of this user that every process left, holding no record: removed (a whole
-    container stopped, an OOM kill). Never fails a producer."""
-    try:
-        for name in remove_orphans(keep):
-            log.info("removed pool %s: no live process and no record left in it", name)
-    except Exception:
-        log.debug("looking for orphaned pools failed", exc_info=True)
-
-
 class _KafkaErrors:
     """``with kafka_errors:`` a shared-memory error raised inside leaves as ``kafka_error``.
     (A class, not a generator: entering it costs about a tenth as much.)"""
@@ -162,7 +151,6 @@ class ProducerHandle:
                 self.pool, max_block_ms=max_block_ms, fast_path=fast_path
             )
             self._sender_sem = sender_semaphore(pool)  # the Sender's doorbell
-        _remove_orphans(pool)
         try:
             self._setup(sender_config, max_block_ms, start_sender, sender_log,
                         sender_idle_exit_ms, sender_stall_ms)  # fmt: skip

@@ -38,6 +38,7 @@ log = logging.getLogger("shmkafka.sender")
 IDLE_EXIT_MS = 5000
 HOUSEKEEPING_MS = 100
 RECLAIM_MS = 1000
+ORPHAN_SWEEP_MS = 300_000  # other pools every process left: looked for at start, then this often
 
 
 class _Waker:
@@ -102,8 +103,6 @@ def run_sender(
     signal stops it); returns the exit status.
     ``quiet_stderr``: once up, send stderr to /dev/null (a Sender an app started)."""
     pool = SharedPool.open(pool_name)
-    for name in remove_orphans(pool_name):
-        log.info("removed pool %s: no live process and no record left in it", name)
     try:
         lock = sender_lock(pool)
         if not lock.try_acquire():  # held while we serve (the kernel drops it if we die)
@@ -147,7 +146,7 @@ def _serve(
     sender.network.add_wakeup(waker.read, waker.drain)
     idle_since: int | None = None
     announced = False
-    next_housekeeping = next_reclaim = 0
+    next_housekeeping = next_reclaim = next_orphan_sweep = 0
     try:
         while True:
             now = monotonic_ms()
@@ -159,6 +158,9 @@ def _serve(
             if now >= next_reclaim:  # what dead producers held (slots, pending slabs) comes back
                 next_reclaim = now + RECLAIM_MS
                 pool.reclaim_dead()
+            if now >= next_orphan_sweep:
+                next_orphan_sweep = now + ORPHAN_SWEEP_MS
+                _remove_orphans(pool.name)
             busy = sender.busy()
             if stopping.is_set() and not announced:
                 announced = True
@@ -180,6 +182,16 @@ def _serve(
         waker.close()
         sender.close()
         pool.set_sender(0, 0, monotonic_ms())
+
+
+def _remove_orphans(keep: str) -> None:
+    """Pools of this user that every process left, holding no record (a whole container
+    stopped, an OOM kill): removed, at start and every ``ORPHAN_SWEEP_MS``."""
+    try:
+        for name in remove_orphans(keep):
+            log.info("removed pool %s: no live process and no record left in it", name)
+    except Exception:
+        log.debug("looking for orphaned pools failed", exc_info=True)
 
 
 def _has_producers(pool: SharedPool) -> bool:

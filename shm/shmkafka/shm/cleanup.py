@@ -4,7 +4,7 @@ A pool is in use while any process slot or the Sender recorded in its header bel
 live process. A segment whose creator died before writing its header, or semaphores left
 without a segment, are removed as well.
 
-``remove_orphans`` (run by every new producer and Sender) removes, without being asked, the
+``remove_orphans`` (run by every Sender as it starts, then every 5 minutes) removes, unasked, the
 user's pools that no live process uses and that hold no record (no slab in use): what an
 OOM kill or a container stop of every process leaves behind. A pool still holding records
 stays, for the next producer of that pool to adopt (its Sender delivers them).
