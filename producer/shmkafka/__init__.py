@@ -10,7 +10,14 @@ General layout — each part is its own source root holding a portion of this pa
     perf/shmkafka/perf/              the side-by-side benchmark tool
 """
 
+import sys
 from pkgutil import extend_path
+
+if not sys.platform.startswith("linux"):
+    raise ImportError(
+        f"shmkafka runs on Linux only: its pool is POSIX shared memory in /dev/shm, and it "
+        f"tells live processes from dead ones through /proc (this is {sys.platform!r})"
+    )
 
 # The other roots hold shmkafka/ folders without an __init__.py; join them to this package.
 __path__ = extend_path(__path__, __name__)

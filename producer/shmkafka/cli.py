@@ -85,7 +85,14 @@ def _no_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def _version(args: argparse.Namespace) -> int:
     print(f"shmkafka {__version__}")
+    print(f"C extension: {_c_extension()}")
     return 0
+
+
+def _c_extension() -> str:
+    from shmkafka.producer.accumulator import c_extension_built
+
+    return "built" if c_extension_built() else "NOT built: every send runs in Python (slower)"
 
 
 def _stat_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -120,6 +127,7 @@ def _stat(args: argparse.Namespace) -> int:
         lines = [f"pool {s['pool']}: {s['unreadable']}" if "unreadable" in s else format_stat(s)
                  for s in stats]  # fmt: skip
         print("\n".join(lines) or "no shmkafka pools found")
+        print(f"C extension: {_c_extension()}")
     return 0
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 
@@ -7,11 +8,13 @@ import pytest
 
 from shmkafka import __version__
 from shmkafka.cli import main
+from shmkafka.shm.pool import SharedPool
 
 
 def test_version_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["version"]) == 0
-    assert capsys.readouterr().out.strip() == f"shmkafka {__version__}"
+    assert capsys.readouterr().out.splitlines() == [f"shmkafka {__version__}",
+                                                    "C extension: built"]  # fmt: skip
 
 
 def test_no_subcommand_prints_usage_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
@@ -23,7 +26,7 @@ def test_python_dash_m_runs_the_cli() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "shmkafka", "version"], capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == f"shmkafka {__version__}"
+    assert out.stdout.splitlines()[0] == f"shmkafka {__version__}"
 
 
 def test_stat_of_a_missing_pool_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,7 +47,7 @@ def test_stat_lists_a_pool_it_cannot_read_as_such(
     monkeypatch.setattr(shmkafka.shm.segment, "list_pools", lambda: ["theirs"])
     monkeypatch.setattr(shmkafka.shm.stat, "pool_stat", refused)
     assert main(["stat"]) == 0
-    assert capsys.readouterr().out.strip() == "pool theirs: another user's pool"
+    assert capsys.readouterr().out.splitlines()[0] == "pool theirs: another user's pool"
 
 
 def test_cleanup_names_only_what_it_removed(
@@ -66,3 +69,27 @@ def test_broker_stub_control_lists_its_operations(capsys: pytest.CaptureFixture[
         main(["broker-stub-control", "--help"])
     out = capsys.readouterr().out
     assert "fail_produce" in out and "kill_node" in out and "control port is" in out
+
+
+def test_a_platform_without_posix_shared_memory_is_told_at_import() -> None:
+    code = "import sys; sys.platform = 'darwin'; import shmkafka"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "ImportError: shmkafka runs on Linux only" in out.stderr.splitlines()[-1]
+
+
+def test_without_the_c_extension_the_first_use_warns_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str], pool: SharedPool,
+) -> None:  # fmt: skip
+    from shmkafka.producer import accumulator
+
+    monkeypatch.setattr(accumulator, "FastAppend", None)
+    monkeypatch.setattr(accumulator, "_warned_not_built", False)
+    with caplog.at_level(logging.WARNING, logger="shmkafka.producer"):
+        assert accumulator._fast_path(pool) is None
+        assert accumulator._fast_path(pool) is None
+    warned = [r.getMessage() for r in caplog.records if "C extension was not built" in r.message]
+    assert len(warned) == 1
+    assert main(["version"]) == 0
+    assert "C extension: NOT built" in capsys.readouterr().out

@@ -16,6 +16,7 @@ Rules:
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -55,6 +56,7 @@ except ImportError:  # not built (no C compiler): the pure-Python path serves
     FastAppend = None  # type: ignore[assignment,misc]
 
 DEQUE_FULL_POLL_S = 0.001
+log = logging.getLogger("shmkafka.producer")
 
 
 class DequeFullError(Exception):
@@ -535,7 +537,22 @@ class RecordAccumulator:
         )  # fmt: skip
 
 
+_warned_not_built = False
+
+
+def c_extension_built() -> bool:
+    """The C fast path (_fastappend) was compiled at install."""
+    return FastAppend is not None
+
+
 def _fast_path(pool: SharedPool) -> FastAppend | None:
+    global _warned_not_built
+    if FastAppend is None and not _warned_not_built:
+        _warned_not_built = True
+        log.warning(
+            "shmkafka's C extension was not built (no C compiler at install?): every send "
+            "runs in Python, about 10x slower; reinstall with gcc and the Python headers"
+        )
     if FastAppend is None or os.environ.get("SHMKAFKA_PURE_PYTHON"):
         return None
     offsets = pool.layout.fast_path_offsets(pool.slot)
