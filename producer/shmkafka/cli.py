@@ -90,9 +90,18 @@ def _version(args: argparse.Namespace) -> int:
 
 
 def _c_extension() -> str:
-    from shmkafka.producer.accumulator import c_extension_built
+    """Whether the C extension is installed, found without importing the producer."""
+    import importlib.machinery
+    import os
 
-    return "built" if c_extension_built() else "NOT built: every send runs in Python (slower)"
+    import shmkafka
+
+    built = any(
+        os.path.exists(os.path.join(root, "producer", "_fastappend" + suffix))
+        for root in shmkafka.__path__
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    )
+    return "built" if built else "NOT built: every send runs in Python (slower)"
 
 
 def _stat_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

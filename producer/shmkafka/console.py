@@ -16,6 +16,8 @@ import argparse
 import sys
 from typing import Any
 
+from shmkafka.producer.properties import add_property_arguments
+
 READER_PROPERTIES = ("parse.key", "key.separator", "ignore.error")
 
 
@@ -30,14 +32,7 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="how lines are read: parse.key (default: false), key.separator (default: a "
         "tab), ignore.error (default: false: a line without the separator stops)",
     )  # fmt: skip
-    parser.add_argument(
-        "--producer-property", action="append", default=[], metavar="KEY=VALUE",
-        help="a producer property, e.g. linger.ms=5 (repeatable)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--producer.config", dest="producer_config", action="append", default=[],
-        metavar="FILE", help="a file of KEY=VALUE producer properties",
-    )  # fmt: skip
+    add_property_arguments(parser, "linger.ms=5")
     return parser
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -80,7 +81,7 @@ def test_a_platform_without_posix_shared_memory_is_told_at_import() -> None:
 
 def test_without_the_c_extension_the_first_use_warns_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
-    capsys: pytest.CaptureFixture[str], pool: SharedPool,
+    capsys: pytest.CaptureFixture[str], pool: SharedPool, tmp_path: Path,
 ) -> None:  # fmt: skip
     from shmkafka.producer import accumulator
 
@@ -91,5 +92,8 @@ def test_without_the_c_extension_the_first_use_warns_once(
         assert accumulator._fast_path(pool) is None
     warned = [r.getMessage() for r in caplog.records if "C extension was not built" in r.message]
     assert len(warned) == 1
+    import shmkafka
+
+    monkeypatch.setattr(shmkafka, "__path__", [str(tmp_path)])  # (no _fastappend there)
     assert main(["version"]) == 0
     assert "C extension: NOT built" in capsys.readouterr().out

@@ -21,15 +21,8 @@ PARTITIONER_CODES = {"murmur2_random": PARTITION_MURMUR2, "consistent_random": P
                      "random": PARTITION_RANDOM}  # fmt: skip
 
 
-class PySendEntry:
-    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
-             partition: int | None = None, timestamp_ms: int | None = None) -> Any:  # fmt: skip
-        """Append one record; returns a future of RecordMetadata (kafka-python's)."""
-        return self._send(topic, value, key, headers, partition, timestamp_ms)
-
-    def _send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
-              partition: int | None = None, timestamp_ms: int | None = None) -> Any:  # fmt: skip
-        raise NotImplementedError
+class _PyEntry:
+    """Without the extension the C path is never on."""
 
     def _fast_enable(self, *args: Any) -> None:
         return None
@@ -41,7 +34,18 @@ class PySendEntry:
         return False
 
 
-class PyProduceEntry:
+class PySendEntry(_PyEntry):
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+             partition: int | None = None, timestamp_ms: int | None = None) -> Any:  # fmt: skip
+        """Append one record; returns a future of RecordMetadata (kafka-python's)."""
+        return self._send(topic, value, key, headers, partition, timestamp_ms)
+
+    def _send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+              partition: int | None = None, timestamp_ms: int | None = None) -> Any:  # fmt: skip
+        raise NotImplementedError
+
+
+class PyProduceEntry(_PyEntry):
     def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = -1,
                 on_delivery: Any = None, callback: Any = None, timestamp: int = 0,
                 headers: Any = None) -> None:  # fmt: skip
@@ -53,15 +57,6 @@ class PyProduceEntry:
                  on_delivery: Any = None, callback: Any = None, timestamp: int = 0,
                  headers: Any = None) -> None:  # fmt: skip
         raise NotImplementedError
-
-    def _fast_enable(self, *args: Any) -> None:
-        return None
-
-    def _fast_disable(self) -> None:
-        return None
-
-    def _fast_enabled(self) -> bool:
-        return False
 
 
 # serve_reports(reports, message_type, serve_other) -> (served, last exception raised): the

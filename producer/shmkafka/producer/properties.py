@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 from pathlib import Path
 from typing import Any
@@ -33,3 +34,17 @@ def literal(text: str) -> Any:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+
+
+def add_property_arguments(parser: argparse.ArgumentParser, example: str, note: str = "") -> None:
+    """``--producer-property KEY=VALUE`` (repeatable) and ``--producer.config FILE``;
+    ``note`` (e.g. "with --create") goes into their help."""
+    prefix = f"{note}; " if note else ""
+    parser.add_argument(
+        "--producer-property", action="append", default=[], metavar="KEY=VALUE",
+        help=f"a producer setting, e.g. {example} ({prefix}repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--producer.config", dest="producer_config", action="append", default=[],
+        metavar="FILE", help="a file of KEY=VALUE lines" + (f" ({note})" if note else ""),
+    )  # fmt: skip

@@ -77,9 +77,12 @@ def _spawn_detached(command: list[str], stdin_data: bytes, stderr: int) -> int:
         pid = os.posix_spawn(command[0], command, os.environ, file_actions=actions, setsid=True)
         os.close(read_end)
         read_end = -1
-        with os.fdopen(write_end, "wb") as pipe:  # (a few KiB: within the pipe's buffer)
-            write_end = -1
-            pipe.write(stdin_data)
+        try:
+            with os.fdopen(write_end, "wb") as pipe:  # (a few KiB: within the pipe's buffer)
+                write_end = -1
+                pipe.write(stdin_data)
+        except BrokenPipeError:
+            pass  # it exited without reading: the caller reports its exit and stderr
         return pid
     finally:
         for fd in (devnull, read_end, write_end):

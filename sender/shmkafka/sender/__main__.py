@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from shmkafka.errors import KafkaConfigurationError
+from shmkafka.producer.properties import add_property_arguments
 from shmkafka.producer.settings import SenderConfig
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender import sidecar
@@ -39,14 +40,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         "--api", choices=sidecar.APIS, default="kafka-python",
         help="whose argument names the properties use (with --create; default: kafka-python)",
     )  # fmt: skip
-    parser.add_argument(
-        "--producer-property", action="append", default=[], metavar="KEY=VALUE",
-        help="a producer setting, e.g. linger_ms=5 (with --create; repeatable)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--producer.config", dest="producer_config", action="append", default=[],
-        metavar="FILE", help="a file of KEY=VALUE lines (with --create)",
-    )  # fmt: skip
+    add_property_arguments(parser, "linger_ms=5", "with --create")
     parser.add_argument("--log-file", help="log to this file (default: stderr)")
     parser.add_argument("--log-level", default="INFO", help="default: INFO")
     parser.add_argument(
