@@ -173,6 +173,46 @@ name_is(PyObject *name, PyObject *interned)
            || (PyUnicode_Check(name) && PyUnicode_Compare(name, interned) == 0);
 }
 
+/* The call's keywords: each of ``taken`` is stored in its place, each of
+ * ``if_none`` may only be None; 0 when anything else is there (more than 3
+ * positional arguments, another keyword): the Python path's call. */
+typedef struct {
+    PyObject *name;
+    PyObject **out;
+} Keyword;
+
+static int
+take_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+              const Keyword *taken, size_t n_taken, PyObject *const *if_none,
+              size_t n_if_none)
+{
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+
+    if (nargs > 3) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        PyObject *arg = args[nargs + i];
+        size_t k = 0;
+        while (k < n_taken && !name_is(name, taken[k].name)) {
+            k++;
+        }
+        if (k < n_taken) {
+            *taken[k].out = arg;
+            continue;
+        }
+        size_t n = 0;
+        while (n < n_if_none && !name_is(name, if_none[n])) {
+            n++;
+        }
+        if (n == n_if_none || arg != Py_None) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* The Python path, with the call's own arguments. */
 static PyObject *
 python_path(Entry *self, PyObject *method, PyObject *const *args,
@@ -244,29 +284,13 @@ SendEntry_send(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     PyObject *topic = nargs > 0 ? args[0] : NULL;
     PyObject *value = nargs > 1 ? args[1] : Py_None;
     PyObject *key = nargs > 2 ? args[2] : Py_None;
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    Keyword taken[] = {{str_value, &value}, {str_key, &key}, {str_topic, &topic}};
+    PyObject *if_none[] = {str_headers, str_partition, str_timestamp_ms};
 
-    if (nargs > 3) {
+    if (!take_keywords(args, nargs, kwnames, taken, Py_ARRAY_LENGTH(taken),
+                       if_none, Py_ARRAY_LENGTH(if_none)))
+    {
         goto python;
-    }
-    for (Py_ssize_t i = 0; i < nkw; i++) {
-        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-        PyObject *arg = args[nargs + i];
-        if (name_is(name, str_value)) {
-            value = arg;
-        }
-        else if (name_is(name, str_key)) {
-            key = arg;
-        }
-        else if (name_is(name, str_topic)) {
-            topic = arg;
-        }
-        else if (arg != Py_None || !(name_is(name, str_headers)
-                                     || name_is(name, str_partition)
-                                     || name_is(name, str_timestamp_ms)))
-        {
-            goto python;
-        }
     }
     PyObject *route = common_route(self, topic, value, key);
     if (route == NULL) {
@@ -312,32 +336,14 @@ ProduceEntry_produce(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     PyObject *value = nargs > 1 ? args[1] : Py_None;
     PyObject *key = nargs > 2 ? args[2] : Py_None;
     PyObject *callback = Py_None, *on_delivery = Py_None;
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    Keyword taken[] = {{str_value, &value}, {str_key, &key}, {str_topic, &topic},
+                       {str_callback, &callback}, {str_on_delivery, &on_delivery}};
+    PyObject *if_none[] = {str_headers};
 
-    if (nargs > 3) {
-        goto python;
-    }
-    for (Py_ssize_t i = 0; i < nkw; i++) {
-        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-        PyObject *arg = args[nargs + i];
-        if (name_is(name, str_value)) {
-            value = arg;
-        }
-        else if (name_is(name, str_key)) {
-            key = arg;
-        }
-        else if (name_is(name, str_topic)) {
-            topic = arg;
-        }
-        else if (name_is(name, str_callback)) {
-            callback = arg;
-        }
-        else if (name_is(name, str_on_delivery)) {
-            on_delivery = arg;
-        }
-        else if (!(name_is(name, str_headers) && arg == Py_None)) {
-            goto python;  /* a partition, a timestamp, headers, a typo */
-        }
+    if (!take_keywords(args, nargs, kwnames, taken, Py_ARRAY_LENGTH(taken),
+                       if_none, Py_ARRAY_LENGTH(if_none)))
+    {
+        goto python;  /* a partition, a timestamp, headers, a typo */
     }
     PyObject *route = common_route(self, topic, value, key);
     if (route == NULL || self->reports == NULL || self->unassigned == NULL) {

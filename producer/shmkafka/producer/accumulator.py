@@ -540,11 +540,6 @@ class RecordAccumulator:
 _warned_not_built = False
 
 
-def c_extension_built() -> bool:
-    """The C fast path (_fastappend) was compiled at install."""
-    return FastAppend is not None
-
-
 def _fast_path(pool: SharedPool) -> FastAppend | None:
     global _warned_not_built
     if FastAppend is None and not _warned_not_built:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shmkafka.errors import KafkaConfigurationError, PoolSettingsMismatchError
-from shmkafka.producer.handle import ProducerHandle, kafka_errors
+from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.pool_errors import kafka_errors
 from shmkafka.producer.settings import SenderConfig
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.config import PoolConfig, validate_pool_name

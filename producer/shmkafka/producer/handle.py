@@ -33,20 +33,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
-import posix_ipc
-
 from shmkafka.errors import (
-    KafkaConfigurationError,
     KafkaConnectionError,
     KafkaTimeoutError,
-    MemoryExhaustedError,
-    MessageSizeTooLargeError,
-    PoolError,
-    PoolSettingsMismatchError,
     UnknownTopicOrPartitionError,
 )
 from shmkafka.producer.accumulator import RecordAccumulator
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
+from shmkafka.producer.pool_errors import SHM_ERRORS, kafka_error, kafka_errors
 from shmkafka.producer.supervisor import SENDER_STALL_MS, SenderSupervisor
 from shmkafka.protocol.broker_errors import error_for, for_code
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
@@ -56,14 +50,6 @@ from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
 from shmkafka.shm.broker_stats import UP
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.errors import (
-    BufferExhaustedError,
-    LayoutMismatchError,
-    LockTimeoutError,
-    RecordTooLargeError,
-    ShmConfigError,
-    ShmError,
-)
 from shmkafka.shm.events import AUTHENTICATION, SSL, Event
 from shmkafka.shm.layout import DIRECTORY_LOCK, IN_FLIGHT
 from shmkafka.shm.pool import SharedPool
@@ -89,41 +75,6 @@ sender_logger = logging.getLogger("shmkafka.sender")
 _events_logged: dict[tuple[str, int, int], int] = {}
 RETIRE_S = 5.0  # a completed batch's wait stays this long for registrations still in flight
 log = logging.getLogger("shmkafka.producer")
-
-
-SHM_ERRORS = (ShmError, posix_ipc.Error, OSError)  # what the pool under us may raise
-
-
-def kafka_error(exc: ShmError | posix_ipc.Error | OSError) -> KafkaError:
-    """The Kafka error a producer's caller sees for an error of the shared-memory pool."""
-    text = str(exc)
-    if isinstance(exc, RecordTooLargeError):
-        return MessageSizeTooLargeError(text)
-    if isinstance(exc, BufferExhaustedError):
-        return MemoryExhaustedError(f"failed to allocate memory within max_block_ms: {text}")
-    if isinstance(exc, LockTimeoutError):
-        return KafkaTimeoutError(text)
-    if isinstance(exc, LayoutMismatchError):
-        return PoolSettingsMismatchError(text)
-    if isinstance(exc, ShmConfigError):
-        return KafkaConfigurationError(text)
-    return PoolError(text or type(exc).__name__)
-
-
-class _KafkaErrors:
-    """``with kafka_errors:`` a shared-memory error raised inside leaves as ``kafka_error``.
-    (A class, not a generator: entering it costs about a tenth as much.)"""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 traceback: object) -> None:  # fmt: skip
-        if isinstance(exc, SHM_ERRORS):
-            raise kafka_error(exc) from exc
-
-
-kafka_errors = _KafkaErrors()
 
 
 class ProducerHandle:
