@@ -19,11 +19,11 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import confluent_kafka
-import confluent_kafka.admin
 import psutil
 
 from shmkafka.perf.brokers import RunningBroker, run_broker_stub, run_tansu
 from shmkafka.perf.clients import produce_retrying
+from shmkafka.sender import admin
 
 VALUE = os.urandom(100)
 PARTITIONS = 16
@@ -37,10 +37,9 @@ def _cpu(pid: int) -> float:
 def _round(broker: RunningBroker, records: int) -> tuple[float, float]:
     """(records/s, broker CPU seconds) of one round."""
     topic = f"bench-{uuid.uuid4().hex[:8]}"
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
-    new_topic = confluent_kafka.admin.NewTopic  # type: ignore[attr-defined]
-    for future in admin.create_topics([new_topic(topic, PARTITIONS, 1)]).values():
-        future.result(30)
+    admin.raise_errors(admin.create_topics(
+        broker.bootstrap, [admin.NewTopic(topic, PARTITIONS, 1)], timeout_ms=30_000
+    ))  # fmt: skip
     producer = confluent_kafka.Producer({
         "bootstrap.servers": broker.bootstrap, "acks": 1, "linger.ms": 5,
         "compression.type": "lz4", "partitioner": "murmur2_random", "log_level": 3,

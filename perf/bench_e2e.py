@@ -24,6 +24,7 @@ import psutil
 
 from shmkafka.perf.brokers import run_tansu
 from shmkafka.perf.clients import produce_retrying
+from shmkafka.sender import admin
 
 VALUE = os.urandom(100)
 PARTITIONS = 16
@@ -141,12 +142,9 @@ def _cpu_of(pid: int) -> float:
 
 
 def _create_topic(bootstrap: str, topic: str) -> None:
-    import confluent_kafka.admin
-
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
-    new_topic = confluent_kafka.admin.NewTopic  # type: ignore[attr-defined]
-    for future in admin.create_topics([new_topic(topic, PARTITIONS, 1)]).values():
-        future.result(30)
+    admin.raise_errors(
+        admin.create_topics(bootstrap, [admin.NewTopic(topic, PARTITIONS, 1)], timeout_ms=30_000)
+    )
 
 
 def main() -> None:

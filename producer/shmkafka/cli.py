@@ -40,6 +40,12 @@ COMMANDS = {
     "stat": Command(
         "show a pool's state, read from shared memory", "shmkafka.cli", "_stat_arguments", "_stat"
     ),
+    "exporter": Command(
+        "serve the pools' metrics to Prometheus over HTTP",
+        "shmkafka.exporter",
+        "build_parser",
+        "run",
+    ),
     "cleanup": Command(
         "remove shared-memory pools whose processes are all dead",
         "shmkafka.cli",
@@ -65,6 +71,29 @@ COMMANDS = {
         "run",
     ),
 }
+
+
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it has none (None, False, "")."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if not _has_default(action) or "%(default)" in text or "default:" in text:
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+def _has_default(action: argparse.Action) -> bool:
+    return bool(action.option_strings) and action.default not in (
+        None, False, "", [], argparse.SUPPRESS)  # fmt: skip
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """argparse prints no help line for an option without help: give those that have a
+    default one, so it shows too."""
+    for action in parser._actions:
+        if action.help is None and _has_default(action):
+            action.help = "(default: %(default)s)"
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -106,11 +135,37 @@ def _c_extension() -> str:
 
 def _stat_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--pool", help="only this pool (default: every shmkafka pool)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    return parser
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (with --watch: one object per pool per refresh)",
+    )
+    parser.add_argument(
+        "--watch", action="store_true", help="show live rates, refreshed in place, until Ctrl-C"
+    )
+    parser.add_argument(
+        "--interval",
+        type=_positive_float,
+        default=1.0,
+        metavar="SECONDS",
+        help="--watch: seconds between refreshes (rates are over this time)",
+    )
+    parser.add_argument("--count", type=int, metavar="N", help="--watch: stop after N refreshes")
+    return parser  # fmt: skip
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
 
 
 def _stat(args: argparse.Namespace) -> int:
+    if args.watch:
+        from shmkafka.watch import watch
+
+        return watch(args.pool, args.interval, args.count, args.json)
     from shmkafka.shm.errors import ShmError
     from shmkafka.shm.segment import list_pools
     from shmkafka.shm.stat import format_stat, pool_stat
@@ -167,8 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _top_parser().print_help(sys.stderr)
         return 2
     module = importlib.import_module(command.module)
-    parser = argparse.ArgumentParser(prog=f"shmkafka {argv[0]}", description=command.help)
+    parser = argparse.ArgumentParser(
+        prog=f"shmkafka {argv[0]}", description=command.help, formatter_class=DefaultsFormatter
+    )
     getattr(module, command.arguments)(parser)
+    _show_defaults(parser)
     status: int = getattr(module, command.run)(parser.parse_args(argv[1:]))
     return status
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from shmkafka.broker_stub.server import BrokerStub
+from shmkafka.perf import tool
 from shmkafka.perf.tool import main
 from shmkafka.perf.workload import Workload
 
@@ -46,3 +50,55 @@ def test_a_small_run_compares_the_clients(tmp_path: Path) -> None:
         assert r["latency_ms"]["samples"] > 0 and r["latency_ms"]["p50"] > 0
         assert r["produce_requests"] > 0 and r["wire_bytes"] > 0 and r["peak_rss_mb"] > 0
     assert results["shmkafka"]["cpu_s"]["sender"] > 0
+
+
+@pytest.fixture
+def stub() -> Iterator[BrokerStub]:
+    """A broker_stub that creates no topic by itself: a topic there was created by the run
+    (and a late metadata request of a producer cannot bring a deleted one back)."""
+    with BrokerStub(nodes=1, auto_create_topics=False) as cluster:
+        yield cluster
+
+
+def _topics(stub: BrokerStub) -> dict[str, int]:
+    return stub.run(lambda: {name: len(parts) for name, parts in stub.cluster.topics.items()})
+
+
+SMALL_RUN = ["--processes", "1", "--records", "200", "--warmup", "10", "--partitions", "3",
+             "--quiet"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "left"),
+    [
+        ([], {}),  # the run's fresh topic is deleted
+        (["--keep-topics"], {"perf-shmkafka-*": 3}),  # ... or kept
+        (["--topic", "mine"], {"mine": 3}),  # a topic the user named is never deleted
+    ],
+)
+def test_a_run_deletes_the_topic_it_created(
+    stub: BrokerStub, extra: list[str], left: dict[str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*SMALL_RUN, "--bootstrap", stub.bootstrap, *extra]) == 0
+    topics = _topics(stub)
+    assert {("perf-shmkafka-*" if n.startswith("perf-shmkafka-") else n): c
+            for n, c in topics.items()} == left  # fmt: skip
+    assert "could not delete" not in capsys.readouterr().err
+
+
+def test_a_failed_run_deletes_its_topic_too(
+    stub: BrokerStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str] = []
+
+    def failing_run(client: str, bootstrap: str, broker_pid: int | None, work: Workload,
+                    quiet: bool) -> dict[str, Any]:  # fmt: skip
+        seen.append(work.topic)
+        assert _topics(stub) == {work.topic: 3}  # created before the run
+        raise RuntimeError("the run failed")
+
+    monkeypatch.setattr(tool, "_run_processes", failing_run)
+    with pytest.raises(RuntimeError, match="the run failed"):
+        main([*SMALL_RUN, "--bootstrap", stub.bootstrap])
+    assert len(seen) == 1 and seen[0].startswith("perf-shmkafka-")
+    assert _topics(stub) == {}

@@ -40,6 +40,8 @@ KAFKA_PYTHON: dict[str, Any] = {
     "ListOffsetsResponse": kp_consumer.ListOffsetsResponse,
     "CreateTopicsRequest": kp_admin.CreateTopicsRequest,
     "CreateTopicsResponse": kp_admin.CreateTopicsResponse,
+    "DeleteTopicsRequest": kp_admin.DeleteTopicsRequest,
+    "DeleteTopicsResponse": kp_admin.DeleteTopicsResponse,
     "SaslHandshakeRequest": kp_sasl.SaslHandshakeRequest,
     "SaslHandshakeResponse": kp_sasl.SaslHandshakeResponse,
     "SaslAuthenticateRequest": kp_sasl.SaslAuthenticateRequest,
@@ -80,7 +82,7 @@ def test_round_trip_and_kafka_python_agree(
 def test_all_apis_and_versions_covered() -> None:
     names = {cls.__name__ for cls, _ in MESSAGE_VERSIONS}
     assert names == set(KAFKA_PYTHON)
-    assert len(MESSAGE_VERSIONS) == 2 * (4 + 12 + 7 + 5 + 9 + 7 + 4 + 2 + 3)
+    assert len(MESSAGE_VERSIONS) == 2 * (4 + 12 + 7 + 5 + 9 + 7 + 4 + 2 + 3 + 6)
 
 
 def test_decode_kafka_python_metadata_request_v12() -> None:

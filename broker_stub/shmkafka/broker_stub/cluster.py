@@ -12,6 +12,11 @@ Rules:
 - With ``storage_dir`` every replica's log is also a DiskLog (storage.py) under
   ``storage_dir/node-N/topic-partition/``, and the topics are recorded in
   ``storage_dir/topics.json``: a new Cluster on the same directory recovers them.
+- Deleting a topic forgets its partitions at once. With ``storage_dir`` its replicas'
+  directories are closed and renamed aside (``topic-partition.<id>-delete``, as Kafka does),
+  so a topic created again under the name starts empty; a new Cluster on the directory
+  removes what was renamed aside (the flusher thread may still hold a deleted log for a
+  moment: its files stay until then).
 - A replica that restarts truncates by leader epoch (default), or, with
   ``truncate_on_restart="hw"``, at its own high watermark: the pre-KIP-101 behaviour that
   loses acknowledged records (seed 003's scenario, kept to show the difference).
@@ -22,6 +27,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
+import uuid
 from dataclasses import dataclass, field
 
 from shmkafka.broker_stub.log import PartitionLog, ProducerFacts, StoredBatch
@@ -29,6 +36,7 @@ from shmkafka.broker_stub.storage import DiskLog, StorageConfig
 from shmkafka.protocol.error_codes import ErrorCode
 
 NO_LEADER = -1
+DELETED_SUFFIX = "-delete"  # a deleted replica's directory: topic-partition.<id>-delete
 
 
 @dataclass(eq=False)  # identity: partitions are kept in sets
@@ -78,6 +86,11 @@ class Cluster:
 
     def _recover(self, directory: str) -> None:
         os.makedirs(directory, exist_ok=True)
+        for node_dir in os.listdir(directory):  # the logs of topics deleted before
+            if os.path.isdir(os.path.join(directory, node_dir)):
+                for name in os.listdir(os.path.join(directory, node_dir)):
+                    if name.endswith(DELETED_SUFFIX):
+                        shutil.rmtree(os.path.join(directory, node_dir, name))
         path = os.path.join(directory, "topics.json")
         if not os.path.exists(path):
             return
@@ -129,12 +142,37 @@ class Cluster:
         self._next_leader += count
         self.topics[name] = parts
         self._created.append((name, count, factor))
-        if self.config.storage_dir is not None:
-            path = os.path.join(self.config.storage_dir, "topics.json")
-            with open(path + ".swap", "w") as f:
-                json.dump(self._created, f)
-            os.replace(path + ".swap", path)
+        self._save_topics()
         return 0
+
+    def delete_topic(self, name: str) -> int:
+        """NONE (0), or UNKNOWN_TOPIC_OR_PARTITION if there is no such topic."""
+        parts = self.topics.pop(name, None)
+        if parts is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        self._created = [entry for entry in self._created if entry[0] != name]
+        self._save_topics()
+        for p in parts:
+            for log in p.logs.values():
+                if log.disk is not None:
+                    self._move_aside(log.disk)
+        return 0
+
+    def _move_aside(self, disk: DiskLog) -> None:
+        disk.close()
+        aside = f"{disk.directory}.{uuid.uuid4().hex}{DELETED_SUFFIX}"
+        os.rename(disk.directory, aside)
+        # a flusher round that still holds this log checkpoints its HW in the new place
+        disk._hw_path = os.path.join(aside, os.path.basename(disk._hw_path))
+        disk.directory = aside
+
+    def _save_topics(self) -> None:
+        if self.config.storage_dir is None:
+            return
+        path = os.path.join(self.config.storage_dir, "topics.json")
+        with open(path + ".swap", "w") as f:
+            json.dump(self._created, f)
+        os.replace(path + ".swap", path)
 
     def partition(self, topic: str, index: int) -> Partition | None:
         parts = self.topics.get(topic)

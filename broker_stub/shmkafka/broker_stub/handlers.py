@@ -23,6 +23,8 @@ from shmkafka.protocol.messages import (
     ApiVersionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     FetchRequest,
     FetchResponse,
     InitProducerIdRequest,
@@ -38,6 +40,7 @@ from shmkafka.protocol.messages import (
 )
 from shmkafka.protocol.messages.api_versions import ApiVersion
 from shmkafka.protocol.messages.create_topics import CreatableTopicResult
+from shmkafka.protocol.messages.delete_topics import DeletableTopicResult
 from shmkafka.protocol.messages.fetch import FetchableTopicResponse, PartitionData
 from shmkafka.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
@@ -57,7 +60,8 @@ EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 SUPPORTED = (
     (ProduceRequest, 3, 9), (FetchRequest, 4, 12), (ListOffsetsRequest, 1, 7),
     (MetadataRequest, 1, 12), (ApiVersionsRequest, 0, 3), (CreateTopicsRequest, 2, 5),
-    (InitProducerIdRequest, 0, 4), (SaslHandshakeRequest, 0, 1), (SaslAuthenticateRequest, 0, 2),
+    (DeleteTopicsRequest, 1, 6), (InitProducerIdRequest, 0, 4), (SaslHandshakeRequest, 0, 1),
+    (SaslAuthenticateRequest, 0, 2),
 )  # fmt: skip
 
 
@@ -149,6 +153,22 @@ class Handlers:
             )  # fmt: skip
             results.append(CreatableTopicResult(topic.name, code))
         return CreateTopicsResponse(topics=tuple(results))
+
+    def _deletetopics(self, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+        # v1–v5 name the topics in topic_names, v6 in topics (by name, or by an id: the
+        # stub gives its topics none, so an id alone is never known)
+        results = [DeletableTopicResult(name, error_code=self.cluster.delete_topic(name))
+                   for name in request.topic_names]  # fmt: skip
+        for topic in request.topics:
+            if topic.name is None:
+                results.append(DeletableTopicResult(
+                    None, topic.topic_id, ErrorCode.UNKNOWN_TOPIC_ID
+                ))  # fmt: skip
+            else:
+                results.append(DeletableTopicResult(
+                    topic.name, topic.topic_id, self.cluster.delete_topic(topic.name)
+                ))  # fmt: skip
+        return DeleteTopicsResponse(responses=tuple(results))
 
     def _initproducerid(self, request: InitProducerIdRequest) -> InitProducerIdResponse:
         if request.producer_id >= 0:  # KIP-360: the same id with the epoch bumped

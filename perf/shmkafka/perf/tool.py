@@ -10,6 +10,10 @@ together at a barrier; a run is timed from the barrier until every process has e
 acknowledged. CPU seconds of the app processes, of shmkafka's Sender and of the broker are
 measured apart; RSS is the peak of each app process, summed (plus the Sender's); PSS (shared
 pages counted once) is taken at the end of the run, summed the same way.
+
+Each run produces into a fresh topic (or ``--topic``) that shmkafka's own admin client
+(``shmkafka.sender.admin``: CreateTopics, DeleteTopics) creates first; a fresh topic is
+deleted when its run ends, failed or not, unless ``--keep-topics``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from typing import Any
 from shmkafka.perf.brokers import RunningBroker, run_broker_stub, run_tansu
 from shmkafka.perf.clients import cpu_seconds, run_worker
 from shmkafka.perf.workload import CLIENTS, Workload
+from shmkafka.protocol.errors import KafkaError
+from shmkafka.protocol.other_api_errors import TopicAlreadyExistsError
+from shmkafka.sender import admin
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -40,6 +47,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--key-count", type=int, default=10_000)
     p.add_argument("--partitions", type=int, default=16)
     p.add_argument("--topic", help="default: a fresh topic per run")
+    p.add_argument("--keep-topics", action="store_true",
+                   help="keep the fresh topics the runs create (by default each is deleted "
+                        "when its run ends; a --topic is never deleted)")  # fmt: skip
     p.add_argument("--acks", choices=("0", "1", "all"), default="1")
     p.add_argument("--compression", choices=("none", "gzip", "snappy", "lz4", "zstd"),
                    default="lz4")  # fmt: skip
@@ -88,25 +98,42 @@ def _broker(args: argparse.Namespace) -> Iterator[tuple[str, int | None, str]]:
         yield broker.bootstrap, broker.pid, "Tansu" if args.broker == "tansu" else "broker_stub"
 
 
-def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    import confluent_kafka.admin
+ADMIN_TIMEOUT_MS = 30_000
 
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    new_topic = confluent_kafka.admin.NewTopic  # type: ignore[attr-defined]
-    for future in admin.create_topics([new_topic(topic, partitions, 1)]).values():
-        try:
-            future.result(30)
-        except confluent_kafka.KafkaException as exc:
-            if exc.args[0].code() != confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+
+def _create_topic(bootstrap: str, topic: str, partitions: int) -> bool:
+    """Create the topic (replication factor 1); False if it existed already."""
+    errors = admin.create_topics(
+        bootstrap, [admin.NewTopic(topic, partitions, 1)], timeout_ms=ADMIN_TIMEOUT_MS
+    )
+    admin.raise_errors(errors, ignore=(TopicAlreadyExistsError,))
+    return errors[topic] is None
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete a topic a run created; a failure is reported, not raised (the run's result,
+    or its own error, matters more than a topic left behind)."""
+    try:
+        admin.raise_errors(admin.delete_topics(bootstrap, [topic], timeout_ms=ADMIN_TIMEOUT_MS))
+    except KafkaError as exc:
+        print(f"shmkafka perf: could not delete topic {topic!r}: {exc}", file=sys.stderr)
 
 
 def run_client(client: str, bootstrap: str, broker_pid: int | None, work: Workload,
-               quiet: bool) -> dict[str, Any]:  # fmt: skip
-    """One run of one client: P processes from a barrier to the last acknowledgement."""
+               quiet: bool, keep_topics: bool = False) -> dict[str, Any]:  # fmt: skip
+    """One run of one client: P processes from a barrier to the last acknowledgement, on
+    ``work.topic`` or on a fresh topic, deleted afterwards unless ``keep_topics``."""
     topic = work.topic or f"perf-{client}-{uuid.uuid4().hex[:8]}"
-    _create_topic(bootstrap, topic, work.partitions)
-    work = replace(work, topic=topic)
+    created = _create_topic(bootstrap, topic, work.partitions)
+    try:
+        return _run_processes(client, bootstrap, broker_pid, replace(work, topic=topic), quiet)
+    finally:
+        if created and not work.topic and not keep_topics:
+            _delete_topic(bootstrap, topic)
+
+
+def _run_processes(client: str, bootstrap: str, broker_pid: int | None, work: Workload,
+                   quiet: bool) -> dict[str, Any]:  # fmt: skip
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(work.processes + 1), ctx.Queue()
     progress = [ctx.Value("q", 0, lock=False) for _ in range(work.processes)]
@@ -240,7 +267,8 @@ def run(args: argparse.Namespace) -> int:
             for client in clients:
                 best: dict[str, Any] | None = None
                 for _ in range(args.repeat):
-                    result = run_client(client, bootstrap, broker_pid, work, args.quiet)
+                    result = run_client(client, bootstrap, broker_pid, work, args.quiet,
+                                        args.keep_topics)  # fmt: skip
                     if best is None or result["records_per_s"] > best["records_per_s"]:
                         best = result
                 assert best is not None

@@ -438,23 +438,17 @@ class KafkaProducer(SendEntry):
         self.init_transactions()
 
     def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
-        """The pool's Sender counters and this process's own, kafka-python-style names."""
+        """The pool's metrics under the Java client's names (shm/metrics.py), and this
+        process's ``records-pending``. Rates and averages are over the calls of the last
+        30 s (the first call has none: 0.0)."""
         del raw
-        from shmkafka.shm.stat import pool_stat
+        from shmkafka.shm.metrics import RateWindow, sample
 
-        stat = pool_stat(self._engine.pool_name)
-        sender = stat["sender"]
-        return {
-            "producer-metrics": {
-                "request-total": float(sender.get("produce_requests", 0)),
-                "batch-total": float(sender.get("batches_sent", 0)),
-                "record-send-total": float(sender.get("records_sent", 0)),
-                "record-retry-total": float(sender.get("retries", 0)),
-                "record-error-total": float(sender.get("errors", 0)),
-                "record-expired-total": float(sender.get("expired", 0)),
-                "records-pending": float(self._handle._outstanding),
-            }
-        }
+        window: RateWindow = self.__dict__.setdefault("_metrics_window", RateWindow())
+        window.add(sample(self._handle.pool.segment))
+        values = window.metrics()
+        values["records-pending"] = float(self._handle._outstanding)
+        return {"producer-metrics": {k: float(v) for k, v in values.items()}}
 
 
 def token_and_expiry(token: str) -> tuple[str, int]:

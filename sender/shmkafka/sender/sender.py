@@ -51,7 +51,6 @@ from shmkafka.sender.tokens import token_source
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import BufferExhaustedError
 from shmkafka.shm.events import AUTHENTICATION, SSL
-from shmkafka.shm.layout import H_SENDER_BYTES, H_SENDER_STATS, SENDER_STATS
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import (
     CORRUPT_DESCRIPTOR,
@@ -59,6 +58,7 @@ from shmkafka.shm.rings import (
     SSL_HANDSHAKE_FAILED,
     Completion,
 )
+from shmkafka.shm.sender_counters import SenderCounters
 
 try:
     from shmkafka.producer._fastappend import full_fence
@@ -75,16 +75,6 @@ PRODUCER_STATE_LOST = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODU
 QUARANTINE_INTERVAL_MS = 100  # how often damaged deques are looked for
 MAX_POLL_MS = 100
 BROKER_STATS_MS = 100  # how often the per-broker counters are published (statistics)
-
-
-@dataclass
-class SenderStats:
-    produce_requests: int = 0
-    batches_sent: int = 0
-    records_sent: int = 0
-    retries: int = 0
-    errors: int = 0
-    expired: int = 0
 
 
 @dataclass
@@ -121,12 +111,13 @@ class Sender:
         )
         self.metadata = Metadata(pool, config.metadata_max_age_ms, config.retry_backoff_ms)
         self.drainer = Drainer()
-        self.stats = SenderStats()
+        self.stats = SenderCounters()
         self.in_flight: dict[int, int] = defaultdict(int)  # deque id → batches in flight
         self.in_flight_sequences: dict[int, set[int]] = defaultdict(set)
         self._pending: list[_Pending] = []
         self._next_quarantine_ms = 0
         self._next_broker_stats_ms = 0
+        self._requests_published = 0
         self._init_pid_in_flight = False
         self._reset_producer = False
         self._bootstrap = [
@@ -171,9 +162,7 @@ class Sender:
             faultpoints.reached("sender.after_drain")
             self._send_produce(node, batches, now_ms)
         timeout = 0 if drained else min(result.next_ready_check_delay_ms, MAX_POLL_MS)
-        waited = self._poll(timeout, now_ms)
-        self._publish_stats(now_ms)
-        return waited
+        return self._poll(timeout, now_ms)
 
     def _sweep_damaged(self, now_ms: int) -> None:
         """Fail the batches of damaged deques (it reads every ring: not every round)."""
@@ -184,15 +173,18 @@ class Sender:
             self._fail_corrupt(batch, problem)
 
     def _publish_stats(self, now_ms: int) -> None:
-        if now_ms >= self._next_broker_stats_ms:  # (every table write is 5 KiB: not each round)
+        # Every table write is 5 KiB: not each round, but also when the last response of a
+        # burst came in (an idle Sender may sleep long: the table would lag behind).
+        burst_over = (
+            self.stats.produce_requests != self._requests_published
+            and not self.network.in_flight_count()
+        )
+        if now_ms >= self._next_broker_stats_ms or burst_over:
             self._next_broker_stats_ms = now_ms + BROKER_STATS_MS
+            self._requests_published = self.stats.produce_requests
             self.pool.brokers.publish(self.network.node_stats(now_ms))
-        s = self.stats
-        SENDER_STATS.pack_into(
-            self.pool.segment.buf, H_SENDER_STATS, s.produce_requests, s.batches_sent,
-            s.records_sent, s.retries, s.errors, s.expired,
-        )  # fmt: skip
-        self.pool.segment.store_u64(H_SENDER_BYTES, self.network.bytes_sent)
+        self.stats.bytes_sent = self.network.bytes_sent
+        self.stats.publish(self.pool.segment)
 
     @staticmethod
     def _sasl_settings(pool: SharedPool, config: SenderConfig) -> SaslSettings:
@@ -338,7 +330,9 @@ class Sender:
     def _poll(self, timeout_ms: int, now_ms: int) -> int:
         self.accumulator.defer_wakes(True)
         try:
-            return self._handle_responses(timeout_ms, now_ms)
+            waited = self._handle_responses(timeout_ms, now_ms)
+            self._publish_stats(now_ms)  # before the wakes: a record's app sees it counted
+            return waited
         finally:
             self.accumulator.defer_wakes(False)  # one wake per process, after all results
 
@@ -392,6 +386,9 @@ class Sender:
         results: dict[tuple[str, int], tuple[int, int, int, int]] = {}
         answer = response.response
         if isinstance(answer, ProduceResponse):
+            self.stats.produce_responses += 1
+            # (now_ms is the round's start, before the poll waited: read the clock)
+            self.stats.produce_latency_ms += max(0, self.clock.monotonic_ms() - response.sent_ms)
             for topic in answer.responses:
                 for part in topic.partition_responses:
                     results[(topic.name, part.index)] = (
@@ -449,6 +446,7 @@ class Sender:
                 self.metadata.request_update()
             self.accumulator.reenqueue(batch, now_ms)
             self.stats.retries += 1
+            self.stats.records_retried += info.record_count
             log.debug("retrying %s-%d: %s", batch.topic, batch.partition, error)
             return
         self.stats.errors += 1
@@ -483,6 +481,7 @@ class Sender:
         if self.config.enable_idempotence:
             self._reset_producer = True
         self.stats.retries += 1
+        self.stats.records_retried += batch.info.record_count
         log.info(
             "split a batch of %d records to %s-%d: %s",
             batch.info.record_count, batch.topic, batch.partition,
@@ -519,6 +518,8 @@ class Sender:
         if problem is not None:  # (expiry and errors reach here without a send's check)
             self._fail_corrupt(batch, problem)
             return
+        if code:
+            self.stats.records_failed += batch.info.record_count
         done = self.accumulator.completion_for(batch, base_offset, code, append, start)
         full = self.accumulator.post_completion(batch, done)
         if full:
@@ -541,6 +542,7 @@ class Sender:
         only if the run it names is its own (``complete``)."""
         log.error("batch %d has a corrupt descriptor (%s): failing it", batch.batch_id, problem)
         self.stats.errors += 1
+        self.stats.records_failed += batch.info.record_count
         # Addressed by the batch itself (its parent fields may be garbage too), and to every
         # attached process (its appender set may be garbage): others ignore it.
         done = Completion(batch.batch_id, batch.info.generation, -1, -1, -1, CORRUPT_DESCRIPTOR)

@@ -241,9 +241,14 @@ class BufferPool:
         return bytes(self.segment.buf[start : start + self.num_slabs]).count(0)
 
     def waiters(self) -> int:
-        buf = self.segment.buf
+        return self.waiting_processes(self.segment)
+
+    @staticmethod
+    def waiting_processes(segment: Segment) -> int:
+        """How many processes wait in the queue for memory (read without the lock)."""
+        buf = segment.buf
         count = U64.unpack_from(buf, H_WAITQ_TAIL)[0] - U64.unpack_from(buf, H_WAITQ_HEAD)[0]
-        return int(min(max(count, 0), self.layout.config.max_processes))  # (damage is bounded)
+        return int(min(max(count, 0), segment.layout.config.max_processes))  # (damage bounded)
 
     @staticmethod
     def used_slabs(segment: Segment) -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
 
 def start_time(pid: int) -> int | None:
     """The process's start time in clock ticks since boot, or None if it does not exist."""
@@ -23,6 +25,17 @@ def start_time(pid: int) -> int | None:
     if fields[0] in (b"Z", b"X"):  # zombie or dead: it holds nothing any more
         return None
     return int(fields[19])
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time the process has used, or None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rindex(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def is_alive(pid: int, started: int) -> bool:

@@ -7,6 +7,7 @@ Sender; figures read while they work may be a moment apart from each other.
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 import psutil
@@ -14,22 +15,10 @@ import psutil
 from shmkafka.shm.batches import Batches, Deques
 from shmkafka.shm.bufferpool import BufferPool
 from shmkafka.shm.directory import Directory
-from shmkafka.shm.layout import (
-    FREE,
-    H_SENDER_BYTES,
-    H_SENDER_PID,
-    H_SENDER_START,
-    H_SENDER_STATS,
-    I32,
-    I64,
-    IN_FLIGHT,
-    SENDER_STAT_NAMES,
-    SENDER_STATS,
-    STATE_NAMES,
-    U64,
-)
+from shmkafka.shm.layout import FREE, H_SENDER_PID, H_SENDER_START, I32, I64, IN_FLIGHT, STATE_NAMES
 from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import Segment
+from shmkafka.shm.sender_counters import SHOWN, SenderCounters
 from shmkafka.shm.slots import SlotTable
 
 
@@ -85,10 +74,8 @@ def segment_stat(segment: Segment) -> dict[str, Any]:
                     "queued_records": sum(info.record_count for info in infos),
                 }
             )
-    counters = dict(
-        zip(SENDER_STAT_NAMES, SENDER_STATS.unpack_from(buf, H_SENDER_STATS), strict=True)
-    )
-    counters["bytes_sent"] = U64.unpack_from(buf, H_SENDER_BYTES)[0]
+    read = asdict(SenderCounters.read(segment))
+    counters = {name: read[name] for name in (*SHOWN, "bytes_sent")}
     return {
         "pool": segment.pool,
         "sender": {"pid": pid, "alive": alive, "uptime_s": uptime, **counters},
@@ -111,7 +98,7 @@ def format_stat(stat: dict[str, Any]) -> str:
         f"pool {stat['pool']}",
         f"  sender: pid {sender['pid']} {'alive' if sender['alive'] else 'not running'}"
         + (f", up {sender['uptime_s']} s" if sender["uptime_s"] is not None else ""),
-        "  sent: " + ", ".join(f"{k.replace('_', ' ')} {sender[k]}" for k in SENDER_STAT_NAMES),
+        "  sent: " + ", ".join(f"{k.replace('_', ' ')} {sender[k]}" for k in SHOWN),
         "  processes: "
         + (
             ", ".join(f"{p['pid']}{'' if p['alive'] else ' (dead)'}" for p in stat["processes"])

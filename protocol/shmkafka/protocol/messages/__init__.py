@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from shmkafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from shmkafka.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from shmkafka.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from shmkafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from shmkafka.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
@@ -30,6 +31,7 @@ APIS: dict[int, tuple[type[Message], type[Message]]] = {
         (MetadataRequest, MetadataResponse),
         (ApiVersionsRequest, ApiVersionsResponse),
         (CreateTopicsRequest, CreateTopicsResponse),
+        (DeleteTopicsRequest, DeleteTopicsResponse),
         (InitProducerIdRequest, InitProducerIdResponse),
         (SaslHandshakeRequest, SaslHandshakeResponse),
         (SaslAuthenticateRequest, SaslAuthenticateResponse),
@@ -42,6 +44,8 @@ __all__ = [
     "ApiVersionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteTopicsRequest",
+    "DeleteTopicsResponse",
     "FetchRequest",
     "FetchResponse",
     "InitProducerIdRequest",

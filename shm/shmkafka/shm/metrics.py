@@ -1,0 +1,288 @@
+"""A pool's producer metrics, named after the Java client's (``record-send-rate``, ...).
+
+A ``PoolSample`` is everything the metrics need, read from the segment without locking and
+without writing (so a watcher never disturbs the producers or the Sender): the Sender's
+cumulative counters, its broker connections' counters, and the gauges of the moment. Rates
+and averages come from two samples: ``kafka_metrics(older, newer)``; ``RateWindow`` keeps
+the samples of the last ``window_s`` seconds, as Kafka's metrics average over their sample
+window (``metrics.sample.window.ms`` x ``metrics.num.samples``, 30 s by default).
+
+Rules:
+- Counters are the Sender's, and start again at 0 when a new Sender takes the pool over; a
+  counter that went down counts as a restart: its rate over that window is taken from 0.
+- ``METRICS`` lists every metric: its Kafka name, its kind and what it means. Names Kafka's
+  producer has are Kafka's; the pool's own (queue depth, processes, the Sender) are marked
+  ``own`` so an exporter can name them apart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from shmkafka.shm.batches import Batches, Deques
+from shmkafka.shm.broker_stats import UP, BrokerTable
+from shmkafka.shm.bufferpool import BufferPool
+from shmkafka.shm.directory import Directory
+from shmkafka.shm.errors import ShmError
+from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64, IN_FLIGHT
+from shmkafka.shm.procs import cpu_seconds, is_alive
+from shmkafka.shm.segment import Segment, list_pools
+from shmkafka.shm.sender_counters import SenderCounters
+from shmkafka.shm.slots import SlotTable
+
+COUNTER, GAUGE, RATE = "counter", "gauge", "rate"  # RATE: per second, or an average
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # the Kafka producer metric's name
+    kind: str
+    help: str
+    own: bool = False  # not a Kafka producer metric: the pool's own
+
+
+METRICS = (
+    Metric("record-send-rate", RATE, "records sent per second"),
+    Metric("record-send-total", COUNTER, "records sent"),
+    Metric("record-error-rate", RATE, "records per second that failed (errors, expiry)"),
+    Metric("record-error-total", COUNTER, "records that failed (errors, expiry)"),
+    Metric("record-retry-rate", RATE, "records per second sent again after an error"),
+    Metric("record-retry-total", COUNTER, "records sent again after an error"),
+    Metric("request-rate", RATE, "produce requests per second"),
+    Metric("request-total", COUNTER, "produce requests sent"),
+    Metric("request-latency-avg", RATE, "average time from a produce request to its response (ms)"),
+    Metric("records-per-request-avg", RATE, "average records per produce request"),
+    Metric("batch-size-avg", RATE, "average bytes sent per partition per request"),
+    Metric("outgoing-byte-rate", RATE, "bytes sent to brokers per second"),
+    Metric("outgoing-byte-total", COUNTER, "bytes sent to brokers"),
+    Metric("incoming-byte-rate", RATE, "bytes received from brokers per second"),
+    Metric("incoming-byte-total", COUNTER, "bytes received from brokers"),
+    Metric("connection-count", GAUGE, "broker connections up"),
+    Metric("connection-creation-total", COUNTER, "broker connections opened"),
+    Metric("connection-close-total", COUNTER, "broker connections closed"),
+    Metric("buffer-total-bytes", GAUGE, "the pool's record memory (buffer.memory)"),
+    Metric("buffer-available-bytes", GAUGE, "record memory not in use"),
+    Metric("waiting-threads", GAUGE, "processes waiting for record memory"),
+    Metric("records-queued", GAUGE, "records appended and not yet sent", own=True),
+    Metric("batches-queued", GAUGE, "batches appended and not yet sent", own=True),
+    Metric("batches-in-flight", GAUGE, "batches sent and not yet answered", own=True),
+    Metric("batch-expired-total", COUNTER, "batches failed by delivery.timeout.ms", own=True),
+    Metric("producer-processes", GAUGE, "live processes attached to the pool", own=True),
+    Metric("sender-up", GAUGE, "1 while the pool's Sender runs", own=True),
+    Metric("sender-cpu-seconds-total", COUNTER, "CPU time of the running Sender", own=True),
+)
+
+
+@dataclass(frozen=True)
+class PoolSample:
+    pool: str
+    at_s: float  # time.monotonic()
+    # the Sender's cumulative counters
+    requests: int = 0
+    batches: int = 0
+    records: int = 0
+    bytes_out: int = 0
+    records_failed: int = 0
+    records_retried: int = 0
+    expired_batches: int = 0
+    responses: int = 0  # produce responses, and the sum of their latencies
+    latency_ms: int = 0
+    # its broker connections' cumulative counters
+    bytes_in: int = 0
+    connects: int = 0
+    disconnects: int = 0
+    # gauges
+    connections_up: int = 0
+    buffer_total: int = 0
+    buffer_used: int = 0
+    waiting: int = 0
+    records_queued: int = 0
+    batches_queued: int = 0
+    batches_in_flight: int = 0
+    processes: int = 0
+    sender_up: bool = False
+    sender_cpu_s: float = 0.0
+
+
+def sample(segment: Segment, now_s: float | None = None) -> PoolSample:
+    """Read a pool's counters and gauges (no lock taken, nothing written)."""
+    buf = segment.buf
+    config = segment.layout.config
+    counters = SenderCounters.read(segment)
+    pid = I32.unpack_from(buf, H_SENDER_PID)[0]
+    sender_up = pid > 0 and is_alive(pid, I64.unpack_from(buf, H_SENDER_START)[0])
+    brokers = BrokerTable(segment).read()
+    queued_records, queued_batches, in_flight = _queues(segment)
+    return PoolSample(
+        pool=segment.pool,
+        at_s=time.monotonic() if now_s is None else now_s,
+        requests=counters.produce_requests,
+        batches=counters.batches_sent,
+        records=counters.records_sent,
+        bytes_out=counters.bytes_sent,
+        records_failed=counters.records_failed,
+        records_retried=counters.records_retried,
+        expired_batches=counters.expired,
+        responses=counters.produce_responses,
+        latency_ms=counters.produce_latency_ms,
+        bytes_in=sum(b.rxbytes for b in brokers),
+        connects=sum(b.connects for b in brokers),
+        disconnects=sum(b.disconnects for b in brokers),
+        connections_up=sum(b.state == UP for b in brokers),
+        buffer_total=config.num_slabs * config.batch_size,
+        buffer_used=BufferPool.used_slabs(segment) * config.batch_size,
+        waiting=BufferPool.waiting_processes(segment),
+        records_queued=queued_records,
+        batches_queued=queued_batches,
+        batches_in_flight=in_flight,
+        processes=sum(
+            p != pid and is_alive(p, started) for _, p, started in SlotTable(segment).active()
+        ),  # (the Sender has a slot too)
+        sender_up=sender_up,
+        sender_cpu_s=(cpu_seconds(pid) or 0.0) if sender_up else 0.0,
+    )
+
+
+def _queues(segment: Segment) -> tuple[int, int, int]:
+    """(records queued, batches queued, batches in flight) over every partition."""
+    batches, deques = Batches(segment), Deques(segment)
+    records = queued = in_flight = 0
+    for entries in Directory(segment).snapshot().topics.values():
+        for entry in entries:
+            for batch_id in deques.batch_ids(entry.deque_id):
+                info = batches.read(batch_id)
+                if info.state == IN_FLIGHT:
+                    in_flight += 1
+                else:
+                    queued += 1
+                    records += info.record_count
+    return records, queued, in_flight
+
+
+def kafka_metrics(older: PoolSample | None, newer: PoolSample) -> dict[str, float]:
+    """Every metric of ``METRICS``; rates and averages over ``older`` .. ``newer`` (0 with
+    no older sample)."""
+    n = newer
+    values: dict[str, float] = {
+        "record-send-total": n.records,
+        "record-error-total": n.records_failed,
+        "record-retry-total": n.records_retried,
+        "request-total": n.requests,
+        "outgoing-byte-total": n.bytes_out,
+        "incoming-byte-total": n.bytes_in,
+        "connection-count": n.connections_up,
+        "connection-creation-total": n.connects,
+        "connection-close-total": n.disconnects,
+        "buffer-total-bytes": n.buffer_total,
+        "buffer-available-bytes": n.buffer_total - n.buffer_used,
+        "waiting-threads": n.waiting,
+        "records-queued": n.records_queued,
+        "batches-queued": n.batches_queued,
+        "batches-in-flight": n.batches_in_flight,
+        "batch-expired-total": n.expired_batches,
+        "producer-processes": n.processes,
+        "sender-up": float(n.sender_up),
+        "sender-cpu-seconds-total": n.sender_cpu_s,
+    }
+    o = older
+    seconds = n.at_s - o.at_s if o is not None else 0.0
+
+    def delta(field: str) -> float:
+        if o is None:
+            return 0.0
+        now, before = getattr(n, field), getattr(o, field)
+        return float(now - before if now >= before else now)  # (a new Sender: from 0)
+
+    def rate(field: str) -> float:
+        return delta(field) / seconds if seconds > 0 else 0.0
+
+    def ratio(top: str, bottom: str) -> float:
+        below = delta(bottom)
+        return delta(top) / below if below else 0.0
+
+    values.update({
+        "record-send-rate": rate("records"),
+        "record-error-rate": rate("records_failed"),
+        "record-retry-rate": rate("records_retried"),
+        "request-rate": rate("requests"),
+        "request-latency-avg": ratio("latency_ms", "responses"),
+        "records-per-request-avg": ratio("records", "requests"),
+        "batch-size-avg": ratio("bytes_out", "batches"),
+        "outgoing-byte-rate": rate("bytes_out"),
+        "incoming-byte-rate": rate("bytes_in"),
+    })  # fmt: skip
+    return values
+
+
+class RateWindow:
+    """A pool's samples of the last ``window_s`` seconds (the newest always kept)."""
+
+    def __init__(self, window_s: float = 30.0) -> None:
+        self.window_s = window_s
+        self.samples: deque[PoolSample] = deque()
+
+    def add(self, sample: PoolSample) -> None:
+        self.samples.append(sample)
+        while len(self.samples) > 2 and sample.at_s - self.samples[1].at_s >= self.window_s:
+            self.samples.popleft()
+
+    def metrics(self) -> dict[str, float]:
+        if not self.samples:
+            raise ValueError("no sample yet")
+        older = self.samples[0] if len(self.samples) > 1 else None
+        return kafka_metrics(older, self.samples[-1])
+
+
+class PoolWatcher:
+    """Samples pools over time: one pool, or every pool of this user as they come and go.
+
+    A pool stays mapped while its name refers to it; a removed pool is dropped, and one
+    created again under the same name starts a new window.
+    """
+
+    def __init__(self, pool: str | None = None, window_s: float = 30.0) -> None:
+        self.pool = pool
+        self.window_s = window_s
+        self._segments: dict[str, Segment] = {}
+        self._windows: dict[str, RateWindow] = {}
+
+    def sample(self) -> dict[str, dict[str, float]]:
+        """Each pool's metrics, rates over the window; a pool missing or not readable by
+        this user is left out (``pool`` given and missing: PoolNotFoundError)."""
+        names = [self.pool] if self.pool else list_pools()
+        for name in set(self._segments) - set(names):
+            self._drop(name)
+        out = {}
+        for name in names:
+            segment = self._segment(name, must_exist=name == self.pool)
+            if segment is None:
+                continue
+            window = self._windows.setdefault(name, RateWindow(self.window_s))
+            window.add(sample(segment))
+            out[name] = window.metrics()
+        return out
+
+    def _segment(self, name: str, must_exist: bool) -> Segment | None:
+        segment = self._segments.get(name)
+        if segment is not None and not segment.is_current():
+            self._drop(name)
+            segment = None
+        if segment is None:
+            try:
+                segment = Segment.attach(name)
+            except (ShmError, OSError):
+                if must_exist:
+                    raise
+                return None
+            self._segments[name] = segment
+        return segment
+
+    def _drop(self, name: str) -> None:
+        self._segments.pop(name).close()
+        self._windows.pop(name, None)
+
+    def close(self) -> None:
+        for name in list(self._segments):
+            self._drop(name)
