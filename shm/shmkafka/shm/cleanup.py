@@ -21,6 +21,7 @@ from shmkafka.shm.errors import LayoutMismatchError, PoolNotFoundError, ShmError
 from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64
 from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import PREFIX, Segment, list_pools, unlink_segment
+from shmkafka.shm.sender_link import sender_out_of_sight
 from shmkafka.shm.slots import SlotTable
 
 STALE_HEADER_S = 30.0
@@ -36,7 +37,10 @@ class CleanupResult:
 def live_processes(segment: Segment) -> list[int]:
     pids = [pid for _, pid, started in SlotTable(segment).active() if is_alive(pid, started)]
     sender = I32.unpack_from(segment.buf, H_SENDER_PID)[0]
-    if sender and is_alive(sender, I64.unpack_from(segment.buf, H_SENDER_START)[0]):
+    # (a Sender in another PID namespace is alive too: its kernel lock says so)
+    if (
+        sender and is_alive(sender, I64.unpack_from(segment.buf, H_SENDER_START)[0])
+    ) or sender_out_of_sight(segment):
         pids.append(sender)
     return pids
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -61,6 +62,9 @@ def _spin(sem: posix_ipc.Semaphore) -> bool:
         except posix_ipc.BusyError:
             time.sleep(0)
     return False
+
+
+_FLOCK = struct.Struct("@hhqqi4x")  # struct flock: type, whence, start, len, pid
 
 
 class KernelLock:
@@ -114,6 +118,13 @@ class KernelLock:
             fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.byte, os.SEEK_SET)
         finally:
             self._thread_lock.release()
+
+    def held_by_another(self) -> bool:
+        """True if another process holds the lock, without taking it (``F_GETLK``). The
+        kernel answers for every holder, whatever its PID namespace."""
+        query = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, self.byte, 1, 0)
+        answer = fcntl.fcntl(self.fd, fcntl.F_GETLK, query)
+        return bool(_FLOCK.unpack(answer)[0] != fcntl.F_UNLCK)
 
 
 class LockSet:
