@@ -27,6 +27,16 @@ def start_time(pid: int) -> int | None:
     return int(fields[19])
 
 
+def age_seconds(pid: int) -> float | None:
+    """How long the process has run, or None if it does not exist."""
+    started = start_time(pid)
+    if started is None:
+        return None
+    with open("/proc/uptime", "rb") as f:
+        uptime = float(f.read().split()[0])
+    return max(0.0, uptime - started / _TICKS)
+
+
 def cpu_seconds(pid: int) -> float | None:
     """User plus system CPU time the process has used, or None if it does not exist."""
     try:

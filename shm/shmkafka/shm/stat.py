@@ -6,17 +6,14 @@ Sender; figures read while they work may be a moment apart from each other.
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict
 from typing import Any
-
-import psutil
 
 from shmkafka.shm.batches import Batches, Deques
 from shmkafka.shm.bufferpool import BufferPool
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.layout import FREE, H_SENDER_PID, H_SENDER_START, I32, I64, IN_FLIGHT, STATE_NAMES
-from shmkafka.shm.procs import is_alive
+from shmkafka.shm.procs import age_seconds, is_alive
 from shmkafka.shm.segment import Segment
 from shmkafka.shm.sender_counters import SHOWN, SenderCounters
 from shmkafka.shm.slots import SlotTable
@@ -36,12 +33,8 @@ def segment_stat(segment: Segment) -> dict[str, Any]:
     config = segment.layout.config
     pid = I32.unpack_from(buf, H_SENDER_PID)[0]
     alive = pid > 0 and is_alive(pid, I64.unpack_from(buf, H_SENDER_START)[0])
-    uptime = None
-    if alive:
-        try:
-            uptime = round(time.time() - psutil.Process(pid).create_time(), 1)
-        except psutil.Error:
-            uptime = None
+    age = age_seconds(pid) if alive else None
+    uptime = None if age is None else round(age, 1)
     processes = [
         {"slot": slot, "pid": p, "alive": is_alive(p, started)}
         for slot, p, started in SlotTable(segment).active()
