@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import argparse
+import importlib
 import logging
 import subprocess
 import sys
@@ -8,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shmkafka import __version__
-from shmkafka.cli import main
+from shmkafka.cli import COMMANDS, main
 from shmkafka.shm.pool import SharedPool
 
 
@@ -97,3 +99,21 @@ def test_without_the_c_extension_the_first_use_warns_once(
     monkeypatch.setattr(shmkafka, "__path__", [str(tmp_path)])  # (no _fastappend there)
     assert main(["version"]) == 0
     assert "C extension: NOT built" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_help_shows_every_default(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each option that has a default (not None, False, "" or []) names it in --help."""
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # (help lines are wrapped)
+    module = importlib.import_module(COMMANDS[command].module)
+    parser = getattr(module, COMMANDS[command].arguments)(argparse.ArgumentParser())
+    for action in parser._actions:
+        if action.option_strings and action.default not in (None, False, "", [], "==SUPPRESS=="):
+            option = max(action.option_strings, key=len)
+            assert option in text
+            shown = f"default: {action.default}"
+            after = text[text.index(option) :]
+            assert shown in after, f"{command} {option}: '{shown}' is not in its help"

@@ -65,7 +65,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--compare", default="", help="also: kafka-python,confluent-kafka")
     p.add_argument("--broker", choices=("stub", "tansu"), default="stub")
-    p.add_argument("--bootstrap", help="HOST:PORT of a running cluster instead of starting one")
+    p.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT",
+                   help="a running cluster instead of starting one")  # fmt: skip
     p.add_argument("--scale", action="store_true", help="sweep processes 1, 2, 4, 8")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--plot", help="write a PNG chart to this file (needs matplotlib)")
