@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from shmkafka.shm.errors import ShmError
 from shmkafka.shm.metrics import COUNTER, METRICS, Metric, PoolWatcher
 
 DEFAULT_PORT = 9464
@@ -34,7 +33,9 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default=DEFAULT_PORT,
         help="HTTP port to serve /metrics on (0: any free port, printed)",
     )
-    parser.add_argument("--address", default="0.0.0.0", help="address to listen on")
+    parser.add_argument(
+        "--address", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)"
+    )
     parser.add_argument("--pool", help="only this pool (default: every pool of this user)")
     parser.add_argument(
         "--interval",
@@ -90,7 +91,7 @@ class Sampler(threading.Thread):
                 self.collector.latest = self.watcher.sample()
                 if self.stopped.wait(self.interval_s):
                     return
-        except (ShmError, OSError) as exc:  # (--pool, and it is gone)
+        except Exception as exc:  # noqa: BLE001 (reported, and the exporter exits 1)
             self.error = exc
         finally:
             self.watcher.close()
@@ -108,12 +109,9 @@ def run(args: argparse.Namespace) -> int:
         print("shmkafka exporter: --interval and --window must be more than 0", file=sys.stderr)
         return 2
     collector = PoolCollector()
-    watcher = PoolWatcher(args.pool, args.window)
-    try:
-        collector.latest = watcher.sample()  # a --pool that is missing fails here, at once
-    except (ShmError, OSError) as exc:
-        print(f"shmkafka exporter: {exc}", file=sys.stderr)
-        return 1
+    # A --pool that does not exist (yet, or any more) is served with no samples: an app's
+    # pool comes and goes with its producers, and the exporter outlives them.
+    watcher = PoolWatcher(args.pool, args.window, must_exist=False)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(collector)
     try:
@@ -136,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         sampler.join(5)
         server.shutdown()
     if sampler.error is not None:
-        print(f"shmkafka exporter: {sampler.error}", file=sys.stderr)
+        print(f"shmkafka exporter: sampling failed: {sampler.error!r}", file=sys.stderr)
         return 1
     return 0
 

@@ -30,15 +30,18 @@ def watch(pool: str | None, interval_s: float, count: int | None, as_json: bool,
     try:
         first = watcher.sample()  # rates start with the next sample
         previous_cpu = {n: v["sender-cpu-seconds-total"] for n, v in first.items()}
+        previous_at = time.monotonic()
         while count is None or shown < count:
             time.sleep(interval_s)
             pools = watcher.sample()
+            now = time.monotonic()
+            elapsed, previous_at = now - previous_at, now
             shown += 1
             if as_json:
                 for name, values in pools.items():
                     out.write(json.dumps({"pool": name, "time": time.time(), **values}) + "\n")
             else:
-                frame = format_frame(pools, previous_cpu, interval_s)
+                frame = format_frame(pools, previous_cpu, interval_s, elapsed)
                 out.write((CLEAR if redraw else "") + frame + ("\n" if redraw else "\n\n"))
             out.flush()
             previous_cpu = {n: v["sender-cpu-seconds-total"] for n, v in pools.items()}
@@ -53,22 +56,19 @@ def watch(pool: str | None, interval_s: float, count: int | None, as_json: bool,
 
 
 def format_frame(pools: dict[str, dict[str, float]], previous_cpu: dict[str, float],
-                 interval_s: float) -> str:  # fmt: skip
+                 interval_s: float, elapsed_s: float) -> str:  # fmt: skip
     header = time.strftime("%H:%M:%S") + f"  every {interval_s:g} s"
     if not pools:
         return header + "\nno shmkafka pools found"
-    return "\n".join([header] + [_pool_lines(n, v, previous_cpu.get(n), interval_s)
+    return "\n".join([header] + [_pool_lines(n, v, previous_cpu.get(n), elapsed_s)
                                  for n, v in sorted(pools.items())])  # fmt: skip
 
 
 def _pool_lines(name: str, m: dict[str, Any], cpu_before: float | None,
-                interval_s: float) -> str:  # fmt: skip
-    cpu = m["sender-cpu-seconds-total"]
-    cpu_pct = (
-        f"{(cpu - cpu_before) / interval_s * 100:.0f}% CPU"
-        if cpu_before is not None and m["sender-up"]
-        else "-- CPU"
-    )
+                elapsed_s: float) -> str:  # fmt: skip
+    used = -1.0 if cpu_before is None else m["sender-cpu-seconds-total"] - cpu_before
+    # (none before, or a new Sender since: no figure)
+    cpu_pct = f"{used / elapsed_s * 100:.0f}% CPU" if used >= 0 and m["sender-up"] else "-- CPU"
     total, free = m["buffer-total-bytes"], m["buffer-available-bytes"]
     used_pct = (total - free) / total * 100 if total else 0.0
     return "\n".join([

@@ -4,6 +4,7 @@ really failed (records that expire with no broker)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -170,11 +171,11 @@ def test_stat_watch_of_a_missing_pool_is_one_line() -> None:
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-@pytest.fixture
-def exporter(pool_name: str) -> Iterator[str]:
-    """``shmkafka exporter`` on a free loopback port, for one pool; yields its URL."""
-    command = [SHMKAFKA, "exporter", "--port", "0", "--address", "127.0.0.1", "--interval",
-               "0.2", "--window", "5"]  # fmt: skip
+@contextlib.contextmanager
+def _exporter(*extra: str) -> Iterator[str]:
+    """``shmkafka exporter`` on a free loopback port; yields its URL."""
+    command = [SHMKAFKA, "exporter", "--port", "0", "--interval", "0.2", "--window", "5",
+               *extra]  # fmt: skip
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as process:  # fmt: skip
         try:
@@ -184,9 +185,17 @@ def exporter(pool_name: str) -> Iterator[str]:
                 line + process.stderr.read()
             )
             yield line.split()[-1]
+            assert process.poll() is None, process.stderr.read()  # still serving
         finally:
             process.terminate()
             assert process.wait(10) == 0
+
+
+@pytest.fixture
+def exporter() -> Iterator[str]:
+    """The exporter of every pool of this user (on 127.0.0.1, its default address)."""
+    with _exporter() as url:
+        yield url
 
 
 def _scrape(url: str, pool: str) -> dict[str, float]:
@@ -250,3 +259,20 @@ def test_exporter_without_prometheus_client_says_what_to_install(tmp_path: objec
     assert done.stderr.strip() == (
         "shmkafka exporter: needs prometheus-client (pip install 'shmkafka[metrics]')"
     )
+
+
+def test_exporter_of_a_pool_that_comes_later(tansu: Peer, pool_name: str) -> None:
+    """``--pool`` names a pool that does not exist yet: served empty, then with it."""
+    with _exporter("--pool", pool_name) as url:
+        assert _scrape(url, pool_name) == {}
+        topic = unique_topic("later")
+        with cluster(tansu) as c:
+            c.ensure_topic(topic, 1)
+        producer = _producer(tansu.bootstrap, pool_name)
+        try:
+            _send(producer, topic, 50)
+            got = _scrape_until(url, pool_name, "kafka_producer_record_send_total", 50)
+        finally:
+            producer.close()
+        assert got["kafka_producer_record_send_total"] == 50
+        assert len(consume_all(tansu, topic, [0], 50)) == 50

@@ -18,7 +18,7 @@ from shmkafka.shm.cleanup import cleanup_pool, remove_orphans
 from tests.conftest import wait_removed
 
 # Creates the pool (and its Sender, in the same PID namespace), sends, says so, waits for
-# stdin to close, then closes and waits for the Sender to remove the pool: the namespace's
+# stdin to close, sends again, then closes and waits for the Sender to remove the pool: the namespace's
 # processes are killed when its first process exits.
 OWNER = """
 import os, sys, time
@@ -28,6 +28,8 @@ for i in range(20):
     p.send("ns", b"%d" % i).get(30)
 print("sent", flush=True)
 sys.stdin.read()
+for i in range(20):  # the refused producer took nothing of ours: the pool still serves us
+    p.send("ns", b"%d" % i).get(30)
 p.close()
 deadline = time.monotonic() + 15
 while os.path.exists("/dev/shm/shmkafka." + sys.argv[2]) and time.monotonic() < deadline:

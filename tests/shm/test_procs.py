@@ -17,10 +17,11 @@ from shmkafka.shm.procs import age_seconds, cpu_seconds
 def test_age_and_cpu_of_a_process() -> None:
     before = time.monotonic()
     child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.process_time()\n"
-                              "while time.process_time() - t < 0.3: pass\ninput()"],
-                             stdin=subprocess.PIPE)  # fmt: skip
+                              "while time.process_time() - t < 0.3: pass\nprint(1, flush=True)\n"
+                              "input()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
     try:
-        time.sleep(0.5)
+        assert child.stdout is not None and child.stdout.readline() == b"1\n"  # 0.3 s of CPU used
         age, cpu = age_seconds(child.pid), cpu_seconds(child.pid)
         assert age is not None and 0.3 <= age <= time.monotonic() - before + 0.05
         assert cpu is not None and 0.29 <= cpu <= age

@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -103,17 +104,29 @@ def test_without_the_c_extension_the_first_use_warns_once(
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_help_shows_every_default(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """Each option that has a default (not None, False, "" or []) names it in --help."""
+    """Each option that has a default (not None, False, "" or []) names it in its own entry
+    of --help."""
     with pytest.raises(SystemExit) as done:
         main([command, "--help"])
     assert done.value.code == 0
-    text = " ".join(capsys.readouterr().out.split())  # (help lines are wrapped)
+    entries = _help_entries(capsys.readouterr().out)
     module = importlib.import_module(COMMANDS[command].module)
     parser = getattr(module, COMMANDS[command].arguments)(argparse.ArgumentParser())
     for action in parser._actions:
         if action.option_strings and action.default not in (None, False, "", [], "==SUPPRESS=="):
-            option = max(action.option_strings, key=len)
-            assert option in text
-            shown = f"default: {action.default}"
-            after = text[text.index(option) :]
-            assert shown in after, f"{command} {option}: '{shown}' is not in its help"
+            entry = entries[action.option_strings[0]]
+            shown = re.compile(rf"default: {re.escape(str(action.default))}\b")
+            assert shown.search(entry), f"{command} {action.option_strings[0]}: {entry!r}"
+
+
+def _help_entries(text: str) -> dict[str, str]:
+    """Each option's entry under "options:", by its first option string, in one line."""
+    entries: dict[str, str] = {}
+    current = None
+    for line in text.split("options:", 1)[1].splitlines():
+        if line.startswith("  -"):
+            current = line.split()[0].rstrip(",")
+            entries[current] = line
+        elif current is not None:
+            entries[current] += " " + line.strip()
+    return {option: " ".join(entry.split()) for option, entry in entries.items()}

@@ -445,8 +445,10 @@ class KafkaProducer(SendEntry):
         from shmkafka.shm.metrics import RateWindow, sample
 
         window: RateWindow = self.__dict__.setdefault("_metrics_window", RateWindow())
-        window.add(sample(self._handle.pool.segment))
-        values = window.metrics()
+        with self.__dict__.setdefault("_metrics_lock", threading.Lock()):  # (threads may ask)
+            last = window.samples[-1] if window.samples else None
+            window.add(sample(self._handle.pool.segment, previous=last))
+            values = window.metrics()
         values["records-pending"] = float(self._handle._outstanding)
         return {"producer-metrics": {k: float(v) for k, v in values.items()}}
 

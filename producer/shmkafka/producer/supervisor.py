@@ -32,8 +32,9 @@ from typing import Any
 from shmkafka.errors import KafkaTimeoutError, PoolError
 from shmkafka.protocol.clock import monotonic_ms
 from shmkafka.protocol.errors import KafkaError
+from shmkafka.shm.namespaces import refuse_out_of_sight
 from shmkafka.shm.pool import SharedPool
-from shmkafka.shm.sender_link import sender_alive, sender_out_of_sight, spawn_lock
+from shmkafka.shm.sender_link import sender_alive, spawn_lock
 
 SENDER_START_WAIT_S = 10.0
 SENDER_STALL_MS = 10_000
@@ -129,13 +130,7 @@ class SenderSupervisor:
         with spawn_lock(self.pool):
             if sender_alive(self.pool):
                 return
-            if sender_out_of_sight(self.pool.segment):
-                raise PoolError(
-                    f"pool {self.pool.name!r} has a Sender (pid {self.pool.sender()[0]} as "
-                    "recorded) that this process cannot see: the pool is shared across PID "
-                    "namespaces. Share the PID namespace (Kubernetes: shareProcessNamespace: "
-                    "true; Docker: --pid=container:NAME), or give each container its own pool"
-                )
+            refuse_out_of_sight(self.pool.segment)  # (a Sender that started since we attached)
             fd, errors = tempfile.mkstemp(prefix="shmkafka-sender-", suffix=".err")
             try:
                 config = json.dumps(self.sender_config).encode()

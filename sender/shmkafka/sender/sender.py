@@ -283,6 +283,7 @@ class Sender:
                 continue
             meta = self._batch_meta(batch, producer_id, epoch)
             data = self.accumulator.finalize(batch, meta)  # writes the sequence to shm first
+            self.stats.batch_bytes += len(data)
             if self.config.enable_idempotence and batch.info.base_sequence < 0:
                 self.pool.deques.set_next_sequence(
                     batch.info.deque_id, meta.base_sequence + batch.info.record_count

@@ -10,6 +10,7 @@ Rules:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from shmkafka.shm.layout import BROKER, BROKER_SLOTS, H_BROKERS_VERSION, U64
@@ -65,15 +66,24 @@ class BrokerTable:
         self.segment.store_u64(H_BROKERS_VERSION, (version | 1) + 1)
 
     def read(self) -> list[BrokerStats]:
+        """The table, or no brokers if no whole copy could be read (see ``read_whole``)."""
+        table = self.read_whole()
+        return [] if table is None else table
+
+    def read_whole(self, attempts: int = 5) -> list[BrokerStats] | None:
+        """The table as one rewrite left it, or None if every attempt met a rewrite (the
+        reader yields the CPU between attempts, so the writer can finish)."""
         buf = self.segment.buf
-        for _ in range(5):
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(0)
             before = U64.unpack_from(buf, H_BROKERS_VERSION)[0]
             if before & 1:
                 continue
             rows = [BROKER.unpack_from(buf, self.at + i * BROKER.size) for i in range(BROKER_SLOTS)]
             if U64.unpack_from(buf, H_BROKERS_VERSION)[0] == before:
                 return [_stats(row) for row in rows if row[2]]
-        return []
+        return None
 
 
 def _stats(row: tuple[int, ...]) -> BrokerStats:

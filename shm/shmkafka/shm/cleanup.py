@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from shmkafka.shm.bufferpool import BufferPool
 from shmkafka.shm.errors import LayoutMismatchError, PoolNotFoundError, ShmError
-from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64
+from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64, SENDER_BYTE, SPAWN_BYTE
+from shmkafka.shm.locks import KernelLock
 from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import PREFIX, Segment, list_pools, unlink_segment
-from shmkafka.shm.sender_link import sender_out_of_sight
 from shmkafka.shm.slots import SlotTable
 
 STALE_HEADER_S = 30.0
@@ -37,10 +37,8 @@ class CleanupResult:
 def live_processes(segment: Segment) -> list[int]:
     pids = [pid for _, pid, started in SlotTable(segment).active() if is_alive(pid, started)]
     sender = I32.unpack_from(segment.buf, H_SENDER_PID)[0]
-    # (a Sender in another PID namespace is alive too: its kernel lock says so)
-    if (
-        sender and is_alive(sender, I64.unpack_from(segment.buf, H_SENDER_START)[0])
-    ) or sender_out_of_sight(segment):
+    started = I64.unpack_from(segment.buf, H_SENDER_START)[0]
+    if (sender and is_alive(sender, started)) or _locked_by_a_process(segment):
         pids.append(sender)
     return pids
 
@@ -109,3 +107,12 @@ def _all_pool_names() -> list[str]:
         if entry.startswith(sem_prefix):
             names.add(entry[len(sem_prefix) :].rsplit(".", 1)[0])
     return sorted(names)
+
+
+def _locked_by_a_process(segment: Segment) -> bool:
+    """A Sender runs (its lock), or a producer is starting one (the spawn lock), in any PID
+    namespace: the kernel knows, where pids read from another namespace would not."""
+    return any(
+        KernelLock.for_segment(segment, byte).held_by_another()
+        for byte in (SENDER_BYTE, SPAWN_BYTE)
+    )

@@ -46,9 +46,10 @@ Region 1 - HEADER (512 bytes)
                                          last one publishes an entry; see events.py)
     224  u64      brokers_version        the Sender: odd while it rewrites BROKER STATS,
                                          even once they are whole (broker_stats.py)
-    232  4 x u64  sender_record_stats    the Sender: records failed (errors, expiry), records
-                                         retried, produce responses, and the sum of their
-                                         latencies in ms (for metrics.py)
+    232  5 x u64  sender_record_stats    the Sender: records failed (errors, expiry), records
+                                         retried, produce responses, the sum of their
+                                         latencies in ms, record batch bytes sent
+                                         (sender_counters.py; each field one aligned store)
 Region 2 - CONFIG: the config JSON (4096 bytes), creator, once.
 Kernel record locks (``lockf``) on single bytes of the segment file, released by the kernel
 when their holder dies (they guard no bytes of the map; the byte is only a name):
@@ -192,7 +193,7 @@ H_SENDER_BYTES = 208
 H_EVENTS_PUBLISHED = 216
 H_BROKERS_VERSION = 224
 H_SENDER_RECORD_STATS = 232
-SENDER_RECORD_STATS = struct.Struct("<4Q")
+SENDER_RECORD_STATS = struct.Struct("<5Q")
 U32 = struct.Struct("<I")
 I32 = struct.Struct("<i")
 U64 = struct.Struct("<Q")

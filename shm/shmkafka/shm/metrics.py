@@ -17,6 +17,7 @@ Rules:
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from shmkafka.shm.directory import Directory
 from shmkafka.shm.errors import ShmError
 from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64, IN_FLIGHT
 from shmkafka.shm.procs import cpu_seconds, is_alive
-from shmkafka.shm.segment import Segment, list_pools
+from shmkafka.shm.segment import PREFIX, Segment, list_pools
 from shmkafka.shm.sender_counters import SenderCounters
 from shmkafka.shm.slots import SlotTable
 
@@ -54,7 +55,7 @@ METRICS = (
     Metric("request-total", COUNTER, "produce requests sent"),
     Metric("request-latency-avg", RATE, "average time from a produce request to its response (ms)"),
     Metric("records-per-request-avg", RATE, "average records per produce request"),
-    Metric("batch-size-avg", RATE, "average bytes sent per partition per request"),
+    Metric("batch-size-avg", RATE, "average bytes of a record batch sent"),
     Metric("outgoing-byte-rate", RATE, "bytes sent to brokers per second"),
     Metric("outgoing-byte-total", COUNTER, "bytes sent to brokers"),
     Metric("incoming-byte-rate", RATE, "bytes received from brokers per second"),
@@ -104,16 +105,32 @@ class PoolSample:
     processes: int = 0
     sender_up: bool = False
     sender_cpu_s: float = 0.0
+    sender: tuple[int, int] = (0, 0)  # the Sender's (pid, start time): whose counters these are
+    batch_bytes: int = 0
 
 
-def sample(segment: Segment, now_s: float | None = None) -> PoolSample:
-    """Read a pool's counters and gauges (no lock taken, nothing written)."""
+def sample(
+    segment: Segment, now_s: float | None = None, previous: PoolSample | None = None
+) -> PoolSample:
+    """Read a pool's counters and gauges (no lock taken, nothing written). If the broker
+    table is being rewritten on every attempt, its counters are ``previous``'s."""
     buf = segment.buf
     config = segment.layout.config
     counters = SenderCounters.read(segment)
     pid = I32.unpack_from(buf, H_SENDER_PID)[0]
-    sender_up = pid > 0 and is_alive(pid, I64.unpack_from(buf, H_SENDER_START)[0])
-    brokers = BrokerTable(segment).read()
+    started = I64.unpack_from(buf, H_SENDER_START)[0]
+    sender_up = pid > 0 and is_alive(pid, started)
+    brokers = BrokerTable(segment).read_whole()
+    if brokers is None:
+        old = previous or PoolSample(segment.pool, 0.0)
+        links = (old.bytes_in, old.connects, old.disconnects, old.connections_up)
+    else:
+        links = (
+            sum(b.rxbytes for b in brokers),
+            sum(b.connects for b in brokers),
+            sum(b.disconnects for b in brokers),
+            sum(b.state == UP for b in brokers),
+        )
     queued_records, queued_batches, in_flight = _queues(segment)
     return PoolSample(
         pool=segment.pool,
@@ -127,10 +144,10 @@ def sample(segment: Segment, now_s: float | None = None) -> PoolSample:
         expired_batches=counters.expired,
         responses=counters.produce_responses,
         latency_ms=counters.produce_latency_ms,
-        bytes_in=sum(b.rxbytes for b in brokers),
-        connects=sum(b.connects for b in brokers),
-        disconnects=sum(b.disconnects for b in brokers),
-        connections_up=sum(b.state == UP for b in brokers),
+        bytes_in=links[0],
+        connects=links[1],
+        disconnects=links[2],
+        connections_up=links[3],
         buffer_total=config.num_slabs * config.batch_size,
         buffer_used=BufferPool.used_slabs(segment) * config.batch_size,
         waiting=BufferPool.waiting_processes(segment),
@@ -142,6 +159,8 @@ def sample(segment: Segment, now_s: float | None = None) -> PoolSample:
         ),  # (the Sender has a slot too)
         sender_up=sender_up,
         sender_cpu_s=(cpu_seconds(pid) or 0.0) if sender_up else 0.0,
+        sender=(pid, started),
+        batch_bytes=counters.batch_bytes,
     )
 
 
@@ -209,7 +228,7 @@ def kafka_metrics(older: PoolSample | None, newer: PoolSample) -> dict[str, floa
         "request-rate": rate("requests"),
         "request-latency-avg": ratio("latency_ms", "responses"),
         "records-per-request-avg": ratio("records", "requests"),
-        "batch-size-avg": ratio("bytes_out", "batches"),
+        "batch-size-avg": ratio("batch_bytes", "batches"),
         "outgoing-byte-rate": rate("bytes_out"),
         "incoming-byte-rate": rate("bytes_in"),
     })  # fmt: skip
@@ -222,8 +241,13 @@ class RateWindow:
     def __init__(self, window_s: float = 30.0) -> None:
         self.window_s = window_s
         self.samples: deque[PoolSample] = deque()
+        self.sender: tuple[int, int] | None = None  # the last Sender seen (pid, start time)
 
     def add(self, sample: PoolSample) -> None:
+        if sample.sender != (0, 0):
+            if self.sender not in (None, sample.sender):
+                self.samples.clear()  # a new Sender: its counters started again from 0
+            self.sender = sample.sender
         self.samples.append(sample)
         while len(self.samples) > 2 and sample.at_s - self.samples[1].at_s >= self.window_s:
             self.samples.popleft()
@@ -242,47 +266,72 @@ class PoolWatcher:
     created again under the same name starts a new window.
     """
 
-    def __init__(self, pool: str | None = None, window_s: float = 30.0) -> None:
+    def __init__(
+        self, pool: str | None = None, window_s: float = 30.0, must_exist: bool = True
+    ) -> None:
         self.pool = pool
         self.window_s = window_s
+        self.must_exist = must_exist and pool is not None
         self._segments: dict[str, Segment] = {}
         self._windows: dict[str, RateWindow] = {}
+        self._unreadable: dict[str, int] = {}  # name → inode of a segment attach refused
 
     def sample(self) -> dict[str, dict[str, float]]:
-        """Each pool's metrics, rates over the window; a pool missing or not readable by
-        this user is left out (``pool`` given and missing: PoolNotFoundError)."""
+        """Each pool's metrics, rates over the window. A pool missing, not this user's,
+        half made or damaged is left out (``pool`` with ``must_exist``: its error raised)."""
         names = [self.pool] if self.pool else list_pools()
         for name in set(self._segments) - set(names):
             self._drop(name)
         out = {}
         for name in names:
-            segment = self._segment(name, must_exist=name == self.pool)
+            segment = self._segment(name)
             if segment is None:
                 continue
             window = self._windows.setdefault(name, RateWindow(self.window_s))
-            window.add(sample(segment))
+            try:
+                last = window.samples[-1] if window.samples else None
+                window.add(sample(segment, previous=last))
+            except Exception:  # a damaged pool: left out, never the end of the watch
+                if self.must_exist:
+                    raise
+                self._drop(name)
+                continue
             out[name] = window.metrics()
         return out
 
-    def _segment(self, name: str, must_exist: bool) -> Segment | None:
+    def _segment(self, name: str) -> Segment | None:
         segment = self._segments.get(name)
         if segment is not None and not segment.is_current():
             self._drop(name)
             segment = None
         if segment is None:
+            inode = _inode(name)
+            if inode is not None and self._unreadable.get(name) == inode and not self.must_exist:
+                return None  # (refused before: not waited for again, e.g. a half-made one)
             try:
                 segment = Segment.attach(name)
             except (ShmError, OSError):
-                if must_exist:
+                if self.must_exist:
                     raise
+                if inode is not None:
+                    self._unreadable[name] = inode
                 return None
             self._segments[name] = segment
         return segment
 
     def _drop(self, name: str) -> None:
-        self._segments.pop(name).close()
+        segment = self._segments.pop(name, None)
+        if segment is not None:
+            segment.close()
         self._windows.pop(name, None)
 
     def close(self) -> None:
         for name in list(self._segments):
             self._drop(name)
+
+
+def _inode(name: str) -> int | None:
+    try:
+        return os.stat(f"/dev/shm/{PREFIX}{name}").st_ino
+    except OSError:
+        return None

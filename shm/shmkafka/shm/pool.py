@@ -43,6 +43,7 @@ from shmkafka.shm.layout import (
     Layout,
 )
 from shmkafka.shm.locks import DEFAULT_TIMEOUT_S, LockSet
+from shmkafka.shm.namespaces import refuse_out_of_sight
 from shmkafka.shm.procs import is_alive, my_identity
 from shmkafka.shm.rings import CompletionRings
 from shmkafka.shm.segment import Segment
@@ -91,6 +92,12 @@ class SharedPool:
                 segment, created = Segment.attach(name), False
             else:
                 segment, created = Segment.create_or_attach(name, config)
+            if not created:
+                try:
+                    refuse_out_of_sight(segment)  # before a slot: attaching reclaims "dead" ones
+                except BaseException:
+                    segment.close()
+                    raise
             pool = cls(segment, created)
             if pool.segment.is_current():
                 pool.reclaim_dead()

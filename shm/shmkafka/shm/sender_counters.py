@@ -3,15 +3,16 @@ metrics (metrics.py): written by the Sender only, read by anyone without a lock.
 
 Rules:
 - Only the running Sender writes them (layout.py: sender_stats, sender_bytes_sent,
-  sender_record_stats), after every poll and before it wakes the apps whose records a
-  response completed, so an app that saw its record acknowledged sees it counted.
+  sender_record_stats), each in one aligned store, after every poll and before it wakes the
+  apps whose records a response completed: an app woken for an acknowledged record sees it
+  counted (failures found outside a poll, such as expiry, are counted at the next poll).
 - A new Sender starts them again from 0 (readers treat a decrease as a restart).
 - Fields are read one by one: two counters read a moment apart may disagree by a round.
 """
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 
 from shmkafka.shm.layout import (
     H_SENDER_BYTES,
@@ -19,7 +20,6 @@ from shmkafka.shm.layout import (
     H_SENDER_STATS,
     SENDER_RECORD_STATS,
     SENDER_STATS,
-    U64,
 )
 from shmkafka.shm.segment import Segment
 
@@ -38,25 +38,30 @@ class SenderCounters:
     records_retried: int = 0
     produce_responses: int = 0
     produce_latency_ms: int = 0  # summed over the responses
+    batch_bytes: int = 0  # bytes of the record batches sent (compressed, headers included)
     # sender_bytes_sent
     bytes_sent: int = 0
 
     def publish(self, segment: Segment) -> None:
-        values = astuple(self)
-        SENDER_STATS.pack_into(segment.buf, H_SENDER_STATS, *values[:6])
-        SENDER_RECORD_STATS.pack_into(segment.buf, H_SENDER_RECORD_STATS, *values[6:10])
-        segment.store_u64(H_SENDER_BYTES, self.bytes_sent)
+        """Each field in one aligned 8-byte store: a reader never sees one torn (pack_into
+        would zero the fields, then write them byte by byte)."""
+        for offset, name in zip(_OFFSETS, _NAMES, strict=True):
+            segment.store_u64(offset, getattr(self, name))
 
     @classmethod
     def read(cls, segment: Segment) -> SenderCounters:
-        buf = segment.buf
-        values = (
-            *SENDER_STATS.unpack_from(buf, H_SENDER_STATS),
-            *SENDER_RECORD_STATS.unpack_from(buf, H_SENDER_RECORD_STATS),
-            U64.unpack_from(buf, H_SENDER_BYTES)[0],
-        )
-        return cls(**dict(zip((f.name for f in fields(cls)), values, strict=True)))
+        words = segment.words
+        return cls(**{name: int(words[at >> 3]) for at, name in zip(_OFFSETS, _NAMES, strict=True)})
 
+
+# Where each field is, in the fields' order
+_OFFSETS = (
+    *(H_SENDER_STATS + 8 * i for i in range(SENDER_STATS.size // 8)),
+    *(H_SENDER_RECORD_STATS + 8 * i for i in range(SENDER_RECORD_STATS.size // 8)),
+    H_SENDER_BYTES,
+)
+_NAMES = tuple(f.name for f in fields(SenderCounters))
+assert len(_OFFSETS) == len(_NAMES)
 
 # What ``shmkafka stat`` shows of them
 SHOWN = ("produce_requests", "batches_sent", "records_sent", "retries", "errors", "expired",

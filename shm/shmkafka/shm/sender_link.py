@@ -9,7 +9,7 @@ Rules:
 - The Sender records its pid, start time and a heartbeat in the pool header;
   ``sender_alive`` reads them (a reused pid is not mistaken for the Sender). A Sender whose
   lock is held but whose pid is not alive from here runs in another PID namespace
-  (``sender_out_of_sight``): this process cannot tell when it dies, so it may not use the pool.
+  (namespaces.py): this process cannot tell when it dies, so it may not use the pool.
 - App processes wake the Sender by posting the pool's Sender semaphore; one pending post is
   enough (``wake``), the Sender looks at every deque when it wakes.
 """
@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import posix_ipc
 
-from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64, SENDER_BYTE, SPAWN_BYTE
+from shmkafka.shm.layout import (
+    SENDER_BYTE,
+    SPAWN_BYTE,
+)
 from shmkafka.shm.locks import KernelLock
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.procs import is_alive
-from shmkafka.shm.segment import Segment, semaphore_name
+from shmkafka.shm.segment import semaphore_name
 
 
 def sender_semaphore(pool_name: str) -> posix_ipc.Semaphore:
@@ -39,15 +42,6 @@ def wake(sem: posix_ipc.Semaphore) -> None:
 def sender_alive(pool: SharedPool) -> bool:
     pid, started, _ = pool.sender()
     return pid > 0 and is_alive(pid, started)
-
-
-def sender_out_of_sight(segment: Segment) -> bool:
-    """The pool's Sender runs (it holds its lock) but its recorded process is not alive
-    from here: it runs in another PID namespace."""
-    pid = I32.unpack_from(segment.buf, H_SENDER_PID)[0]
-    started = I64.unpack_from(segment.buf, H_SENDER_START)[0]
-    return not is_alive(pid, started) and KernelLock.for_segment(
-        segment, SENDER_BYTE).held_by_another()  # fmt: skip
 
 
 def sender_lock(pool: SharedPool) -> KernelLock:
