@@ -18,8 +18,8 @@ from shmkafka.shm.cleanup import cleanup_pool, remove_orphans
 from tests.conftest import wait_removed
 
 # Creates the pool (and its Sender, in the same PID namespace), sends, says so, waits for
-# stdin to close, sends again, then closes and waits for the Sender to remove the pool: the namespace's
-# processes are killed when its first process exits.
+# stdin to close, sends again, then closes and waits for the Sender to remove the pool: the
+# namespace's processes are killed when its first process exits.
 OWNER = """
 import os, sys, time
 from shmkafka import KafkaProducer
