@@ -222,15 +222,7 @@ def _scrape_until(url: str, pool: str, name: str, value: float) -> dict[str, flo
 def test_exporter_serves_kafka_metrics_to_prometheus(
     exporter: str, tansu: Peer, pool_name: str
 ) -> None:
-    topic = unique_topic("exporter")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 1)
-    producer = _producer(tansu.bootstrap, pool_name)
-    try:
-        _send(producer, topic, 400)
-        got = _scrape_until(exporter, pool_name, "kafka_producer_record_send_total", 400)
-    finally:
-        producer.close()
+    got = _send_and_scrape(exporter, tansu, pool_name, 400)
     names = {prometheus_name(m) + ("_total" if m.kind == "counter" else "") for m in METRICS}
     assert names <= set(got), names - set(got)
     assert got["kafka_producer_record_send_total"] == 400
@@ -240,7 +232,6 @@ def test_exporter_serves_kafka_metrics_to_prometheus(
     assert got["kafka_producer_buffer_total_bytes"] == BUFFER
     assert got["kafka_producer_buffer_available_bytes"] == BUFFER
     assert got["shmkafka_sender_up"] == 1 and got["shmkafka_producer_processes"] == 1
-    assert len(consume_all(tansu, topic, [0], 400)) == 400
     # The producer closed: its Sender removes the pool, and the pool leaves the scrape.
     deadline = time.monotonic() + 15
     while _scrape(exporter, pool_name):
@@ -265,14 +256,21 @@ def test_exporter_of_a_pool_that_comes_later(tansu: Peer, pool_name: str) -> Non
     """``--pool`` names a pool that does not exist yet: served empty, then with it."""
     with _exporter("--pool", pool_name) as url:
         assert _scrape(url, pool_name) == {}
-        topic = unique_topic("later")
-        with cluster(tansu) as c:
-            c.ensure_topic(topic, 1)
-        producer = _producer(tansu.bootstrap, pool_name)
-        try:
-            _send(producer, topic, 50)
-            got = _scrape_until(url, pool_name, "kafka_producer_record_send_total", 50)
-        finally:
-            producer.close()
+        got = _send_and_scrape(url, tansu, pool_name, 50)
         assert got["kafka_producer_record_send_total"] == 50
-        assert len(consume_all(tansu, topic, [0], 50)) == 50
+
+
+def _send_and_scrape(url: str, tansu: Peer, pool: str, count: int) -> dict[str, float]:
+    """Send ``count`` records to a new topic, scrape until they are counted, and read them
+    back."""
+    topic = unique_topic("exporter")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    producer = _producer(tansu.bootstrap, pool)
+    try:
+        _send(producer, topic, count)
+        got = _scrape_until(url, pool, "kafka_producer_record_send_total", count)
+    finally:
+        producer.close()
+    assert len(consume_all(tansu, topic, [0], count)) == count
+    return got
