@@ -5,7 +5,7 @@
 One confluent-kafka producer sends N records (100-byte values, 16-byte keys, acks=1, lz4,
 linger 5 ms) to a 16-partition topic, timed from the first produce until flush returns, into
 broker_stub (one node, in its own process) and into Tansu, alternately, best of R rounds.
-Broker CPU seconds are measured apart (psutil). The ratio is stub rate / Tansu rate.
+Broker CPU seconds are measured apart (from /proc). The ratio is stub rate / Tansu rate.
 """
 
 from __future__ import annotations
@@ -19,19 +19,13 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import confluent_kafka
-import psutil
 
 from shmkafka.perf.brokers import RunningBroker, run_broker_stub, run_tansu
-from shmkafka.perf.clients import produce_retrying
+from shmkafka.perf.clients import cpu_seconds, produce_retrying
 from shmkafka.sender import admin
 
 VALUE = os.urandom(100)
 PARTITIONS = 16
-
-
-def _cpu(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
 
 
 def _round(broker: RunningBroker, records: int) -> tuple[float, float]:
@@ -52,13 +46,13 @@ def _round(broker: RunningBroker, records: int) -> tuple[float, float]:
         if err is not None:
             failed[0] += 1
 
-    cpu = _cpu(broker.pid)
+    cpu = cpu_seconds(broker.pid)
     start = time.monotonic()
     for key in keys:
         produce_retrying(producer, topic, VALUE, key, on_delivery)
     assert producer.flush(120) == 0 and failed[0] == 0, "records were not delivered"
     seconds = time.monotonic() - start
-    return records / seconds, _cpu(broker.pid) - cpu
+    return records / seconds, cpu_seconds(broker.pid) - cpu
 
 
 def main() -> None:

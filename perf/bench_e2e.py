@@ -8,7 +8,7 @@ confluent-kafka, one shared pool and Sender for shmkafka; every client through i
 (``shmkafka.KafkaProducer.send``, ``kafka.KafkaProducer.send``,
 ``confluent_kafka.Producer.produce``). Each client is timed from a start
 barrier until every record is acknowledged (flush returned). CPU seconds of the app processes,
-of shmkafka's Sender and of the broker are measured apart (psutil).
+of shmkafka's Sender and of the broker are measured apart (from /proc).
 """
 
 from __future__ import annotations
@@ -20,10 +20,8 @@ import time
 import uuid
 from typing import Any
 
-import psutil
-
 from shmkafka.perf.brokers import run_tansu
-from shmkafka.perf.clients import produce_retrying
+from shmkafka.perf.clients import cpu_seconds, produce_retrying
 from shmkafka.sender import admin
 
 VALUE = os.urandom(100)
@@ -36,8 +34,7 @@ def _keys(proc: int, count: int) -> list[bytes]:
 
 def _report(out: Any, start: float, ok: int, extra: dict[str, Any] | None = None) -> None:
     end = time.monotonic()
-    cpu = psutil.Process().cpu_times()
-    out.put({"start": start, "end": end, "ok": ok, "cpu": cpu.user + cpu.system, **(extra or {})})
+    out.put({"start": start, "end": end, "ok": ok, "cpu": cpu_seconds(), **(extra or {})})
 
 
 def shmkafka_worker(
@@ -58,7 +55,7 @@ def shmkafka_worker(
     producer.flush(600)
     ok = sum(1 for f in futures if f.succeeded())
     sender = producer._handle.pool.sender()[0]  # (for its CPU time only)
-    _report(out, start, ok, {"sender_cpu": _cpu_of(sender)})  # the last to finish sees it all
+    _report(out, start, ok, {"sender_cpu": cpu_seconds(sender)})  # the last to finish sees it all
     producer.close(30)
 
 
@@ -133,14 +130,6 @@ def _run_client(
     return _run(confluent_worker, lambda i: (bootstrap, topic, i, records), procs)
 
 
-def _cpu_of(pid: int) -> float:
-    try:
-        t = psutil.Process(pid).cpu_times()
-        return float(t.user + t.system)
-    except psutil.Error:
-        return 0.0
-
-
 def _create_topic(bootstrap: str, topic: str) -> None:
     admin.raise_errors(
         admin.create_topics(bootstrap, [admin.NewTopic(topic, PARTITIONS, 1)], timeout_ms=30_000)
@@ -166,9 +155,9 @@ def main() -> None:
         for client in clients:
             topic = f"bench-{client}-{uuid.uuid4().hex[:6]}"
             _create_topic(broker.bootstrap, topic)
-            broker_cpu = _cpu_of(broker.pid)
+            broker_cpu = cpu_seconds(broker.pid)
             results = _run_client(client, broker.bootstrap, topic, args.records, args.procs)
-            broker_cpu = _cpu_of(broker.pid) - broker_cpu
+            broker_cpu = cpu_seconds(broker.pid) - broker_cpu
             seconds = max(r["end"] for r in results) - min(r["start"] for r in results)
             sender_cpu = max(r.get("sender_cpu", 0.0) for r in results)
             acked = sum(r["ok"] for r in results)

@@ -28,23 +28,19 @@ def watch(pool: str | None, interval_s: float, count: int | None, as_json: bool,
     redraw = out.isatty() and not as_json
     shown = 0
     try:
-        first = watcher.sample()  # rates start with the next sample
-        previous_cpu = {n: v["sender-cpu-seconds-total"] for n, v in first.items()}
-        previous_at = time.monotonic()
+        watcher.sample()  # rates start with the next sample
         while count is None or shown < count:
             time.sleep(interval_s)
             pools = watcher.sample()
-            now = time.monotonic()
-            elapsed, previous_at = now - previous_at, now
             shown += 1
             if as_json:
                 for name, values in pools.items():
                     out.write(json.dumps({"pool": name, "time": time.time(), **values}) + "\n")
             else:
-                frame = format_frame(pools, previous_cpu, interval_s, elapsed)
+                cpu = {name: watcher.window(name).sender_cpu_share() for name in pools}
+                frame = format_frame(pools, cpu, interval_s)
                 out.write((CLEAR if redraw else "") + frame + ("\n" if redraw else "\n\n"))
             out.flush()
-            previous_cpu = {n: v["sender-cpu-seconds-total"] for n, v in pools.items()}
     except KeyboardInterrupt:
         pass
     except (ShmError, OSError) as exc:
@@ -55,20 +51,18 @@ def watch(pool: str | None, interval_s: float, count: int | None, as_json: bool,
     return 0
 
 
-def format_frame(pools: dict[str, dict[str, float]], previous_cpu: dict[str, float],
-                 interval_s: float, elapsed_s: float) -> str:  # fmt: skip
+def format_frame(pools: dict[str, dict[str, float]], cpu: dict[str, float | None],
+                 interval_s: float) -> str:  # fmt: skip
+    """``cpu``: each pool's Sender CPU share over the interval (None: not known)."""
     header = time.strftime("%H:%M:%S") + f"  every {interval_s:g} s"
     if not pools:
         return header + "\nno shmkafka pools found"
-    return "\n".join([header] + [_pool_lines(n, v, previous_cpu.get(n), elapsed_s)
+    return "\n".join([header] + [_pool_lines(n, v, cpu.get(n))
                                  for n, v in sorted(pools.items())])  # fmt: skip
 
 
-def _pool_lines(name: str, m: dict[str, Any], cpu_before: float | None,
-                elapsed_s: float) -> str:  # fmt: skip
-    used = -1.0 if cpu_before is None else m["sender-cpu-seconds-total"] - cpu_before
-    # (none before, or a new Sender since: no figure)
-    cpu_pct = f"{used / elapsed_s * 100:.0f}% CPU" if used >= 0 and m["sender-up"] else "-- CPU"
+def _pool_lines(name: str, m: dict[str, Any], cpu: float | None) -> str:
+    cpu_pct = "-- CPU" if cpu is None else f"{cpu * 100:.0f}% CPU"
     total, free = m["buffer-total-bytes"], m["buffer-available-bytes"]
     used_pct = (total - free) / total * 100 if total else 0.0
     return "\n".join([

@@ -41,7 +41,8 @@ def test_counters_read_while_published_never_go_down(pool: SharedPool) -> None:
 
 
 def _at(t: float, sender: tuple[int, int], records: int) -> PoolSample:
-    return PoolSample("p", t, records=records, requests=records // 10, sender=sender)
+    counters = SenderCounters(records_sent=records, produce_requests=records // 10)
+    return PoolSample("p", t, counters=counters, sender=sender)
 
 
 def test_rates_over_the_window_and_a_new_sender_starts_a_new_one() -> None:

@@ -8,6 +8,7 @@ pacing; latency is sampled on about ``LATENCY_SAMPLES`` records per process (sen
 from __future__ import annotations
 
 import json
+import os
 import resource
 import time
 from collections import deque
@@ -17,17 +18,15 @@ from typing import Any
 import psutil
 
 from shmkafka.perf.workload import Workload
+from shmkafka.shm import procs
 
 LATENCY_SAMPLES = 2000
 PROGRESS_EVERY = 1000
 
 
 def cpu_seconds(pid: int | None = None) -> float:
-    try:
-        times = psutil.Process(pid).cpu_times()
-    except psutil.Error:
-        return 0.0
-    return float(times.user + times.system)
+    """The process's (this one's by default) CPU seconds; 0.0 once it is gone."""
+    return procs.cpu_seconds(os.getpid() if pid is None else pid) or 0.0
 
 
 def _paced(work: Workload, keys: Iterator[bytes | None], progress: Any) -> Iterator[bytes | None]:

@@ -444,13 +444,18 @@ class KafkaProducer(SendEntry):
         del raw
         from shmkafka.shm.metrics import RateWindow, sample
 
-        window: RateWindow = self.__dict__.setdefault("_metrics_window", RateWindow())
-        with self.__dict__.setdefault("_metrics_lock", threading.Lock()):  # (threads may ask)
+        with _METRICS_LOCK:  # (threads may ask; a call is rare and short)
+            window: RateWindow | None = self.__dict__.get("_metrics_window")
+            if window is None:
+                window = self.__dict__["_metrics_window"] = RateWindow()
             last = window.samples[-1] if window.samples else None
             window.add(sample(self._handle.pool.segment, previous=last))
             values = window.metrics()
         values["records-pending"] = float(self._handle._outstanding)
         return {"producer-metrics": {k: float(v) for k, v in values.items()}}
+
+
+_METRICS_LOCK = threading.Lock()
 
 
 def token_and_expiry(token: str) -> tuple[str, int]:

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from shmkafka.shm.bufferpool import BufferPool
 from shmkafka.shm.errors import LayoutMismatchError, PoolNotFoundError, ShmError
-from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64, SENDER_BYTE, SPAWN_BYTE
+from shmkafka.shm.layout import SENDER_BYTE, SPAWN_BYTE
 from shmkafka.shm.locks import KernelLock
 from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import PREFIX, Segment, list_pools, unlink_segment
+from shmkafka.shm.sender_counters import recorded_sender, recorded_sender_alive
 from shmkafka.shm.slots import SlotTable
 
 STALE_HEADER_S = 30.0
@@ -36,10 +37,8 @@ class CleanupResult:
 
 def live_processes(segment: Segment) -> list[int]:
     pids = [pid for _, pid, started in SlotTable(segment).active() if is_alive(pid, started)]
-    sender = I32.unpack_from(segment.buf, H_SENDER_PID)[0]
-    started = I64.unpack_from(segment.buf, H_SENDER_START)[0]
-    if (sender and is_alive(sender, started)) or _locked_by_a_process(segment):
-        pids.append(sender)
+    if recorded_sender_alive(segment) or _locked_by_a_process(segment):
+        pids.append(recorded_sender(segment)[0])
     return pids
 
 

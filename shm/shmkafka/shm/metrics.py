@@ -20,18 +20,17 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
-from shmkafka.shm.batches import Batches, Deques
 from shmkafka.shm.broker_stats import UP, BrokerTable
 from shmkafka.shm.bufferpool import BufferPool
-from shmkafka.shm.directory import Directory
 from shmkafka.shm.errors import ShmError
-from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64, IN_FLIGHT
+from shmkafka.shm.layout import IN_FLIGHT
 from shmkafka.shm.procs import cpu_seconds, is_alive
 from shmkafka.shm.segment import PREFIX, Segment, list_pools
-from shmkafka.shm.sender_counters import SenderCounters
+from shmkafka.shm.sender_counters import SenderCounters, recorded_sender, recorded_sender_alive
 from shmkafka.shm.slots import SlotTable
+from shmkafka.shm.stat import partition_batches
 
 COUNTER, GAUGE, RATE = "counter", "gauge", "rate"  # RATE: per second, or an average
 
@@ -80,17 +79,8 @@ METRICS = (
 class PoolSample:
     pool: str
     at_s: float  # time.monotonic()
-    # the Sender's cumulative counters
-    requests: int = 0
-    batches: int = 0
-    records: int = 0
-    bytes_out: int = 0
-    records_failed: int = 0
-    records_retried: int = 0
-    expired_batches: int = 0
-    responses: int = 0  # produce responses, and the sum of their latencies
-    latency_ms: int = 0
-    # its broker connections' cumulative counters
+    counters: SenderCounters = field(default_factory=SenderCounters)  # cumulative, as read
+    # the Sender's broker connections' cumulative counters
     bytes_in: int = 0
     connects: int = 0
     disconnects: int = 0
@@ -106,7 +96,6 @@ class PoolSample:
     sender_up: bool = False
     sender_cpu_s: float = 0.0
     sender: tuple[int, int] = (0, 0)  # the Sender's (pid, start time): whose counters these are
-    batch_bytes: int = 0
 
 
 def sample(
@@ -114,12 +103,9 @@ def sample(
 ) -> PoolSample:
     """Read a pool's counters and gauges (no lock taken, nothing written). If the broker
     table is being rewritten on every attempt, its counters are ``previous``'s."""
-    buf = segment.buf
     config = segment.layout.config
-    counters = SenderCounters.read(segment)
-    pid = I32.unpack_from(buf, H_SENDER_PID)[0]
-    started = I64.unpack_from(buf, H_SENDER_START)[0]
-    sender_up = pid > 0 and is_alive(pid, started)
+    pid, started, _ = recorded_sender(segment)
+    sender_up = recorded_sender_alive(segment)
     brokers = BrokerTable(segment).read_whole()
     if brokers is None:
         old = previous or PoolSample(segment.pool, 0.0)
@@ -135,15 +121,7 @@ def sample(
     return PoolSample(
         pool=segment.pool,
         at_s=time.monotonic() if now_s is None else now_s,
-        requests=counters.produce_requests,
-        batches=counters.batches_sent,
-        records=counters.records_sent,
-        bytes_out=counters.bytes_sent,
-        records_failed=counters.records_failed,
-        records_retried=counters.records_retried,
-        expired_batches=counters.expired,
-        responses=counters.produce_responses,
-        latency_ms=counters.produce_latency_ms,
+        counters=SenderCounters.read(segment),
         bytes_in=links[0],
         connects=links[1],
         disconnects=links[2],
@@ -155,41 +133,37 @@ def sample(
         batches_queued=queued_batches,
         batches_in_flight=in_flight,
         processes=sum(
-            p != pid and is_alive(p, started) for _, p, started in SlotTable(segment).active()
+            p != pid and is_alive(p, since) for _, p, since in SlotTable(segment).active()
         ),  # (the Sender has a slot too)
         sender_up=sender_up,
         sender_cpu_s=(cpu_seconds(pid) or 0.0) if sender_up else 0.0,
         sender=(pid, started),
-        batch_bytes=counters.batch_bytes,
     )
 
 
 def _queues(segment: Segment) -> tuple[int, int, int]:
     """(records queued, batches queued, batches in flight) over every partition."""
-    batches, deques = Batches(segment), Deques(segment)
     records = queued = in_flight = 0
-    for entries in Directory(segment).snapshot().topics.values():
-        for entry in entries:
-            for batch_id in deques.batch_ids(entry.deque_id):
-                info = batches.read(batch_id)
-                if info.state == IN_FLIGHT:
-                    in_flight += 1
-                else:
-                    queued += 1
-                    records += info.record_count
+    for _, _, _, infos in partition_batches(segment):
+        for info in infos:
+            if info.state == IN_FLIGHT:
+                in_flight += 1
+            else:
+                queued += 1
+                records += info.record_count
     return records, queued, in_flight
 
 
 def kafka_metrics(older: PoolSample | None, newer: PoolSample) -> dict[str, float]:
     """Every metric of ``METRICS``; rates and averages over ``older`` .. ``newer`` (0 with
     no older sample)."""
-    n = newer
+    n, c = newer, newer.counters
     values: dict[str, float] = {
-        "record-send-total": n.records,
-        "record-error-total": n.records_failed,
-        "record-retry-total": n.records_retried,
-        "request-total": n.requests,
-        "outgoing-byte-total": n.bytes_out,
+        "record-send-total": c.records_sent,
+        "record-error-total": c.records_failed,
+        "record-retry-total": c.records_retried,
+        "request-total": c.produce_requests,
+        "outgoing-byte-total": c.bytes_sent,
         "incoming-byte-total": n.bytes_in,
         "connection-count": n.connections_up,
         "connection-creation-total": n.connects,
@@ -200,39 +174,44 @@ def kafka_metrics(older: PoolSample | None, newer: PoolSample) -> dict[str, floa
         "records-queued": n.records_queued,
         "batches-queued": n.batches_queued,
         "batches-in-flight": n.batches_in_flight,
-        "batch-expired-total": n.expired_batches,
+        "batch-expired-total": c.expired,
         "producer-processes": n.processes,
         "sender-up": float(n.sender_up),
         "sender-cpu-seconds-total": n.sender_cpu_s,
     }
-    o = older
-    seconds = n.at_s - o.at_s if o is not None else 0.0
+    seconds = newer.at_s - older.at_s if older is not None else 0.0
+    now, before = _totals(newer), _totals(older) if older is not None else None
 
-    def delta(field: str) -> float:
-        if o is None:
+    def delta(name: str) -> float:
+        if before is None:
             return 0.0
-        now, before = getattr(n, field), getattr(o, field)
-        return float(now - before if now >= before else now)  # (a new Sender: from 0)
+        grown = now[name] - before[name]
+        return float(grown if grown >= 0 else now[name])  # (a new Sender: from 0)
 
-    def rate(field: str) -> float:
-        return delta(field) / seconds if seconds > 0 else 0.0
+    def rate(name: str) -> float:
+        return delta(name) / seconds if seconds > 0 else 0.0
 
     def ratio(top: str, bottom: str) -> float:
         below = delta(bottom)
         return delta(top) / below if below else 0.0
 
     values.update({
-        "record-send-rate": rate("records"),
+        "record-send-rate": rate("records_sent"),
         "record-error-rate": rate("records_failed"),
         "record-retry-rate": rate("records_retried"),
-        "request-rate": rate("requests"),
-        "request-latency-avg": ratio("latency_ms", "responses"),
-        "records-per-request-avg": ratio("records", "requests"),
-        "batch-size-avg": ratio("batch_bytes", "batches"),
-        "outgoing-byte-rate": rate("bytes_out"),
+        "request-rate": rate("produce_requests"),
+        "request-latency-avg": ratio("produce_latency_ms", "produce_responses"),
+        "records-per-request-avg": ratio("records_sent", "produce_requests"),
+        "batch-size-avg": ratio("batch_bytes", "batches_sent"),
+        "outgoing-byte-rate": rate("bytes_sent"),
         "incoming-byte-rate": rate("bytes_in"),
     })  # fmt: skip
     return values
+
+
+def _totals(sample: PoolSample) -> dict[str, int]:
+    """A sample's cumulative values by name: the Sender's counters and bytes received."""
+    return {**asdict(sample.counters), "bytes_in": sample.bytes_in}
 
 
 class RateWindow:
@@ -257,6 +236,16 @@ class RateWindow:
             raise ValueError("no sample yet")
         older = self.samples[0] if len(self.samples) > 1 else None
         return kafka_metrics(older, self.samples[-1])
+
+    def sender_cpu_share(self) -> float | None:
+        """The running Sender's CPU seconds per second over the window (None: fewer than two
+        samples of it)."""
+        if len(self.samples) < 2 or not self.samples[-1].sender_up:
+            return None
+        older, newer = self.samples[0], self.samples[-1]
+        if not older.sender_up or newer.at_s <= older.at_s:
+            return None
+        return (newer.sender_cpu_s - older.sender_cpu_s) / (newer.at_s - older.at_s)
 
 
 class PoolWatcher:
@@ -298,6 +287,10 @@ class PoolWatcher:
                 continue
             out[name] = window.metrics()
         return out
+
+    def window(self, name: str) -> RateWindow:
+        """The samples of a pool that ``sample`` returned."""
+        return self._windows[name]
 
     def _segment(self, name: str) -> Segment | None:
         segment = self._segments.get(name)

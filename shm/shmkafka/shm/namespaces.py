@@ -17,16 +17,11 @@ import time
 
 from shmkafka.shm.errors import ShmError
 from shmkafka.shm.layout import (
-    H_SENDER_HEARTBEAT,
-    H_SENDER_PID,
-    H_SENDER_START,
-    I32,
-    I64,
     SENDER_BYTE,
 )
 from shmkafka.shm.locks import KernelLock
-from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import Segment
+from shmkafka.shm.sender_counters import recorded_sender, recorded_sender_alive
 
 FRESH_HEARTBEAT_MS = 2000  # the Sender beats every 100 ms
 OUT_OF_SIGHT_S = 1.0
@@ -40,11 +35,9 @@ def sender_out_of_sight(segment: Segment) -> bool:
     """The pool's Sender runs, heartbeating, and holds its lock, but the process it recorded
     is not alive from here. (The heartbeat's monotonic clock is the host's, whatever the
     namespace.)"""
-    pid = I32.unpack_from(segment.buf, H_SENDER_PID)[0]
-    started = I64.unpack_from(segment.buf, H_SENDER_START)[0]
-    beat = I64.unpack_from(segment.buf, H_SENDER_HEARTBEAT)[0]
+    pid, _, beat = recorded_sender(segment)
     stale = int(time.monotonic() * 1000) - beat > FRESH_HEARTBEAT_MS
-    if pid <= 0 or stale or is_alive(pid, started):
+    if pid <= 0 or stale or recorded_sender_alive(segment):
         return False
     return KernelLock.for_segment(segment, SENDER_BYTE).held_by_another()
 
@@ -54,7 +47,7 @@ def refuse_out_of_sight(segment: Segment) -> None:
     deadline = time.monotonic() + OUT_OF_SIGHT_S
     while sender_out_of_sight(segment):
         if time.monotonic() > deadline:
-            pid = I32.unpack_from(segment.buf, H_SENDER_PID)[0]
+            pid = recorded_sender(segment)[0]
             raise OtherNamespaceError(
                 f"pool {segment.pool!r} has a Sender (pid {pid} as recorded) that this "
                 "process cannot see: the pool is shared across PID namespaces. Share the PID "

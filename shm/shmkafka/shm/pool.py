@@ -47,6 +47,7 @@ from shmkafka.shm.namespaces import refuse_out_of_sight
 from shmkafka.shm.procs import is_alive, my_identity
 from shmkafka.shm.rings import CompletionRings
 from shmkafka.shm.segment import Segment
+from shmkafka.shm.sender_counters import recorded_sender
 from shmkafka.shm.slots import SlotTable
 from shmkafka.shm.tokens import TokenBoard
 
@@ -244,12 +245,7 @@ class SharedPool:
 
     def sender(self) -> tuple[int, int, int]:
         """(pid, start time, last heartbeat ms) of the Sender recorded in the header."""
-        buf = self.segment.buf
-        return (
-            I32.unpack_from(buf, H_SENDER_PID)[0],
-            I64.unpack_from(buf, H_SENDER_START)[0],
-            I64.unpack_from(buf, H_SENDER_HEARTBEAT)[0],
-        )
+        return recorded_sender(self.segment)
 
     def flag(self, offset: int) -> int:
         value: int = U32.unpack_from(self.segment.buf, offset)[0]

@@ -11,18 +11,21 @@ import os
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot, or None if it does not exist."""
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` from field 3 (the state) on, or None."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    except OSError:
+    except OSError:  # (FileNotFoundError, ProcessLookupError, ...: it does not exist)
         return None
     # The command name (field 2) is in parentheses and may contain spaces: split after it.
-    fields = data[data.rindex(b")") + 2 :].split()
-    if fields[0] in (b"Z", b"X"):  # zombie or dead: it holds nothing any more
+    return data[data.rindex(b")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None if it does not exist."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in (b"Z", b"X"):  # zombie or dead: it holds nothing any more
         return None
     return int(fields[19])
 
@@ -39,13 +42,8 @@ def age_seconds(pid: int) -> float | None:
 
 def cpu_seconds(pid: int) -> float | None:
     """User plus system CPU time the process has used, or None if it does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rindex(b")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    fields = _stat_fields(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 def is_alive(pid: int, started: int) -> bool:

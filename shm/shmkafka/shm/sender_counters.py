@@ -1,5 +1,6 @@
-"""The Sender's cumulative counters in the pool header, for ``shmkafka stat`` and the
-metrics (metrics.py): written by the Sender only, read by anyone without a lock.
+"""The Sender's fields in the pool header: who it is (``recorded_sender``) and its
+cumulative counters, for ``shmkafka stat`` and the metrics (metrics.py): written by the
+Sender only, read by anyone without a lock.
 
 Rules:
 - Only the running Sender writes them (layout.py: sender_stats, sender_bytes_sent,
@@ -16,12 +17,35 @@ from dataclasses import dataclass, fields
 
 from shmkafka.shm.layout import (
     H_SENDER_BYTES,
+    H_SENDER_HEARTBEAT,
+    H_SENDER_PID,
     H_SENDER_RECORD_STATS,
+    H_SENDER_START,
     H_SENDER_STATS,
+    I32,
+    I64,
     SENDER_RECORD_STATS,
     SENDER_STATS,
 )
+from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import Segment
+
+
+def recorded_sender(segment: Segment) -> tuple[int, int, int]:
+    """(pid, start time, last heartbeat ms) of the Sender recorded in the header (0s: none;
+    the pid is as the Sender's own PID namespace numbers it)."""
+    buf = segment.buf
+    return (
+        I32.unpack_from(buf, H_SENDER_PID)[0],
+        I64.unpack_from(buf, H_SENDER_START)[0],
+        I64.unpack_from(buf, H_SENDER_HEARTBEAT)[0],
+    )
+
+
+def recorded_sender_alive(segment: Segment) -> bool:
+    """The recorded Sender is a live process, as seen from this PID namespace."""
+    pid, started, _ = recorded_sender(segment)
+    return pid > 0 and is_alive(pid, started)
 
 
 @dataclass

@@ -24,8 +24,8 @@ from shmkafka.shm.layout import (
 )
 from shmkafka.shm.locks import KernelLock
 from shmkafka.shm.pool import SharedPool
-from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import semaphore_name
+from shmkafka.shm.sender_counters import recorded_sender_alive
 
 
 def sender_semaphore(pool_name: str) -> posix_ipc.Semaphore:
@@ -40,8 +40,7 @@ def wake(sem: posix_ipc.Semaphore) -> None:
 
 
 def sender_alive(pool: SharedPool) -> bool:
-    pid, started, _ = pool.sender()
-    return pid > 0 and is_alive(pid, started)
+    return recorded_sender_alive(pool.segment)
 
 
 def sender_lock(pool: SharedPool) -> KernelLock:

@@ -6,16 +6,22 @@ Sender; figures read while they work may be a moment apart from each other.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
-from shmkafka.shm.batches import Batches, Deques
+from shmkafka.shm.batches import Batches, BatchInfo, Deques
 from shmkafka.shm.bufferpool import BufferPool
-from shmkafka.shm.directory import Directory
-from shmkafka.shm.layout import FREE, H_SENDER_PID, H_SENDER_START, I32, I64, IN_FLIGHT, STATE_NAMES
+from shmkafka.shm.directory import Directory, PartitionEntry
+from shmkafka.shm.layout import FREE, IN_FLIGHT, STATE_NAMES
 from shmkafka.shm.procs import age_seconds, is_alive
 from shmkafka.shm.segment import Segment
-from shmkafka.shm.sender_counters import SHOWN, SenderCounters
+from shmkafka.shm.sender_counters import (
+    SHOWN,
+    SenderCounters,
+    recorded_sender,
+    recorded_sender_alive,
+)
 from shmkafka.shm.slots import SlotTable
 
 
@@ -27,12 +33,27 @@ def pool_stat(name: str) -> dict[str, Any]:
         segment.close()
 
 
+def partition_batches(
+    segment: Segment,
+) -> Iterator[tuple[str, int, PartitionEntry, list[BatchInfo]]]:
+    """(topic, partition, directory entry, its deque's batches, oldest first), for every
+    partition of the directory (read without a lock: a moment's view)."""
+    batches, deques = Batches(segment), Deques(segment)
+    for topic, entries in Directory(segment).snapshot().topics.items():
+        for partition, entry in enumerate(entries):
+            yield (
+                topic,
+                partition,
+                entry,
+                [batches.read(b) for b in deques.batch_ids(entry.deque_id)],
+            )
+
+
 def segment_stat(segment: Segment) -> dict[str, Any]:
     """What ``shmkafka stat`` shows of a mapped segment."""
-    buf = segment.buf
     config = segment.layout.config
-    pid = I32.unpack_from(buf, H_SENDER_PID)[0]
-    alive = pid > 0 and is_alive(pid, I64.unpack_from(buf, H_SENDER_START)[0])
+    pid = recorded_sender(segment)[0]
+    alive = recorded_sender_alive(segment)
     age = age_seconds(pid) if alive else None
     uptime = None if age is None else round(age, 1)
     processes = [
@@ -50,23 +71,17 @@ def segment_stat(segment: Segment) -> dict[str, Any]:
                 states.get(STATE_NAMES.get(state, "?"), 0) + 1
             )
             in_flight += state == IN_FLIGHT
-    deques = Deques(segment)
-    partitions = []
-    for topic, entries in Directory(segment).snapshot().topics.items():
-        for partition, entry in enumerate(entries):
-            ids = deques.batch_ids(entry.deque_id)
-            infos = [batches.read(b) for b in ids]
-            queued_bytes = sum(info.write_pos for info in infos)
-            partitions.append(
-                {
-                    "topic": topic,
-                    "partition": partition,
-                    "leader": entry.leader,
-                    "queued_batches": len(ids),
-                    "queued_bytes": queued_bytes,
-                    "queued_records": sum(info.record_count for info in infos),
-                }
-            )
+    partitions = [
+        {
+            "topic": topic,
+            "partition": partition,
+            "leader": entry.leader,
+            "queued_batches": len(infos),
+            "queued_bytes": sum(info.write_pos for info in infos),
+            "queued_records": sum(info.record_count for info in infos),
+        }
+        for topic, partition, entry, infos in partition_batches(segment)
+    ]
     read = asdict(SenderCounters.read(segment))
     counters = {name: read[name] for name in (*SHOWN, "bytes_sent")}
     return {
