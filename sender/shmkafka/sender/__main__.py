@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from shmkafka.errors import KafkaConfigurationError
-from shmkafka.producer.properties import add_property_arguments
+from shmkafka.producer.properties import add_property_arguments, read_properties
 from shmkafka.producer.settings import SenderConfig
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender import sidecar
@@ -70,7 +70,7 @@ def _create(args: argparse.Namespace) -> SenderConfig:
     """--create: the pool made (or found) with the settings its producers will ask for."""
     if not args.bootstrap or args.config_json:
         raise KafkaConfigurationError("--create needs --bootstrap-server and no --config-json")
-    properties = sidecar.read_properties(args.producer_property, args.producer_config)
+    properties = read_properties(args.producer_property, args.producer_config)
     settings = sidecar.settings_for(args.api, args.bootstrap, properties, args.pool)
     made = sidecar.create_pool(args.pool, settings)
     log.info("pool %s %s", args.pool, "created" if made else "found with the same settings")

@@ -20,12 +20,11 @@ from typing import Any
 from shmkafka.errors import KafkaConfigurationError
 from shmkafka.producer import confluent, kafka_python
 from shmkafka.producer.engine import Settings
-from shmkafka.producer.properties import literal, read_properties
+from shmkafka.producer.properties import literal
 from shmkafka.shm.errors import LayoutMismatchError
 from shmkafka.shm.pool import SharedPool
 
 APIS = ("kafka-python", "confluent")
-__all__ = ["APIS", "create_pool", "read_properties", "settings_for"]
 
 
 def settings_for(api: str, bootstrap: str, properties: dict[str, str], pool: str) -> Settings:
