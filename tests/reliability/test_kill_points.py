@@ -24,7 +24,12 @@ from tests.integration.kafka_io import consume_all
 
 pytestmark = pytest.mark.usefixtures("pool_removed")
 APP_POINTS = ["append.after_allocate", "append.holding_stripe", "append.before_publish"]
-SENDER_POINTS = ["sender.after_drain", "sender.after_send", "sender.before_complete"]
+SENDER_POINTS = [
+    "drain.after_shrink",
+    "sender.after_drain",
+    "sender.after_send",
+    "sender.before_complete",
+]
 
 
 def _arm(monkeypatch: pytest.MonkeyPatch, point: str, marker: Path) -> None:

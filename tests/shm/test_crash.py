@@ -77,8 +77,8 @@ def _install(point: str, acc: RecordAccumulator, pool: SharedPool, n: int) -> No
     elif point == "holding_pool_lock":
         original_take = pool.buffers._take
 
-        def take(count: int) -> Any:
-            run = original_take(count)
+        def take(count: int, want: int | None = None) -> Any:
+            run = original_take(count, want)
             tick()  # the free map is marked, the pool lock is held
             return run
 

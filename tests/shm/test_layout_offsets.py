@@ -51,6 +51,7 @@ def expected(layout: Layout, slot: int) -> dict[str, int]:
         "d_ring": L.D_RING,
         "d_entry_size": L.DEQUE_ENTRY.size,
         "d_sticky": L.D_STICKY,
+        "d_run_hint": L.D_RUN_HINT,
         "batches_at": layout.batch_at(0),
         "batch_stride": layout.batch_at(1) - layout.batch_at(0),
         "b_state": L.B_STATE,
@@ -79,7 +80,9 @@ def expected(layout: Layout, slot: int) -> dict[str, int]:
         "freemap_at": layout.freemap_at,
         "num_slabs": config.num_slabs,
         "slabs_at": layout.slab_at(0),
-        "batch_size": layout.slab_at(1) - layout.slab_at(0),
+        "slab_size": layout.slab_at(1) - layout.slab_at(0),
+        "max_run": config.batch_size // config.slab_size,
+        "batch_max_records": config.batch_max_records,
     }
 
 

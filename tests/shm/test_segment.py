@@ -110,6 +110,8 @@ def test_invalid_config_values(key: str, value: int) -> None:
         PoolConfig(**{key: value})
 
 
-def test_buffer_memory_must_hold_a_batch() -> None:
-    with pytest.raises(ShmConfigError, match="at least one batch_size"):
+def test_buffer_memory_must_hold_a_slab() -> None:
+    with pytest.raises(ShmConfigError, match="at least one slab"):
         PoolConfig(batch_size=8192, buffer_memory=4096)
+    # a batch may be larger than the pool: it grows in slabs as far as memory allows
+    assert PoolConfig(batch_size=1_000_000, buffer_memory=65536).max_run == 61

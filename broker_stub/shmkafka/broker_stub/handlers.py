@@ -201,7 +201,7 @@ class Handlers:
         return response
 
     def _produce_partition(
-        self, topic: str, index: int, records: bytes | None, acks: int
+        self, topic: str, index: int, records: bytes | memoryview | None, acks: int
     ) -> tuple[PartitionProduceResponse, tuple[Partition, int] | None]:
         p = self.cluster.partition(topic, index)
         if (
@@ -226,7 +226,7 @@ class Handlers:
             return PartitionProduceResponse(index, ErrorCode.NOT_ENOUGH_REPLICAS, -1), None
         if records is not None and len(records) > self.cluster.config.max_message_bytes:
             return PartitionProduceResponse(index, ErrorCode.MESSAGE_TOO_LARGE, -1), None
-        batches = split_batches(records)
+        batches = split_batches(None if records is None else bytes(records))
         if isinstance(batches, int):
             return PartitionProduceResponse(index, batches, -1), None
         log = p.leader_log

@@ -67,7 +67,7 @@ struct FastAppend {
     Py_ssize_t pending_first_at, pending_count_at, no_slab;
     /* deques */
     Py_ssize_t deques_at, deque_size, deque_capacity;
-    Py_ssize_t d_head, d_tail, d_ring, d_entry_size, d_sticky;
+    Py_ssize_t d_head, d_tail, d_ring, d_entry_size, d_sticky, d_run_hint;
     /* batch descriptors */
     Py_ssize_t batches_at, batch_stride;
     Py_ssize_t b_state, b_generation, b_deque, b_first_slab, b_slab_count;
@@ -78,7 +78,9 @@ struct FastAppend {
     Py_ssize_t b_parent, b_parent_generation, b_parent_delta;
     Py_ssize_t no_parent, open_state;
     /* free map and slabs */
-    Py_ssize_t freemap_at, num_slabs, slabs_at, batch_size;
+    Py_ssize_t freemap_at, num_slabs, slabs_at, slab_size;
+    /* a batch grows to max_run slabs and batch_max_records records (0: any) */
+    Py_ssize_t max_run, batch_max_records;
     /* Not the map: the record batch header a batch reserves, and us. */
     Py_ssize_t record_batch_header;
     int32_t slot, pid;
@@ -123,6 +125,7 @@ static const LayoutField layout_fields[] = {
     LAYOUT_FIELD(d_ring),
     LAYOUT_FIELD(d_entry_size),
     LAYOUT_FIELD(d_sticky),
+    LAYOUT_FIELD(d_run_hint),
     LAYOUT_FIELD(batches_at),
     LAYOUT_FIELD(batch_stride),
     LAYOUT_FIELD(b_state),
@@ -151,7 +154,9 @@ static const LayoutField layout_fields[] = {
     LAYOUT_FIELD(freemap_at),
     LAYOUT_FIELD(num_slabs),
     LAYOUT_FIELD(slabs_at),
-    LAYOUT_FIELD(batch_size),
+    LAYOUT_FIELD(slab_size),
+    LAYOUT_FIELD(max_run),
+    LAYOUT_FIELD(batch_max_records),
 };
 
 #define N_LAYOUT_FIELDS Py_ARRAY_LENGTH(layout_fields)
@@ -497,7 +502,7 @@ FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     self->has_view = 1;
-    if (self->slabs_at + self->num_slabs * self->batch_size > self->view.len) {
+    if (self->slabs_at + self->num_slabs * self->slab_size > self->view.len) {
         PyErr_Format(PyExc_ValueError,
                      "FastAppend() argument 'layout' does not fit argument "
                      "'buffer' (%zd bytes)", self->view.len);
@@ -594,11 +599,12 @@ copy_record(char *dst, const unsigned char *head, int n,
 }
 
 /* Append to the last batch of the deque if it is OPEN and has room (stripe
- * lock held). */
+ * lock held). When it is OPEN but too full, *grow_to is how many slabs the
+ * next batch asks for. */
 static int
 append_to_last(FastAppend *self, char *deque, int64_t timestamp,
                int64_t now_ms, const Piece *pieces, int n_pieces,
-               Py_ssize_t tail_len, Hit *hit)
+               Py_ssize_t tail_len, Hit *hit, Py_ssize_t *grow_to)
 {
     char *buf = (char *)self->view.buf;
     uint64_t head = rd64(deque + self->d_head);
@@ -628,17 +634,25 @@ append_to_last(FastAppend *self, char *deque, int64_t timestamp,
     uint32_t slab_count = rd32(batch + self->b_slab_count);
     uint32_t write_pos = rd32(batch + self->b_write_pos);
     uint32_t count = rd32(batch + self->b_record_count);
+    if (self->batch_max_records > 0
+        && count >= (uint32_t)self->batch_max_records)
+    {
+        return NEEDS_NEW_BATCH;  /* full by count: the next run as long */
+    }
     int64_t max_ts = (int64_t)rd64(batch + self->b_max_ts);
     int64_t base_ts = (int64_t)rd64(batch + self->b_base_ts);
     unsigned char head_bytes[32];
     int n = record_head(head_bytes, timestamp - base_ts, count, tail_len);
     int64_t end = (int64_t)write_pos + n + tail_len;
-    int64_t capacity = (int64_t)slab_count * self->batch_size;
+    int64_t capacity = (int64_t)slab_count * self->slab_size;
     if (end > capacity) {
+        /* full by bytes before the Sender took it: the next run is twice as
+         * long (RecordAccumulator._run_wanted) */
+        *grow_to = 2 * (Py_ssize_t)slab_count;
         return NEEDS_NEW_BATCH;
     }
     char *slab = (buf + self->slabs_at
-                  + (Py_ssize_t)first_slab * self->batch_size);
+                  + (Py_ssize_t)first_slab * self->slab_size);
     copy_record(slab + write_pos, head_bytes, n, pieces, n_pieces);
     char *bits = batch + self->b_appenders + (self->slot >> 3);
     unsigned char bit = (unsigned char)(1u << (self->slot & 7));
@@ -657,22 +671,56 @@ append_to_last(FastAppend *self, char *deque, int64_t timestamp,
     hit->batch_id = batch_id;
     hit->generation = rd32(batch + self->b_generation);
     hit->offset_delta = count;
-    hit->full = (capacity - end) < (n + tail_len);
+    hit->full = (capacity - end) < (n + tail_len)
+                || (self->batch_max_records > 0
+                    && new_count >= (uint32_t)self->batch_max_records);
     hit->queued = tail_index - head;
     hit->new_batch = 0;
     hit->wake = hit->full;
     return APPENDED;
 }
 
-/* Take one free slab as BufferPool.allocate does in its common case (nobody
- * queued for memory, a free slab, nothing pending in our slot), recording it
- * as pending in our slot first. Returns the slab, or -1 (Python allocates:
- * it may wait, queue or take a run). */
+/* The first free run of `want` slabs in the free map, else the longest
+ * shorter one (its first such), in one pass: *length gets its length (0:
+ * none free). */
 static Py_ssize_t
-take_slab(FastAppend *self)
+find_run(const char *freemap, Py_ssize_t num_slabs, Py_ssize_t want,
+         Py_ssize_t *length)
+{
+    Py_ssize_t best = -1, best_len = 0, i = 0;
+
+    while (i < num_slabs) {
+        const char *free_at = memchr(freemap + i, 0, (size_t)(num_slabs - i));
+        if (free_at == NULL) {
+            break;
+        }
+        Py_ssize_t start = free_at - freemap, end = start + 1;
+        while (end < num_slabs && end - start < want && freemap[end] == 0) {
+            end++;
+        }
+        if (end - start > best_len) {
+            best = start;
+            best_len = end - start;
+            if (best_len >= want) {
+                break;
+            }
+        }
+        i = end;
+    }
+    *length = best_len;
+    return best;
+}
+
+/* Take a run of `want` free slabs (or the longest shorter one) as
+ * BufferPool.allocate does in its common case (nobody queued for memory,
+ * nothing pending in our slot), recording it as pending in our slot first.
+ * Returns the first slab and sets *count, or -1 (Python allocates: it may
+ * wait or queue). */
+static Py_ssize_t
+take_run(FastAppend *self, Py_ssize_t want, Py_ssize_t *count)
 {
     char *buf = (char *)self->view.buf;
-    Py_ssize_t slab = -1;
+    Py_ssize_t first = -1;
 
     if (rd32(buf + self->pending_first_at) != (uint32_t)self->no_slab) {
         return -1;  /* another thread of ours is allocating */
@@ -682,17 +730,28 @@ take_slab(FastAppend *self)
     }
     if (rd64(buf + self->waitq_head_at) == rd64(buf + self->waitq_tail_at)) {
         char *freemap = buf + self->freemap_at;
-        char *free_at = memchr(freemap, 0, (size_t)self->num_slabs);
-
-        if (free_at != NULL) {
-            slab = free_at - freemap;
-            wr32(buf + self->pending_first_at, (uint32_t)slab);
-            wr32(buf + self->pending_count_at, 1);
-            *free_at = 1;
+        first = find_run(freemap, self->num_slabs, want, count);
+        if (first >= 0) {
+            wr32(buf + self->pending_first_at, (uint32_t)first);
+            wr32(buf + self->pending_count_at, (uint32_t)*count);
+            memset(freemap + first, 1, (size_t)*count);
         }
     }
     drop_lock(self, self->pool_lock, self->pool_sem);
-    return slab;
+    return first;
+}
+
+/* How many slabs a new batch of this deque asks for: `grow_to` (the last
+ * batch filled while open) or the deque's run hint, within 1..max_run. */
+static Py_ssize_t
+run_wanted(FastAppend *self, const char *deque, Py_ssize_t grow_to)
+{
+    Py_ssize_t want = grow_to > 0 ? grow_to
+                                  : (Py_ssize_t)rd32(deque + self->d_run_hint);
+    if (want < 1) {
+        want = 1;
+    }
+    return want > self->max_run ? self->max_run : want;
 }
 
 /* A new batch needs the Sender's attention within linger.ms. Skip the wake
@@ -723,7 +782,7 @@ sender_needs_wake(FastAppend *self, int64_t now_ms)
 static int
 open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
            int64_t timestamp, int64_t now_ms, const Piece *pieces,
-           int n_pieces, Py_ssize_t tail_len, Hit *hit)
+           int n_pieces, Py_ssize_t tail_len, Py_ssize_t grow_to, Hit *hit)
 {
     char *buf = (char *)self->view.buf;
     uint64_t head = rd64(deque + self->d_head);
@@ -735,14 +794,17 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
     unsigned char head_bytes[32];
     int n = record_head(head_bytes, 0, 0, tail_len);
     int64_t end = self->record_batch_header + n + tail_len;
-    if (end > self->batch_size) {
-        return NEEDS_NEW_BATCH;  /* a multi-slab run: Python's job */
+    if (end > self->slab_size) {
+        return NEEDS_NEW_BATCH;  /* a record larger than a slab: Python's job */
     }
-    Py_ssize_t slab = take_slab(self);
+    Py_ssize_t slab_count = 0;
+    Py_ssize_t slab = take_run(self, run_wanted(self, deque, grow_to),
+                               &slab_count);
     if (slab < 0) {
         return NEEDS_NEW_BATCH;
     }
-    char *records = buf + self->slabs_at + slab * self->batch_size;
+    int64_t capacity = (int64_t)slab_count * self->slab_size;
+    char *records = buf + self->slabs_at + slab * self->slab_size;
     copy_record(records + self->record_batch_header, head_bytes, n, pieces,
                 n_pieces);
     char *batch = buf + self->batches_at + slab * self->batch_stride;
@@ -751,7 +813,7 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
     wr32(batch + self->b_generation, generation);
     wr32(batch + self->b_deque, (uint32_t)deque_id);
     wr32(batch + self->b_first_slab, (uint32_t)slab);
-    wr32(batch + self->b_slab_count, 1);
+    wr32(batch + self->b_slab_count, (uint32_t)slab_count);
     wr32(batch + self->b_attempts, 0);
     wr32(batch + self->b_write_pos, (uint32_t)end);
     wr32(batch + self->b_record_count, 1);
@@ -781,7 +843,7 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
     hit->batch_id = (uint32_t)slab;
     hit->generation = generation;
     hit->offset_delta = 0;
-    hit->full = (self->batch_size - end) < (n + tail_len);
+    hit->full = (capacity - end) < (n + tail_len) || self->batch_max_records == 1;
     hit->queued = tail_index + 1 - head;
     hit->new_batch = 1;
     hit->wake = hit->full || sender_needs_wake(self, now_ms);
@@ -810,11 +872,12 @@ fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp,
     }
     char *deque = ((char *)self->view.buf + self->deques_at
                    + deque_id * self->deque_size);
+    Py_ssize_t grow_to = 0;
     int result = append_to_last(self, deque, timestamp, now_ms, pieces,
-                                n_pieces, tail_len, hit);
+                                n_pieces, tail_len, hit, &grow_to);
     if (result == NEEDS_NEW_BATCH && may_open) {
         result = open_batch(self, deque, deque_id, timestamp, now_ms, pieces,
-                            n_pieces, tail_len, hit);
+                            n_pieces, tail_len, grow_to, hit);
     }
     drop_lock(self, lock, self->sems[stripe]);
     return result;

@@ -129,9 +129,12 @@ class RecordAccumulator:
         self._buf = pool.segment.buf
         self._words = pool.segment.words
         self._layout = pool.layout
-        self._batch_size = pool.config.batch_size
+        self._slab_size = pool.config.slab_size
+        self._max_run = pool.config.max_run
+        self._max_records = pool.config.batch_max_records or 1 << 32
         self._limit = min(pool.config.max_request_size, pool.config.buffer_memory)
         self._deferred: set[int] | None = None
+        self._unfreed: list[SlabRun] | None = None  # runs of completed batches, while deferred
         self._marked: dict[int, int] = {}  # batch id → generation whose appender bit we set
         self._deques = pool.deques
         self._directory = pool.directory
@@ -260,7 +263,7 @@ class RecordAccumulator:
         self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, needed: int, now_ms: int
     ) -> AppendResult:
         buffers = self.pool.buffers
-        run = buffers.allocate(max(needed, self._batch_size), self.max_block_ms)
+        run = buffers.allocate(needed, self.max_block_ms, self._run_wanted(deque_id))
         faultpoints.reached("append.after_allocate")
         committed = False
         try:
@@ -277,6 +280,18 @@ class RecordAccumulator:
         finally:
             if not committed:
                 buffers.abandon(run)
+
+    def _run_wanted(self, deque_id: int) -> int:
+        """How many slabs a new batch of this partition asks for: twice the last batch's
+        run when that one is still open (it filled before the Sender took it), else the
+        partition's hint, which the Sender sets from what the drained batches held. Read
+        without the lock: a stale answer only sizes one batch less well."""
+        last, _ = self._deques.last_and_length(deque_id)
+        if last is not None:
+            info = self.pool.batches.read(last)
+            if info.state == OPEN and info.first_slab == last:
+                return min(self._max_run, 2 * info.slab_count)
+        return self._deques.run_hint(deque_id)
 
     def _open_batch(
         self, deque_id: int, run: SlabRun, timestamp_ms: int, tail: bytes, now_ms: int
@@ -314,21 +329,21 @@ class RecordAccumulator:
         (state, gen, _, first_slab, slab_count, _, write_pos, count, max_ts, _, base_ts) = (
             APPEND_VIEW.unpack_from(buf, at)
         )
-        if state != OPEN:
+        if state != OPEN or count >= self._max_records:
             return None
         record = frame_record(count, timestamp_ms - base_ts, tail)
         end = write_pos + len(record)
-        capacity = slab_count * self._batch_size
+        capacity = slab_count * self._slab_size
         if end > capacity:
             return None
-        start = self._layout.slabs_at + first_slab * self._batch_size
+        start = self._layout.slabs_at + first_slab * self._slab_size
         buf[start + write_pos : start + end] = record
         if self._marked.get(batch_id) != gen:  # the appender bit is set once per batch
             self.pool.batches.add_appender(batch_id, self.pool.slot)
             self._marked[batch_id] = gen
         faultpoints.reached("append.before_publish")
         publish_record(buf, self._words, at, end, count + 1, max(max_ts, timestamp_ms), now_ms)
-        full = capacity - end < len(record)
+        full = capacity - end < len(record) or count + 1 >= self._max_records
         return AppendResult(batch_id, gen, count, full, False)
 
     # ------------------------------------------------------------------ drain (Sender side)
@@ -358,7 +373,9 @@ class RecordAccumulator:
                         queued,
                         first,
                         info.write_pos,
-                        queued > 1 or capacity - info.write_pos < 64,
+                        queued > 1
+                        or capacity - info.write_pos < 64
+                        or info.record_count >= self._max_records,
                         info.created_ms,
                         info.last_append_ms,
                         info.attempts,
@@ -388,11 +405,26 @@ class RecordAccumulator:
                     break
                 self.pool.batches.set_state(first, SEALED)
                 self.pool.deques.pop_first(deque_id)
-                info = self.pool.batches.read(first)
+                info = self._trim(self.pool.batches.read(first))
             topic, partition = names[deque_id]
             out.append(DrainedBatch(topic, partition, info))
             total += size
         return out
+
+    def _trim(self, info: BatchInfo) -> BatchInfo:
+        """A batch just sealed (stripe lock held): size its partition's next batch from
+        what this one held (twice its filled slabs: a full batch doubles the next), and give
+        back the slabs it did not fill. The descriptor shrinks before the tail is freed (a
+        kill between leaks slabs for the next Sender to reclaim, never shares them)."""
+        used = -(-info.write_pos // self._slab_size)
+        if info.attempts == 0 and info.parent_batch == NO_PARENT:
+            self._deques.set_run_hint(info.deque_id, 2 * used)
+        if not 1 <= used < info.slab_count or not self.pool.batches.run_in_bounds(info):
+            return info
+        self.pool.batches.set_slab_count(info.batch_id, used)
+        faultpoints.reached("drain.after_shrink")
+        self.pool.buffers.trim(SlabRun(info.first_slab, info.slab_count), used)
+        return self.pool.batches.read(info.batch_id)
 
     def _queued_elsewhere(self, info: BatchInfo, deque_id: int) -> bool:
         other = info.deque_id
@@ -499,11 +531,17 @@ class RecordAccumulator:
         return full
 
     def defer_wakes(self, defer: bool) -> None:
-        """While deferred, processes are woken once each when deferral ends."""
+        """While deferred, processes are woken once each when deferral ends, and completed
+        batches give their slabs back then, in one hold of the pool lock (a Sender killed
+        before leaves slabs no descriptor owns: the next one reclaims them)."""
         if defer:
             self._deferred = self._deferred or set()
+            self._unfreed = self._unfreed if self._unfreed is not None else []
             return
         pending, self._deferred = self._deferred, None
+        runs, self._unfreed = self._unfreed, None
+        if runs:
+            self.pool.buffers.deallocate_many(runs)
         for slot in sorted(pending or ()):
             self.pool.rings.wake(slot)
 
@@ -512,7 +550,11 @@ class RecordAccumulator:
         info = batch.info
         self.pool.batches.set_state(info.batch_id, FREE)
         if self.pool.batches.run_in_bounds(info):  # a corrupt descriptor frees no other run
-            self.pool.buffers.deallocate(SlabRun(info.first_slab, info.slab_count))
+            run = SlabRun(info.first_slab, info.slab_count)
+            if self._unfreed is not None:
+                self._unfreed.append(run)
+            else:
+                self.pool.buffers.deallocate(run)
 
     @staticmethod
     def completion_for(

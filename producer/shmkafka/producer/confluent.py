@@ -142,7 +142,8 @@ class Producer(ProduceEntry):
     @staticmethod
     def _pool_settings(s: dict[str, Any]) -> dict[str, Any]:
         return {
-            "batch_size": s["batch_size"], "buffer_memory": s["buffer_kbytes"] * 1024,
+            "batch_size": s["batch_size"], "batch_max_records": s["batch_max_records"],
+            "buffer_memory": s["buffer_kbytes"] * 1024,
             "max_topics": s["max_topics"], "max_partitions": s["max_partitions"],
             "max_processes": s["max_processes"],
         }  # fmt: skip

@@ -46,6 +46,7 @@ SETTINGS = {
     "request.required.acks": "acks",
     "queue.buffering.max.ms": "linger_ms",
     "batch.size": "batch_size",
+    "batch.num.messages": "batch_max_records",
     "compression.codec": "compression_type",
     "compression.level": "compression_level",
     "enable.idempotence": "enable_idempotence",
@@ -111,7 +112,8 @@ DEFAULTS: dict[str, Any] = {
     "client_id": "rdkafka",
     "acks": -1,
     "linger_ms": 5,
-    "batch_size": 16384,
+    "batch_size": 1_000_000,  # librdkafka's
+    "batch_max_records": 10_000,  # librdkafka's batch.num.messages
     "compression_type": "none",
     "compression_level": -1,
     "enable_idempotence": False,

@@ -73,7 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "compression_type": None,
     "compression_level": None,
     "retries": float("inf"),
-    "batch_size": 16384,
+    "batch_size": 1_000_000,  # kafka-python: 16384 (a batch grows with its load up to this)
     "linger_ms": 0,
     "partitioner": None,
     "buffer_memory": 32 * 1024 * 1024,

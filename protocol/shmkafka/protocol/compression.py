@@ -73,7 +73,7 @@ def compress(codec: CompressionType, data: bytes | memoryview, level: int | None
         return _xerial_compress(data)
     if codec == CompressionType.LZ4:
         out: bytes = lz4.frame.compress(
-            bytes(data),
+            data,
             compression_level=level or 0,
             block_size=lz4.frame.BLOCKSIZE_MAX64KB,
             block_linked=False,
@@ -83,7 +83,7 @@ def compress(codec: CompressionType, data: bytes | memoryview, level: int | None
         return out
     if codec == CompressionType.ZSTD:
         cctx = zstandard.ZstdCompressor(level=LEVELS[codec][2] if level is None else level)
-        result: bytes = cctx.compress(bytes(data))
+        result: bytes = cctx.compress(data)
         return result
     raise EncodeError(f"unknown compression codec {codec!r}")
 

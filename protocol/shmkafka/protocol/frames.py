@@ -26,7 +26,7 @@ from shmkafka.protocol.errors import (
 )
 from shmkafka.protocol.messages import APIS
 from shmkafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from shmkafka.protocol.primitives import Reader, Writer
+from shmkafka.protocol.primitives import Buffer, Reader, Writer
 from shmkafka.protocol.schema import Message
 
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
@@ -56,7 +56,15 @@ def encode_request(
     request: Message, version: int, correlation_id: int, client_id: str | None
 ) -> bytes:
     """A complete request frame: size, header (v1 or v2), body."""
-    w = Writer()
+    return b"".join(encode_request_pieces(request, version, correlation_id, client_id))
+
+
+def encode_request_pieces(
+    request: Message, version: int, correlation_id: int, client_id: str | None
+) -> list[Buffer]:
+    """``encode_request`` as pieces to write in order: large records blobs are the
+    caller's own buffers, not copies (they must not change until written)."""
+    w = Writer(by_reference=True)
     w.raw(b"\0\0\0\0")
     w.int16(request.API_KEY)
     w.int16(version)
@@ -64,9 +72,12 @@ def encode_request(
     w.string(client_id, compact=False)
     if version >= request.FLEXIBLE_FROM:
         w.uvarint(0)  # header tagged fields
-    w.raw(request.encode(version))
-    _SIZE.pack_into(w.buf, 0, len(w.buf) - 4)
-    return bytes(w.buf)
+    request.encode_into(w, version)
+    pieces = w.take_pieces()
+    first = pieces[0]
+    assert isinstance(first, bytearray) and len(first) >= 4  # the size prefix is ours
+    _SIZE.pack_into(first, 0, w.size + len(w.buf) - 4)
+    return pieces
 
 
 def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
@@ -164,12 +175,21 @@ class ClientProtocol:
         self, request: Message, version: int, *, expect_response: bool = True
     ) -> tuple[int, bytes]:
         """Frame a request; returns its correlation id and the bytes to write."""
+        correlation_id, pieces = self.send_request_pieces(
+            request, version, expect_response=expect_response
+        )
+        return correlation_id, b"".join(pieces)
+
+    def send_request_pieces(
+        self, request: Message, version: int, *, expect_response: bool = True
+    ) -> tuple[int, list[Buffer]]:
+        """``send_request`` as pieces to write in order (``encode_request_pieces``)."""
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-        frame = encode_request(request, version, correlation_id, self.client_id)
+        pieces = encode_request_pieces(request, version, correlation_id, self.client_id)
         if expect_response:
             self._in_flight.append(_InFlight(correlation_id, request.API_KEY, version))
-        return correlation_id, frame
+        return correlation_id, pieces
 
     @property
     def in_flight(self) -> int:

@@ -83,16 +83,32 @@ def varint_size(n: int) -> int:
     return size
 
 
+LARGE_PIECE = 4096  # a records blob at least this long is kept by reference, not copied
+
+Buffer = bytes | bytearray | memoryview
+
+
 class Writer:
-    """Appends Kafka primitives to a bytearray."""
+    """Appends Kafka primitives to a bytearray. With ``by_reference``, a large records blob
+    is not copied: the bytes written so far and the blob become ``pieces`` (for a
+    scatter-gather write; the blob must stay unchanged until written)."""
 
-    __slots__ = ("buf",)
+    __slots__ = ("buf", "pieces", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, by_reference: bool = False) -> None:
         self.buf = bytearray()
+        self.pieces: list[Buffer] | None = [] if by_reference else None
+        self.size = 0  # bytes in pieces
 
     def getvalue(self) -> bytes:
         return bytes(self.buf)
+
+    def take_pieces(self) -> list[Buffer]:
+        """Everything written, in order (the writer is spent)."""
+        pieces = self.pieces if self.pieces is not None else []
+        if self.buf:
+            pieces.append(self.buf)
+        return pieces
 
     def _fixed(self, fmt: struct.Struct, kind: str, value: int) -> None:
         lo, hi = _RANGES[kind]
@@ -148,7 +164,13 @@ class Writer:
 
     def bytes_(self, v: bytes | bytearray | memoryview | None, compact: bool) -> None:
         self.length(None if v is None else len(v), compact)
-        if v is not None:
+        if v is None:
+            return
+        if self.pieces is not None and len(v) >= LARGE_PIECE:
+            self.pieces += (self.buf, v)
+            self.size += len(self.buf) + len(v)
+            self.buf = bytearray()
+        else:
             self.buf += v
 
     def string(self, v: str | None, compact: bool) -> None:

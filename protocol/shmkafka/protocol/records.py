@@ -233,6 +233,7 @@ def finalize_batch(
     """
     compression = meta.compression
     out: bytearray | memoryview
+    payload = b""
     if compression == CompressionType.NONE:
         out = buf
         end = records_end
@@ -240,9 +241,8 @@ def finalize_batch(
         payload = compress(
             compression, memoryview(buf)[HEADER_SIZE:records_end], meta.compression_level
         )
-        out = bytearray(HEADER_SIZE + len(payload))
-        out[HEADER_SIZE:] = payload
-        end = len(out)
+        out = bytearray(HEADER_SIZE)
+        end = HEADER_SIZE + len(payload)
     _HEADER.pack_into(
         out,
         0,
@@ -260,9 +260,11 @@ def finalize_batch(
         meta.base_sequence,
         record_count,
     )
+    if payload:  # the header is apart from the compressed records: one copy joins them
+        crc = crc32c.crc32c(payload, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+        _CRC.pack_into(out, _CRC_AT, crc)
+        return bytes(out) + payload
     _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:end]))
-    if isinstance(out, bytearray) and out is not buf:
-        return bytes(out)
     return memoryview(out)[:end]
 
 

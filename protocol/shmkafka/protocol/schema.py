@@ -112,10 +112,14 @@ class Message:
     FLEXIBLE_FROM: ClassVar[int]
 
     def encode(self, version: int) -> bytes:
+        return b"".join(self.encode_into(Writer(), version).take_pieces())
+
+    def encode_into(self, w: Writer, version: int) -> Writer:
+        """Encode the body after what ``w`` holds (a by-reference writer keeps large
+        records blobs as pieces)."""
         check_version(type(self), version)
-        w = Writer()
         encode_struct(w, self, version, version >= self.FLEXIBLE_FROM)
-        return bytes(w.buf)
+        return w
 
     @classmethod
     def decode(cls: type[M], data: bytes | memoryview, version: int, *, strict: bool = True) -> M:

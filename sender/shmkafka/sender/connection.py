@@ -46,6 +46,7 @@ from shmkafka.protocol.schema import Message
 from shmkafka.protocol.versions import broker_versions, negotiate
 from shmkafka.sender.authentication import Authenticator, SaslSettings
 from shmkafka.sender.node_counters import NodeCounters
+from shmkafka.sender.outbox import Outbox
 from shmkafka.shm.broker_stats import BrokerStats
 from shmkafka.shm.events import ALL_BROKERS_DOWN, AUTHENTICATION, RESOLVE, SSL, TRANSPORT
 
@@ -147,7 +148,7 @@ class NodeConnection:
     protocol: ClientProtocol = field(init=False)
     versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     in_flight: deque[_InFlight] = field(default_factory=deque)
-    outbox: bytearray = field(default_factory=bytearray)
+    outbox: Outbox = field(default_factory=Outbox)
     failures: int = 0
     next_attempt_ms: int = 0
     api_versions_version: int = ApiVersionsRequest.MAX_VERSION
@@ -260,13 +261,14 @@ class NetworkClient:
     ) -> int:
         conn = self.nodes[node_id]
         assert conn.is_ready(), f"node {node_id} is not ready"
-        correlation_id, frame = conn.protocol.send_request(
+        correlation_id, pieces = conn.protocol.send_request_pieces(
             request, conn.version_for(type(request)), expect_response=expect_response
         )
-        conn.outbox += frame
+        size = sum(len(piece) for piece in pieces)
+        conn.outbox.extend(pieces)
         conn.counters.tx += 1
-        conn.counters.txbytes += len(frame)
-        self.bytes_sent += len(frame)
+        conn.counters.txbytes += size
+        self.bytes_sent += size
         self.requests_sent += 1
         if expect_response:
             conn.in_flight.append(_InFlight(correlation_id, handler, now_ms, True))
@@ -404,16 +406,14 @@ class NetworkClient:
     def _send_api_versions(self, conn: NodeConnection, now_ms: int) -> None:
         hello = ApiVersionsRequest(client_software_name="shmkafka", client_software_version="0.1")
         correlation_id, frame = conn.protocol.send_request(hello, conn.api_versions_version)
-        conn.outbox += frame
+        conn.outbox.append(frame)
         conn.in_flight.append(_InFlight(correlation_id, _handshake, now_ms, True))
 
     def _flush(self, conn: NodeConnection, now_ms: int) -> None:
         if conn.sock is None or conn.state in (ConnectionState.CONNECTING, ConnectionState.TLS):
             return
         try:
-            while conn.outbox:
-                sent = conn.sock.send(conn.outbox)
-                del conn.outbox[:sent]
+            conn.outbox.write_to(conn.sock)
         except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             pass
         except OSError as exc:
@@ -504,7 +504,7 @@ class NetworkClient:
             return
         version = negotiate(request.API_KEY, conn.versions)
         correlation_id, frame = conn.protocol.send_request(request, version)
-        conn.outbox += frame
+        conn.outbox.append(frame)
         conn.in_flight.append(_InFlight(correlation_id, _authentication, now_ms, True))
         self._flush(conn, now_ms)
 

@@ -128,6 +128,8 @@ class Sender:
         self._max_in_flight_per_partition = (
             5 if config.enable_idempotence else config.max_in_flight_requests_per_connection
         )
+        if (leaked := pool.reclaim_unowned()) > 0:
+            log.info("reclaimed %d slabs a killed Sender left while trimming a batch", leaked)
         self._resume_in_flight()
         self._new_batches_seen = pool.new_batches()
         pool.set_sender_linger(config.linger_ms)
@@ -291,7 +293,7 @@ class Sender:
             self.accumulator.mark_in_flight(batch)
             self.in_flight[batch.info.deque_id] += 1
             self.in_flight_sequences[batch.info.deque_id].add(meta.base_sequence)
-            by_topic[batch.topic].append(PartitionProduceData(batch.partition, bytes(data)))
+            by_topic[batch.topic].append(PartitionProduceData(batch.partition, data))
             self.stats.batches_sent += 1
             self.stats.records_sent += batch.info.record_count
         request = ProduceRequest(

@@ -31,6 +31,7 @@ from shmkafka.shm.layout import (
     B_PRODUCER_ID,
     B_PUBLISH,
     B_PUBLISH_TIMES,
+    B_SLAB_COUNT,
     B_STATE,
     BATCH,
     BATCH_BODY,
@@ -39,6 +40,7 @@ from shmkafka.shm.layout import (
     D_NEXT_SEQUENCE,
     D_PARTITION,
     D_RING,
+    D_RUN_HINT,
     D_STICKY,
     D_TAIL,
     DEQUE_ENTRY,
@@ -176,6 +178,10 @@ class Batches:
         buf = self.segment.buf
         buf[at] |= 1 << (slot & 7)
 
+    def set_slab_count(self, batch_id: int, slab_count: int) -> None:
+        """Shrink a drained batch's run (the Sender, before it frees the tail)."""
+        self.segment.store_u32(self.layout.batch_at(batch_id) + B_SLAB_COUNT, slab_count)
+
     def set_attempts(self, batch_id: int, attempts: int) -> None:
         self.segment.store_u32(self.layout.batch_at(batch_id) + B_ATTEMPTS, attempts)
 
@@ -223,7 +229,7 @@ class Batches:
         return self.segment.buf[start : start + info.write_pos]
 
     def capacity(self, slab_count: int) -> int:
-        return slab_count * self.layout.config.batch_size
+        return slab_count * self.layout.config.slab_size
 
     @property
     def size(self) -> int:
@@ -349,6 +355,18 @@ class Deques:
 
     def set_sticky(self, deque_id: int, partition: int) -> None:
         self.segment.store_u32(self.layout.deque_at(deque_id) + D_STICKY, partition + 1)
+
+    def run_hint(self, deque_id: int) -> int:
+        """How many slabs this partition's next batch asks for (at least 1; layout.py)."""
+        hint: int = U32.unpack_from(self.segment.buf, self.layout.deque_at(deque_id) + D_RUN_HINT)[
+            0
+        ]
+        return min(max(hint, 1), self.layout.config.max_run)
+
+    def set_run_hint(self, deque_id: int, slabs: int) -> None:
+        """Under the deque's stripe lock."""
+        hint = min(max(slabs, 1), self.layout.config.max_run)
+        self.segment.store_u32(self.layout.deque_at(deque_id) + D_RUN_HINT, hint)
 
     def next_sequence(self, deque_id: int) -> int:
         seq: int = I32.unpack_from(

@@ -1,9 +1,11 @@
-"""BufferPool: the pool's memory as ``buffer_memory / batch_size`` slabs shared by all processes.
+"""BufferPool: the pool's memory as ``buffer_memory / slab_size`` slabs shared by all processes.
 
 Contract (as Kafka's BufferPool, across processes):
-- ``allocate(size, max_block_ms)`` returns a run of contiguous slabs holding ``size`` bytes.
-  A record larger than ``batch_size`` gets a run of several slabs (first fit over the free
-  map). A size above ``buffer_memory`` can never be served: ``RecordTooLargeError`` at once.
+- ``allocate(size, max_block_ms, want)`` returns a run of contiguous slabs holding ``size``
+  bytes: ``want`` slabs when such a run is free (a batch sized for its partition's load),
+  else the longest free run that still holds ``size`` (first fit over the free map). A size
+  above ``buffer_memory`` can never be served: ``RecordTooLargeError`` at once.
+- ``trim(run, keep)`` gives back a run's tail (a drained batch's unused slabs).
 - When memory is short the caller blocks (never while holding a deque lock) until memory is
   freed, or raises ``BufferExhaustedError`` after ``max_block_ms``.
 - Fairness: waiting processes are served in arrival order (a FIFO of process slots in shared
@@ -20,7 +22,7 @@ Contract (as Kafka's BufferPool, across processes):
 
 from __future__ import annotations
 
-import contextlib
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -46,6 +48,7 @@ from shmkafka.shm.segment import Segment, semaphore_name
 from shmkafka.shm.slots import SlotTable
 
 POLL_S = 0.05
+_FREE_RUN = re.compile(b"\x00+")
 PLENTY_FRACTION = 8  # memory is short while fewer than 1/8 of the slabs are free
 
 
@@ -62,7 +65,7 @@ class BufferPool:
         self.locks = locks
         self.slots = slots
         self.slot = slot
-        self.batch_size = self.layout.config.batch_size
+        self.slab_size = self.layout.config.slab_size
         self.num_slabs = self.layout.config.num_slabs
         self._local = threading.Lock()  # held from allocate() until commit()/abandon()
         self._sems: dict[int, posix_ipc.Semaphore] = {}
@@ -82,30 +85,34 @@ class BufferPool:
     # ------------------------------------------------------------------ allocate
 
     def slabs_for(self, size: int) -> int:
-        return max(1, -(-size // self.batch_size))
+        return max(1, -(-size // self.slab_size))
 
-    def allocate(self, size: int, max_block_ms: int) -> SlabRun:
-        """Reserve slabs for ``size`` bytes. The caller must ``commit`` or ``abandon`` it."""
-        buffer_memory = self.num_slabs * self.batch_size
+    def allocate(self, size: int, max_block_ms: int, want: int = 1) -> SlabRun:
+        """Reserve slabs for ``size`` bytes, ``want`` of them if a run that long is free.
+        The caller must ``commit`` or ``abandon`` it."""
+        buffer_memory = self.num_slabs * self.slab_size
         if size > buffer_memory:
             raise RecordTooLargeError(
                 f"{size} bytes can never fit in buffer_memory={buffer_memory}"
             )
         count = self.slabs_for(size)
+        want = max(count, min(want, self.num_slabs))
         deadline = time.monotonic() + max_block_ms / 1000
         if not self._local.acquire(timeout=max(0.0, max_block_ms / 1000)):
             raise BufferExhaustedError(f"failed to allocate {size} bytes within {max_block_ms} ms")
         try:
-            return self._allocate(count, deadline, size, max_block_ms)
+            return self._allocate(count, want, deadline, size, max_block_ms)
         except BaseException:
             self._local.release()
             raise
 
-    def _allocate(self, count: int, deadline: float, size: int, max_block_ms: int) -> SlabRun:
+    def _allocate(
+        self, count: int, want: int, deadline: float, size: int, max_block_ms: int
+    ) -> SlabRun:
         with self.locks.held(POOL_LOCK):
             waiting = self._queue() != []
             if not waiting or self.free_slabs() >= count + self.num_slabs // PLENTY_FRACTION:
-                run = self._take(count)
+                run = self._take(count, want)
                 if run is not None:
                     if waiting:
                         self._wake_head()  # (they may take from the plenty too)
@@ -122,13 +129,19 @@ class BufferPool:
                     f"failed to allocate {size} bytes within {max_block_ms} ms "
                     f"({self.free_slabs()} of {self.num_slabs} slabs free)"
                 )
-            with contextlib.suppress(posix_ipc.BusyError):
+            woken = True
+            try:
                 sem.acquire(min(remaining, POLL_S))
+            except posix_ipc.BusyError:
+                woken = False
             with self.locks.held(POOL_LOCK):
-                queue = self._drop_dead_head()
-                if queue and queue[0] == self.slot and (run := self._take(count)) is not None:
+                # A dead head wakes nobody: its liveness (a /proc read, under the pool lock
+                # every allocation and free needs) is checked only after a wait in vain.
+                queue = self._queue() if woken else self._drop_dead_head()
+                if queue and queue[0] == self.slot and (run := self._take(count, want)) is not None:
                     self._dequeue()
-                    self._wake_head()
+                    if self.free_slabs():  # the next in line only when there is some for it
+                        self._wake_head()
                     return run
 
     def commit(self, run: SlabRun) -> None:
@@ -153,19 +166,39 @@ class BufferPool:
             self._mark(run, 0)
             self._wake_head()
 
+    def deallocate_many(self, runs: list[SlabRun]) -> None:
+        """``deallocate`` for several runs, in one hold of the pool lock."""
+        with self.locks.held(POOL_LOCK):
+            for run in runs:
+                self._mark(run, 0)
+            self._wake_head()
+
+    def trim(self, run: SlabRun, keep: int) -> None:
+        """Give back the slabs of ``run`` after its first ``keep`` (the owner's descriptor
+        must already name only those: a kill in between leaks the tail, never shares it)."""
+        if 1 <= keep < run.count:
+            self.deallocate(SlabRun(run.first + keep, run.count - keep))
+
     # ------------------------------------------------------------------ under the pool lock
 
-    def _take(self, count: int) -> SlabRun | None:
+    def _take(self, count: int, want: int | None = None) -> SlabRun | None:
+        """The first free run of ``want`` slabs, else the longest shorter one if it holds
+        ``count`` (a pool short of long runs still serves batches)."""
         start = self.layout.freemap_at
         freemap = bytes(self.segment.buf[start : start + self.num_slabs])
-        first = freemap.find(bytes(count))
-        if first < 0:
+        length = max(count, want or count)
+        first = freemap.find(bytes(length))
+        if first < 0 and length > count:
+            runs = [m.span() for m in _FREE_RUN.finditer(freemap)]
+            first, end = max(runs, key=lambda r: r[1] - r[0], default=(-1, -1))
+            length = end - first
+        if first < 0 or length < count:
             return None
-        run = SlabRun(first, count)
+        run = SlabRun(first, length)
         # Record the allocation in our slot first: if we die before a batch owns it, the
         # reclaimer frees it (freeing an unmarked run is harmless).
         PENDING.pack_into(
-            self.segment.buf, self.layout.slot_at(self.slot) + S_PENDING, first, count
+            self.segment.buf, self.layout.slot_at(self.slot) + S_PENDING, first, length
         )
         self._mark(run, 1)
         return run

@@ -18,6 +18,10 @@ from shmkafka.shm.errors import ShmConfigError
 
 POOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_TOPIC_NAME = 249  # Kafka's limit
+# The pool's unit of memory. A batch is a run of slabs that grows with its partition's load
+# up to ``batch_size`` (accumulator.py), so a partition that gets one record a second holds
+# one slab, not a whole batch_size.
+SLAB_SIZE = 16384
 
 
 def validate_pool_name(name: str) -> str:
@@ -32,7 +36,7 @@ def validate_pool_name(name: str) -> str:
 class PoolConfig:
     """Sizes of one pool. Names follow Kafka's producer configs where one exists."""
 
-    batch_size: int = 16384
+    batch_size: int = 16384  # the largest batch (Kafka's batch.size), not its memory
     buffer_memory: int = 32 * 1024 * 1024
     max_request_size: int = 1024 * 1024
     max_topics: int = 256
@@ -40,6 +44,8 @@ class PoolConfig:
     max_processes: int = 256
     deque_capacity: int = 1024
     lock_stripes: int = 64
+    # librdkafka's batch.num.messages: the most records in one batch (0: no limit)
+    batch_max_records: int = 0
     # The Sender-level settings (canonical JSON of a SenderConfig) every producer of the pool
     # shares: one Sender serves them all. "" = not recorded (tools, tests).
     sender_settings: str = ""
@@ -54,6 +60,7 @@ class PoolConfig:
             ("max_processes", 1, 256),
             ("deque_capacity", 2, 1 << 16),
             ("lock_stripes", 1, 4096),
+            ("batch_max_records", 0, 1_000_000),
         )
         for key, lo, hi in checks:
             value = getattr(self, key)
@@ -61,15 +68,24 @@ class PoolConfig:
                 raise ShmConfigError(f"{key} must be an integer within {lo}..{hi}, got {value!r}")
         if not isinstance(self.sender_settings, str) or len(self.sender_settings) > 3072:
             raise ShmConfigError("sender_settings must be a JSON text of at most 3072 chars")
-        if self.buffer_memory < self.batch_size:
+        if self.buffer_memory < self.slab_size:
             raise ShmConfigError(
-                f"buffer_memory ({self.buffer_memory}) must hold at least one batch_size "
-                f"({self.batch_size})"
+                f"buffer_memory ({self.buffer_memory}) must hold at least one slab "
+                f"({self.slab_size} bytes)"
             )
 
     @property
+    def slab_size(self) -> int:
+        return min(SLAB_SIZE, self.batch_size)
+
+    @property
+    def max_run(self) -> int:
+        """The most slabs a batch grows to (a larger record still gets a run that fits)."""
+        return max(1, self.batch_size // self.slab_size)
+
+    @property
     def num_slabs(self) -> int:
-        return self.buffer_memory // self.batch_size
+        return self.buffer_memory // self.slab_size
 
     def to_json(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()

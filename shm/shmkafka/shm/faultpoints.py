@@ -20,6 +20,7 @@ POINTS = frozenset({
     "append.after_allocate",    # app: slabs allocated (pending), no batch owns them yet
     "append.holding_stripe",    # app: inside the partition's stripe lock, opening a batch
     "append.before_publish",    # app: record bytes written, write position not yet
+    "drain.after_shrink",       # Sender: a drained batch's run shrunk, its tail not freed
     "sender.after_drain",       # Sender: batches sealed and popped, nothing sent
     "sender.after_send",        # Sender: the Produce request written to the socket
     "sender.before_complete",   # Sender: the broker answered, no completion posted yet

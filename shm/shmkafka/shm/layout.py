@@ -92,15 +92,22 @@ Region 6 - DEQUES: per deque DEQUE_HEADER then the ring, all under the deque's s
       0  u64 head                         D_HEAD (monotonic; batch i at ring[i % capacity])
       8  u64 tail                         D_TAIL (moved last: publishes ring[tail])
      16  i32 partition                    D_PARTITION
-     20  u32 reserved (was a ``muted`` flag nothing set: the Sender's in-memory in-flight
-                       count mutes a partition; kept so the map does not move)
+     20  u32 run_hint                     D_RUN_HINT: how many slabs the partition's next
+                                          batch asks for (0: one). Written under the stripe
+                                          lock: by the Sender when it drains a batch (twice
+                                          the slabs it filled), by an appender that finds the
+                                          last batch full (twice that batch's run); capped at
+                                          the config's max_run (see accumulator.py)
      24  i32 next_sequence                D_NEXT_SEQUENCE
      28  u32 sticky                       D_STICKY
      32  deque_capacity x u32 batch ids   D_RING, entries of DEQUE_ENTRY
     ``sticky`` is used in the deque of a topic's partition 0 only: the topic's current
     sticky partition + 1 (0 none) for keyless records, written by any producer without a
     lock (one aligned u32 store; a lost race only picks another random partition).
-Region 7 - BATCHES: one BATCH descriptor per slab (a batch owns >= 1 slab), under the
+Region 7 - BATCHES: one BATCH descriptor per slab (a batch owns a run of >= 1 slabs and
+    is named by the first; a drained batch's unused tail is given back: its slab_count
+    shrinks first, then the free map frees the tail, so a Sender killed between the two
+    leaks slabs that the next Sender's start reclaims, pool.reclaim_unowned), under the
     stripe lock of its deque while queued; by the Sender once drained:
       0  u32 state                        B_STATE (FREE, OPEN, SEALED, IN_FLIGHT)
       4  u32 generation                   B_GENERATION
@@ -154,7 +161,8 @@ Region 13 - TOKEN: the OAUTHBEARER token board (tokens.py): u64 asked (the Sende
     number of the token it wants), u64 answered (the producer that wrote the token, last),
     i64 expiry_ms (wall clock), u32 length, 4 pad, TOKEN_MAX bytes of token. Producers
     write under the kernel lock on TOKEN_BYTE. The segment is its owner's only (0600).
-Region 14 - SLABS: num_slabs x batch_size bytes of record batches, written by the appender
+Region 14 - SLABS: num_slabs x slab_size bytes of record batches (config.py: SLAB_SIZE, or
+    batch_size when that is smaller), written by the appender
     holding the deque's stripe lock (records), and by the Sender (batch header at drain).
 """
 
@@ -167,7 +175,9 @@ from dataclasses import dataclass
 from shmkafka.shm.config import PoolConfig
 
 MAGIC = b"SHMKAFKA"
-LAYOUT_VERSION = 3  # 2: the EVENTS, BROKER STATS and TOKEN regions; 3: rings of RING_CAP
+# 2: the EVENTS, BROKER STATS and TOKEN regions; 3: rings of RING_CAP; 4: slabs of slab_size
+# (batches are runs that grow up to batch_size), the deques' run_hint
+LAYOUT_VERSION = 4
 RING_CAP = 512  # completion entries per process slot at most (a full ring: the Sender retries)
 PAGE = 4096
 
@@ -249,11 +259,12 @@ TOPIC_REQUEST = struct.Struct("<H250s")
 TOPIC_ENTRY = struct.Struct("<H250sII")
 PARTITION_ENTRY = struct.Struct("<IiiI")
 
-DEQUE_HEADER = struct.Struct("<QQiIiI")  # the u32 at 20 is reserved (see above)
+DEQUE_HEADER = struct.Struct("<QQiIiI")
 D_HEAD = 0
 D_TAIL = 8
 HEAD_TAIL = struct.Struct("<QQ")  # head, tail at D_HEAD
 D_PARTITION = 16
+D_RUN_HINT = 20
 D_NEXT_SEQUENCE = 24
 D_STICKY = 28
 D_RING = DEQUE_HEADER.size  # the ring of batch ids
@@ -363,7 +374,7 @@ class Layout:
         brokers_at = _align(events_at + EVENT_SLOTS * EVENT.size)
         token_at = _align(brokers_at + BROKER_SLOTS * BROKER.size)
         slabs_at = _align(token_at + TOKEN_HEADER.size + TOKEN_MAX, PAGE)
-        size = _align(slabs_at + num_slabs * config.batch_size, PAGE)
+        size = _align(slabs_at + num_slabs * config.slab_size, PAGE)
         return cls(
             config,
             n_locks,
@@ -416,7 +427,7 @@ class Layout:
         return self.batches_at + batch_id * BATCH_SIZE_BYTES
 
     def slab_at(self, slab: int) -> int:
-        return self.slabs_at + slab * self.config.batch_size
+        return self.slabs_at + slab * self.config.slab_size
 
     def stripe_lock(self, deque_id: int) -> int:
         return FIRST_STRIPE_LOCK + deque_id % self.config.lock_stripes
@@ -455,6 +466,7 @@ class Layout:
             "d_ring": D_RING,
             "d_entry_size": DEQUE_ENTRY.size,
             "d_sticky": D_STICKY,
+            "d_run_hint": D_RUN_HINT,
             # batch descriptors
             "batches_at": self.batches_at,
             "batch_stride": BATCH_SIZE_BYTES,
@@ -485,7 +497,9 @@ class Layout:
             "freemap_at": self.freemap_at,
             "num_slabs": self.config.num_slabs,
             "slabs_at": self.slabs_at,
-            "batch_size": self.config.batch_size,
+            "slab_size": self.config.slab_size,
+            "max_run": self.config.max_run,
+            "batch_max_records": self.config.batch_max_records,
         }
 
 
@@ -519,7 +533,9 @@ assert _names_match(
      None, S_WAITING_ALLOC, S_FLUSHING),
 )  # fmt: skip
 assert _names_match(PENDING, (S_PENDING, S_PENDING_COUNT), S_PENDING)
-assert _names_match(DEQUE_HEADER, (D_HEAD, D_TAIL, D_PARTITION, None, D_NEXT_SEQUENCE, D_STICKY))
+assert _names_match(
+    DEQUE_HEADER, (D_HEAD, D_TAIL, D_PARTITION, D_RUN_HINT, D_NEXT_SEQUENCE, D_STICKY)
+)
 assert _names_match(HEAD_TAIL, (D_HEAD, D_TAIL), D_HEAD)
 assert _names_match(
     BATCH,

@@ -193,22 +193,43 @@ class SharedPool:
             # on these slabs holds the stripe lock _queued takes, and its descriptor is whole
             # once OPEN; so this is the dead process's batch, or one torn by memory damage.)
             self.batches.clear(first)
+        owned = self._owned_slabs(exclude_slot=slot)
+        for slab in range(first, min(first + count, self.config.num_slabs)):
+            if slab not in owned:
+                self.buffers._mark(SlabRun(slab, 1), 0)
+
+    def _owned_slabs(self, exclude_slot: int = -1) -> set[int]:
+        """Slabs a batch descriptor or a live allocation owns. Under the pool lock. The
+        allocations are read first: an appender clears its pending record only after its
+        batch's descriptor is whole, so a run is seen in one place or the other."""
         owned: set[int] = set()
-        for batch_id in range(self.config.num_slabs):
-            other = self.batches.read(batch_id)
-            if other.state != FREE:
-                owned.update(range(other.first_slab, other.first_slab + other.slab_count))
         for other_slot, _, _ in self.slots.active():
-            if other_slot == slot:
+            if other_slot == exclude_slot:
                 continue
             o_first, o_count = PENDING.unpack_from(
                 self.segment.buf, self.layout.slot_at(other_slot) + S_PENDING
             )
             if o_first != NO_SLAB:
                 owned.update(range(o_first, o_first + o_count))
-        for slab in range(first, min(first + count, self.config.num_slabs)):
-            if slab not in owned:
+        for batch_id in range(self.config.num_slabs):
+            other = self.batches.read(batch_id)
+            if other.state != FREE:
+                owned.update(range(other.first_slab, other.first_slab + other.slab_count))
+        return owned
+
+    def reclaim_unowned(self, timeout: float = DEFAULT_TIMEOUT_S) -> int:
+        """Free the slabs marked used that nothing owns: the tail of a batch a Sender was
+        trimming when it was killed (the descriptor shrinks before the tail is freed). Only
+        a Sender starting calls it (no other Sender trims meanwhile); returns how many."""
+        with self.locks.held(POOL_LOCK, timeout):
+            owned = self._owned_slabs()
+            used = self.buffers.used_map()
+            leaked = [s for s, flag in enumerate(used) if flag and s not in owned]
+            for slab in leaked:
                 self.buffers._mark(SlabRun(slab, 1), 0)
+            if leaked:
+                self.buffers._wake_head()
+        return len(leaked)
 
     def _queued(self, info: BatchInfo, timeout: float) -> bool:
         if info.deque_id >= self.deques_used():

@@ -91,7 +91,7 @@ def segment_stat(segment: Segment) -> dict[str, Any]:
         "buffer": {
             "slabs": config.num_slabs,
             "used_slabs": used,
-            "used_bytes": used * config.batch_size,
+            "used_bytes": used * config.slab_size,
             "buffer_memory": config.buffer_memory,
         },
         "batches": states,

@@ -10,7 +10,8 @@ from shmkafka.protocol.schema import Array, Message, kf
 @dataclass(frozen=True)
 class PartitionProduceData:
     index: int = kf("int32")
-    records: bytes | None = kf("records", nullable="0+")
+    # (a memoryview of a batch in shared memory is written from there, not copied)
+    records: bytes | memoryview | None = kf("records", nullable="0+")
 
 
 @dataclass(frozen=True)
