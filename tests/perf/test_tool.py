@@ -50,6 +50,10 @@ def test_a_small_run_compares_the_clients(tmp_path: Path) -> None:
         assert r["latency_ms"]["samples"] > 0 and r["latency_ms"]["p50"] > 0
         assert r["produce_requests"] > 0 and r["wire_bytes"] > 0 and r["peak_rss_mb"] > 0
     assert results["shmkafka"]["cpu_s"]["sender"] > 0
+    # each client at its own batch size: the workers gave none
+    assert "batch_size" not in results["shmkafka"]["config"]
+    assert "batch.size" not in results["confluent-kafka"]["config"]
+    assert "max.in.flight" not in results["confluent-kafka"]["config"]
 
 
 @pytest.fixture
@@ -102,3 +106,31 @@ def test_a_failed_run_deletes_its_topic_too(
         main([*SMALL_RUN, "--bootstrap", stub.bootstrap])
     assert len(seen) == 1 and seen[0].startswith("perf-shmkafka-")
     assert _topics(stub) == {}
+
+
+def test_a_fleet_paces_every_process_and_counts_its_connections(
+    stub: BrokerStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "fleet.json"
+    argv = [
+        "--bootstrap", stub.bootstrap, "--fleet", "200", "--records", "100", "--processes", "3",
+        "--record-size", "200", "--value-kind", "realistic", "--warmup", "10",
+        "--partitions", "3", "--clients", "shmkafka,shmkafka-confluent,confluent-kafka",
+        "--json", str(out), "--quiet",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    results = {r["client"]: r for r in json.loads(out.read_text())["results"]}
+    assert list(results) == ["shmkafka", "shmkafka-confluent", "confluent-kafka"]
+    for r in results.values():
+        assert r["records"] == 300 and r["errors"] == 0  # every record, every report
+        assert r["seconds"] >= 99 / 200  # no process ran ahead of 200 records/s
+        assert r["rate_per_process"] == 200 and r["record_size"] == 200
+        assert r["latency_ms"]["samples"] > 0 and r["cpu_s"]["host"] > 0
+        assert r["pss_mb"] > 0
+    # one connection at least per confluent-kafka process; shmkafka's go through its Sender
+    assert results["confluent-kafka"]["connections"] >= 3
+    assert results["shmkafka"]["connections"] >= 1
+    assert results["shmkafka-confluent"]["connections"] >= 1
+    printed = capsys.readouterr().out
+    assert "conns" in printed and "fleet P=3: shmkafka: host CPU" in printed
+    assert "200-byte realistic values" in printed

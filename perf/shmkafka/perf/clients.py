@@ -1,86 +1,46 @@
 """One benchmark process per client and process index: send the workload after a common
 start barrier, until every record is acknowledged, and report what it measured.
 
-Every client gets the same records (keys, values, order), the same settings and the same
-pacing; latency is sampled on about ``LATENCY_SAMPLES`` records per process (send → ack).
+Every client gets the same records (keys, values, order), the same workload settings and the
+same pacing (pacing.py); latency is sampled on about ``LATENCY_SAMPLES`` records per process
+(send → ack).
+
+Rules:
+- ``*_config`` build what each client is given, and nothing else: batch size, buffer memory
+  and in-flight requests only when the workload sets them (else each client's own default).
+- Broker connections are counted at the end of the timed loop (every connection the run
+  needs is open then): the worker's own, and for shmkafka the pool Sender's.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psutil
 
+from shmkafka.perf.pacing import (
+    LATENCY_SAMPLES,
+    Pacer,
+    Records,
+    future_loop,
+    produce_retrying,
+    report_loop,
+)
 from shmkafka.perf.workload import Workload
 from shmkafka.shm import procs
 
-LATENCY_SAMPLES = 2000
-PROGRESS_EVERY = 1000
+__all__ = ["LATENCY_SAMPLES", "cpu_seconds", "produce_retrying", "pss", "run_worker"]
 
 
 def cpu_seconds(pid: int | None = None) -> float:
     """The process's (this one's by default) CPU seconds; 0.0 once it is gone."""
     return procs.cpu_seconds(os.getpid() if pid is None else pid) or 0.0
-
-
-def _paced(work: Workload, keys: Iterator[bytes | None], progress: Any) -> Iterator[bytes | None]:
-    """The keys to send, honouring records or duration and the throughput cap."""
-    rate = work.per_process_rate()
-    start = time.monotonic()
-    deadline = None if work.duration_s is None else start + work.duration_s
-    sent = 0
-    while True:
-        if deadline is None and sent >= work.records:
-            return
-        if sent % PROGRESS_EVERY == 0:
-            progress.value = sent
-            if deadline is not None and time.monotonic() >= deadline:
-                return
-        if rate is not None:
-            ahead = sent / rate - (time.monotonic() - start)
-            if ahead > 0.001:
-                time.sleep(ahead)
-        sent += 1
-        yield next(keys)
-
-
-def produce_retrying(
-    producer: Any, topic: str, value: bytes, key: bytes | None, callback: Callable[..., None]
-) -> None:
-    """confluent-kafka's produce(), waiting (serving reports) while its queue is full."""
-    while True:
-        try:
-            producer.produce(topic, value, key, on_delivery=callback)
-            return
-        except BufferError:
-            producer.poll(0.005)
-
-
-def _sample_every(work: Workload) -> int:
-    expected = work.records if work.duration_s is None else int(work.duration_s * 200_000)
-    return max(1, expected // LATENCY_SAMPLES)
-
-
-def run_worker(
-    client: str, bootstrap: str, work: Workload, process: int, barrier: Any, out: Any,
-    progress: Any, pool: str,
-) -> None:  # fmt: skip
-    runners: dict[str, Callable[..., dict[str, Any]]] = {
-        "shmkafka": _shmkafka, "kafka-python": _kafka_python, "confluent-kafka": _confluent,
-    }  # fmt: skip
-    runner = runners[client]
-    try:
-        out.put(runner(bootstrap, work, process, barrier, progress, pool))
-    except BaseException as exc:
-        barrier.abort()
-        out.put({"error": f"{type(exc).__name__}: {exc}"})
-        raise
 
 
 def pss(pid: int | None = None) -> int:
@@ -92,108 +52,191 @@ def pss(pid: int | None = None) -> int:
         return 0
 
 
+def broker_ports(bootstrap: str) -> frozenset[int]:
+    """The ports of a bootstrap list ("host:port,host:port"; 9092 when a port is left out)."""
+    ports = set()
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        ports.add(int(port) if host and port.isdigit() else 9092)
+    return frozenset(ports)
+
+
+def connections(pid: int | None, ports: frozenset[int]) -> int:
+    """The process's established TCP connections to any of ``ports``; 0 once it is gone."""
+    try:
+        return sum(
+            1
+            for c in psutil.Process(pid).net_connections(kind="tcp")
+            if c.raddr and c.raddr.port in ports and c.status == psutil.CONN_ESTABLISHED
+        )
+    except psutil.Error:
+        return 0
+
+
+# ---------------------------------------------------------------------------- configurations
+
+
+def shmkafka_config(bootstrap: str, work: Workload, pool: str) -> dict[str, Any]:
+    """``shmkafka.KafkaProducer``'s arguments (kafka-python's names)."""
+    return {
+        "bootstrap_servers": bootstrap, "acks": work.acks_int,
+        "compression_type": work.compression, "linger_ms": work.linger_ms,
+        "enable_idempotence": work.idempotence, "pool": pool,
+        **_given(compression_level=work.compression_level, batch_size=work.batch_size,
+                 buffer_memory=work.buffer_memory,
+                 max_in_flight_requests_per_connection=work.max_in_flight),
+    }  # fmt: skip
+
+
+def kafka_python_config(bootstrap: str, work: Workload) -> dict[str, Any]:
+    """``kafka.KafkaProducer``'s arguments. kafka-python 3 has no ``buffer_memory`` (its
+    queue is unbounded) and no ``compression_level``: those are given only to a version that
+    has them."""
+    from kafka import KafkaProducer
+
+    known = KafkaProducer.DEFAULT_CONFIG
+    optional = _given(batch_size=work.batch_size,
+                      max_in_flight_requests_per_connection=work.max_in_flight,
+                      buffer_memory=work.buffer_memory,
+                      compression_level=work.compression_level)  # fmt: skip
+    return {
+        "bootstrap_servers": bootstrap, "acks": work.acks_int,
+        "compression_type": None if work.compression == "none" else work.compression,
+        "linger_ms": work.linger_ms, "enable_idempotence": work.idempotence,
+        **{k: v for k, v in optional.items() if k in known},
+    }  # fmt: skip
+
+
+def confluent_config(bootstrap: str, work: Workload) -> dict[str, Any]:
+    """librdkafka's properties, for confluent-kafka's and shmkafka's ``Producer``."""
+    kbytes = None if work.buffer_memory is None else math.ceil(work.buffer_memory / 1024)
+    return {
+        "bootstrap.servers": bootstrap, "acks": work.acks, "linger.ms": work.linger_ms,
+        "compression.type": work.compression, "enable.idempotence": work.idempotence,
+        "partitioner": "murmur2_random", "log_level": 3,
+        **_given(**{"compression.level": work.compression_level,
+                    "batch.size": work.batch_size, "queue.buffering.max.kbytes": kbytes,
+                    "max.in.flight": work.max_in_flight}),
+    }  # fmt: skip
+
+
+def shmkafka_confluent_config(bootstrap: str, work: Workload, pool: str) -> dict[str, Any]:
+    return {**confluent_config(bootstrap, work), "shmkafka.pool": pool}
+
+
+def _given(**settings: Any) -> dict[str, Any]:
+    return {k: v for k, v in settings.items() if v is not None}
+
+
+# ---------------------------------------------------------------------------- the workers
+
+
+def run_worker(
+    client: str, bootstrap: str, work: Workload, process: int, barrier: Any, out: Any,
+    progress: Any, pool: str,
+) -> None:  # fmt: skip
+    runners: dict[str, Callable[..., dict[str, Any]]] = {
+        "shmkafka": _shmkafka, "shmkafka-confluent": _shmkafka_confluent,
+        "kafka-python": _kafka_python, "confluent-kafka": _confluent,
+    }  # fmt: skip
+    runner = runners[client]
+    try:
+        out.put(runner(bootstrap, work, process, barrier, progress, pool))
+    except BaseException as exc:
+        barrier.abort()
+        out.put({"error": f"{type(exc).__name__}: {exc}"})
+        raise
+
+
 def _report(
-    start: tuple[float, float], sent: int, errors: int, latencies: list[float], **extra: Any
-) -> dict[str, Any]:
+    start: tuple[float, float], sent: int, errors: int, latencies: list[float],
+    conf: dict[str, Any], conns: int, **extra: Any,
+) -> dict[str, Any]:  # fmt: skip
     """``start``: (monotonic time, CPU seconds) at the barrier."""
     return {
         "start": start[0], "end": time.monotonic(), "sent": sent, "errors": errors,
         "latencies_ms": latencies, "cpu": cpu_seconds() - start[1],
         "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "pss": pss(),
+        "config": {k: v for k, v in conf.items() if not callable(v)}, "connections": conns,
         **extra,
     }  # fmt: skip
 
 
-def _timed_sends(
-    send: Callable[[bytes | None], Any], attach: Callable[[Any, Callable[[Any], None]], Any],
-    work: Workload, keys: Iterator[bytes | None], progress: Any,
-) -> tuple[tuple[float, float], Futures, list[float]]:  # fmt: skip
-    """The timed loop of the future-returning clients: (start, futures, latencies). As a
-    long-running producer would, it keeps the futures not yet done: every ``CHECK_EVERY``
-    sends the done ones are counted (``futures.done``, ``futures.errors``) and let go."""
-    start = (time.monotonic(), cpu_seconds())
-    every, latencies, futures = _sample_every(work), list[float](), Futures()
-    for i, key in enumerate(_paced(work, keys, progress)):
-        future = send(key)
-        futures.append(future)
-        if i % every == 0:
-            attach(future, _latency_probe(latencies))
-        if i % CHECK_EVERY == 0:
-            futures.settle()
-    return start, futures, latencies
+def _timed_start() -> tuple[float, float]:
+    return time.monotonic(), cpu_seconds()
 
 
-CHECK_EVERY = 4096
+class _Sender:
+    """The pool's Sender as its counters show it: CPU, produce requests and bytes sent."""
+
+    def __init__(self, pool: str) -> None:
+        from shmkafka.shm.stat import pool_stat
+
+        stat = pool_stat(pool)["sender"]
+        self.pid: int = stat["pid"]
+        self.counters = (cpu_seconds(self.pid), stat["produce_requests"], stat["bytes_sent"])
+
+    @staticmethod
+    def span(before: _Sender, after: _Sender) -> dict[str, Any]:
+        (c0, r0, b0), (c1, r1, b1) = before.counters, after.counters
+        return {
+            "sender_cpu": (c0, c1), "requests": (r0, r1), "bytes": (b0, b1),
+            "sender_rss": psutil.Process(after.pid).memory_info().rss,
+            "sender_pss": pss(after.pid),
+        }  # fmt: skip
 
 
-class Futures(deque[Any]):
-    """Futures in send order, the done ones counted and dropped from the front."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.done = self.errors = 0
-
-    def settle(self) -> None:
-        while self and self[0].is_done:
-            self.errors += self.popleft().failed()
-            self.done += 1
-
-    def sent(self) -> int:
-        return self.done + len(self)
-
-    def failed(self) -> int:
-        """Errors among every future (call once all are done)."""
-        return self.errors + sum(1 for f in self if f.failed())
+def _warm_up_futures(producer: Any, work: Workload, records: Records) -> None:
+    for _ in range(work.warmup):
+        value, key = next(records)
+        producer.send(work.topic, value, key=key)
+    producer.flush(120)
 
 
 # ---------------------------------------------------------------------------- shmkafka
 
 
-def _latency_probe(latencies: list[float]) -> Callable[[Any], None]:
-    """A done-callback that records the send → ack time of a future made just now."""
-    t0 = time.monotonic()
-
-    def done(_: Any) -> None:
-        latencies.append((time.monotonic() - t0) * 1e3)
-
-    return done
-
-
 def _shmkafka(bootstrap: str, work: Workload, process: int, barrier: Any, progress: Any,
               pool: str) -> dict[str, Any]:  # fmt: skip
-    from shmkafka.producer.kafka_python import KafkaProducer
-    from shmkafka.shm.stat import pool_stat
+    from shmkafka.kafka import KafkaProducer
 
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap, acks=work.acks_int, compression_type=work.compression,
-        compression_level=work.compression_level, linger_ms=work.linger_ms,
-        batch_size=work.batch_size, buffer_memory=work.buffer_memory,
-        enable_idempotence=work.idempotence,
-        max_in_flight_requests_per_connection=work.max_in_flight, pool=pool,
-    )  # fmt: skip
-    value, keys = work.value(), work.keys_for(process)
-    for _ in range(work.warmup):
-        producer.send(work.topic, value, key=next(keys))
-    producer.flush(120)
-
-    def sender_counters() -> tuple[float, int, int]:
-        stat = pool_stat(pool)["sender"]
-        return cpu_seconds(stat["pid"]), stat["produce_requests"], stat["bytes_sent"]
-
+    conf, ports = shmkafka_config(bootstrap, work, pool), broker_ports(bootstrap)
+    producer = KafkaProducer(**conf)
+    records = work.records_for(process)
+    _warm_up_futures(producer, work, records)
     barrier.wait()
-    before = sender_counters()
-    start, futures, latencies = _timed_sends(
-        lambda key: producer.send(work.topic, value, key=key),
-        lambda future, probe: future.add_done_callback(probe), work, keys, progress,
+    before = _Sender(pool)
+    start = _timed_start()
+    futures, latencies = future_loop(
+        producer.send, lambda future, probe: future.add_done_callback(probe), work.topic,
+        Pacer(work, progress), records,
     )  # fmt: skip
+    conns, sender_conns = connections(None, ports), connections(before.pid, ports)
     producer.flush(600)
-    after = sender_counters()
-    errors = futures.failed()
-    sender_pid = pool_stat(pool)["sender"]["pid"]
-    sender_rss, sender_pss = psutil.Process(sender_pid).memory_info().rss, pss(sender_pid)
-    report = _report(start, futures.sent(), errors, latencies, sender_cpu=(before[0], after[0]),
-                     requests=(before[1], after[1]), bytes=(before[2], after[2]),
-                     sender_rss=sender_rss, sender_pss=sender_pss)  # fmt: skip
+    after = _Sender(pool)
+    report = _report(start, futures.sent(), futures.failed(), latencies, conf, conns,
+                     sender_connections=sender_conns,
+                     **_Sender.span(before, after))  # fmt: skip
+    producer.close(30)
+    return report
+
+
+def _shmkafka_confluent(bootstrap: str, work: Workload, process: int, barrier: Any,
+                        progress: Any, pool: str) -> dict[str, Any]:  # fmt: skip
+    from shmkafka.confluent_kafka import Producer
+
+    conf, ports = shmkafka_confluent_config(bootstrap, work, pool), broker_ports(bootstrap)
+    producer = Producer(conf)
+    senders: list[_Sender] = []
+
+    def counters(at_start: bool) -> dict[str, Any]:
+        senders.append(_Sender(pool))
+        if at_start:
+            return {}
+        return {"sender_connections": connections(senders[0].pid, ports),
+                **_Sender.span(senders[0], senders[-1])}  # fmt: skip
+
+    report = _delivery_reports(producer, work, process, barrier, progress, conf, ports, counters)
     producer.close(30)
     return report
 
@@ -205,31 +248,25 @@ def _kafka_python(bootstrap: str, work: Workload, process: int, barrier: Any, pr
                   pool: str) -> dict[str, Any]:  # fmt: skip
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap, acks=work.acks_int,
-        compression_type=None if work.compression == "none" else work.compression,
-        linger_ms=work.linger_ms, batch_size=work.batch_size,
-        enable_idempotence=work.idempotence,
-        max_in_flight_requests_per_connection=work.max_in_flight,
-    )  # fmt: skip
-    value, keys = work.value(), work.keys_for(process)
-    for _ in range(work.warmup):
-        producer.send(work.topic, value, key=next(keys))
-    producer.flush(120)
+    conf, ports = kafka_python_config(bootstrap, work), broker_ports(bootstrap)
+    producer = KafkaProducer(**conf)
+    records = work.records_for(process)
+    _warm_up_futures(producer, work, records)
     barrier.wait()
-    start, futures, latencies = _timed_sends(
-        lambda key: producer.send(work.topic, value, key=key),
-        lambda future, probe: future.add_both(probe), work, keys, progress,
+    start = _timed_start()
+    futures, latencies = future_loop(
+        producer.send, lambda future, probe: future.add_both(probe), work.topic,
+        Pacer(work, progress), records,
     )  # fmt: skip
+    conns = connections(None, ports)
     producer.flush(600)
     # kafka-python keeps rates and averages, no totals: requests and bytes are estimated
     # from its records-per-request and request-size averages.
     metrics = producer.metrics()["producer-metrics"]
     requests = futures.sent() / max(metrics.get("records-per-request-avg") or 1.0, 1.0)
     wire = requests * (metrics.get("request-size-avg") or 0.0)
-    errors = futures.failed()
-    report = _report(start, futures.sent(), errors, latencies, requests=(0, requests),
-                     bytes=(0, wire))  # fmt: skip
+    report = _report(start, futures.sent(), futures.failed(), latencies, conf, conns,
+                     requests=(0, requests), bytes=(0, wire))  # fmt: skip
     producer.close(10)
     return report
 
@@ -242,53 +279,59 @@ def _confluent(bootstrap: str, work: Workload, process: int, barrier: Any, progr
     import confluent_kafka
 
     stats: list[dict[str, Any]] = []
-    conf: dict[str, Any] = {
-        "bootstrap.servers": bootstrap, "acks": work.acks, "linger.ms": work.linger_ms,
-        "compression.type": work.compression, "batch.size": work.batch_size,
-        "enable.idempotence": work.idempotence, "partitioner": "murmur2_random",
-        "max.in.flight": work.max_in_flight, "statistics.interval.ms": 200,
-        "stats_cb": lambda text: stats.append(json.loads(text)), "log_level": 3,
-    }  # fmt: skip
-    if work.compression_level is not None:
-        conf["compression.level"] = work.compression_level
-    producer = confluent_kafka.Producer(conf)
-    value, keys = work.value(), work.keys_for(process)
+    conf = confluent_config(bootstrap, work)
+    producer = confluent_kafka.Producer({
+        **conf, "statistics.interval.ms": 200,
+        "stats_cb": lambda text: stats.append(json.loads(text)),
+    })  # fmt: skip
+    marks: list[dict[str, Any]] = []
+
+    def counters(at_start: bool) -> dict[str, Any]:
+        producer.poll(0.3)  # a statistics event after the warm-up, or after the run
+        marks.append(stats[-1] if stats else {})
+        if at_start:
+            return {}
+        before, after = marks[0], marks[-1]
+        return {"requests": (before.get("tx", 0), after.get("tx", 0)),
+                "bytes": (before.get("tx_bytes", 0), after.get("tx_bytes", 0))}  # fmt: skip
+
+    return _delivery_reports(producer, work, process, barrier, progress, conf,
+                             broker_ports(bootstrap), counters, before_barrier=True)  # fmt: skip
+
+
+def _delivery_reports(
+    producer: Any, work: Workload, process: int, barrier: Any, progress: Any,
+    conf: dict[str, Any], ports: frozenset[int], counters: Callable[[bool], dict[str, Any]],
+    before_barrier: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """The run of a confluent-kafka API producer (confluent-kafka's or shmkafka's): every
+    delivery report is counted, errors apart. ``counters(True)`` is read before the timed
+    part (before the barrier if ``before_barrier``), ``counters(False)`` after it; the
+    latter's result joins the report."""
+    records = work.records_for(process)
     counts = {"errors": 0, "done": 0}
 
     def on_delivery(err: Any, msg: Any) -> None:
         counts["done"] += 1
         counts["errors"] += err is not None
 
-    def produce(key: bytes | None, callback: Callable[..., None]) -> None:
-        produce_retrying(producer, work.topic, value, key, callback)
-
     for _ in range(work.warmup):
-        produce(next(keys), on_delivery)
+        value, key = next(records)
+        produce_retrying(producer, work.topic, value, key, on_delivery)
     producer.flush(120)
-    producer.poll(0.3)  # a statistics event after the warm-up
-    before = stats[-1] if stats else {}
+    if before_barrier:
+        counters(True)
     barrier.wait()
+    if not before_barrier:
+        counters(True)
     counts.update(errors=0, done=0)
-    start = (time.monotonic(), cpu_seconds())
-    every, latencies, sent = _sample_every(work), list[float](), 0
-    for i, key in enumerate(_paced(work, keys, progress)):
-        if i % every == 0:
-            probe = _latency_probe(latencies)
-
-            def sampled(err: Any, msg: Any, probe: Callable[[Any], None] = probe) -> None:
-                probe(msg)
-                on_delivery(err, msg)
-
-            produce(key, sampled)
-        else:
-            produce(key, on_delivery)
-        sent += 1
-        if sent % 1000 == 0:
-            producer.poll(0)
+    start = _timed_start()
+    pacer = Pacer(work, progress, wait=producer.poll)
+    latencies = report_loop(producer, work.topic, pacer, records, on_delivery)
+    conns = connections(None, ports)
     producer.flush(600)
-    end_report = _report(start, sent, counts["errors"], latencies)
-    producer.poll(0.3)
-    after = stats[-1] if stats else {}
-    end_report.update(requests=(before.get("tx", 0), after.get("tx", 0)),
-                      bytes=(before.get("tx_bytes", 0), after.get("tx_bytes", 0)))  # fmt: skip
-    return end_report
+    if counts["done"] != pacer.sent:
+        counts["errors"] += pacer.sent - counts["done"]  # reports that never came
+    report = _report(start, pacer.sent, counts["errors"], latencies, conf, conns)
+    report.update(counters(False))
+    return report

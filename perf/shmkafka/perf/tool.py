@@ -1,9 +1,17 @@
-"""``shmkafka perf``: the side-by-side comparison of shmkafka with kafka-python and
-confluent-kafka on the same machine, broker and workload, in one run.
+"""``shmkafka perf``: the side-by-side comparison of shmkafka's two APIs (``shmkafka``:
+``shmkafka.KafkaProducer``; ``shmkafka-confluent``: ``shmkafka.confluent_kafka.Producer``)
+with kafka-python and confluent-kafka on the same machine, broker and workload, in one run.
 
     shmkafka perf                                  # 4 processes on the embedded broker_stub
     shmkafka perf --compare kafka-python,confluent-kafka --broker tansu --records 250000
     shmkafka perf --scale --duration 10 --json out.json --plot out.png
+    shmkafka perf --record-size 100,1000,10000,100000 --megabytes 300 --value-kind realistic
+    shmkafka perf --fleet 500 --processes 32 --record-size 200 --duration 20 \\
+        --compare shmkafka-confluent,confluent-kafka
+
+Every client runs at its own defaults but for the workload's settings (compression, acks,
+linger, idempotence); ``--batch-size``, ``--buffer-memory`` and ``--max-in-flight`` are
+given to every client only when set.
 
 Each client runs P processes (one producer each; one shared pool for shmkafka) that start
 together at a barrier; a run is timed from the barrier until every process has every record
@@ -21,28 +29,83 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import statistics
 import sys
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, replace
 from typing import Any
 
+from shmkafka.perf import report
 from shmkafka.perf.brokers import RunningBroker, run_broker_stub, run_tansu
 from shmkafka.perf.clients import cpu_seconds, run_worker
-from shmkafka.perf.workload import CLIENTS, Workload
+from shmkafka.perf.workload import CLIENTS, VALUE_KINDS, Workload
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.other_api_errors import TopicAlreadyExistsError
 from shmkafka.sender import admin
 
+EPILOG = """\
+Defaults: every client runs at its own batch size, buffer memory and in-flight limit
+(nothing is passed: librdkafka's batch.size, for one, is not kafka-python's batch_size);
+--batch-size, --buffer-memory and --max-in-flight give every client the same value.
+Compression, acks, linger and idempotence are the workload's, given to every client.
+
+When a run stops: --duration S (seconds per client and sweep point), --megabytes MB (MB of
+values per client and sweep point, split among its processes: a --record-size sweep then
+moves the same bytes at every size), or --records N per process (the default, 100,000;
+with --fleet the default is --duration 10). Give at most one of them.
+
+--fleet R paces every process at R records/s and reports what that load costs each client:
+host CPU (app processes + shmkafka's Sender), broker CPU, PSS, broker connections (TCP
+connections of the app processes and the Sender to the bootstrap servers' ports, counted at
+the end of the timed loop) and p50/p99 send->ack latency.
+"""
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of integers: {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("an empty list")
+    return values
+
+
+def _positive_list(text: str) -> list[int]:
+    values = _int_list(text)
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"every value must be at least 1: {text!r}")
+    return values
+
+
+def _size_list(text: str) -> list[int]:
+    values = _int_list(text)
+    if min(values) < 0:
+        raise argparse.ArgumentTypeError(f"a record size cannot be negative: {text!r}")
+    return values
+
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = parser or argparse.ArgumentParser(prog="shmkafka perf", description=__doc__)
-    p.add_argument("--processes", "-p", type=int, default=4)
-    p.add_argument("--records", "-n", type=int, default=100_000, help="per process")
-    p.add_argument("--duration", type=float, help="seconds per run instead of --records")
-    p.add_argument("--record-size", type=int, default=100)
+    p.epilog = EPILOG
+    p.formatter_class = _epilog_as_is(p.formatter_class)
+    p.add_argument("--processes", "-p", type=_positive_list, default="4",
+                   help="processes per client; a comma list sweeps them (1,4,8,16)")  # fmt: skip
+    stop = p.add_mutually_exclusive_group()
+    stop.add_argument("--records", "-n", type=int,
+                      help="records per process (default: 100000)")  # fmt: skip
+    stop.add_argument("--duration", type=float, help="seconds per client and sweep point")
+    stop.add_argument("--megabytes", type=float, metavar="MB",
+                      help="MB (10^6 bytes) of values per client and sweep point, split among its "
+                           "processes")  # fmt: skip
+    p.add_argument("--record-size", type=_size_list, default="100",
+                   help="bytes per value; a comma list sweeps them (100,1000,10000)")  # fmt: skip
+    p.add_argument("--value-kind", choices=VALUE_KINDS, default="compressible",
+                   help="compressible: one random value for every record (lz4 ~100x); "
+                        "realistic: distinct JSON-like texts from a seeded RNG (lz4 ~2x), "
+                        "made before the timed part")  # fmt: skip
     p.add_argument("--keys", choices=("none", "uniform", "zipf"), default="uniform")
     p.add_argument("--key-count", type=int, default=10_000)
     p.add_argument("--partitions", type=int, default=16)
@@ -53,17 +116,34 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--acks", choices=("0", "1", "all"), default="1")
     p.add_argument("--compression", choices=("none", "gzip", "snappy", "lz4", "zstd"),
                    default="lz4")  # fmt: skip
-    p.add_argument("--compression-level", type=int)
+    p.add_argument("--compression-level", type=int, help="(not given to kafka-python 3)")
     p.add_argument("--linger-ms", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=16384)
-    p.add_argument("--buffer-memory", type=int, default=32 * 1024 * 1024)
+    p.add_argument("--batch-size", type=int,
+                   help="bytes, for every client (default: each client's own)")  # fmt: skip
+    p.add_argument("--buffer-memory", type=int,
+                   help="bytes, for every client that has a bound (kafka-python 3 has none; "
+                        "librdkafka: queue.buffering.max.kbytes) (default: each client's "
+                        "own)")  # fmt: skip
     p.add_argument("--idempotence", action="store_true", help="(needs --acks all)")
-    p.add_argument("--max-in-flight", type=int, default=5)
-    p.add_argument("--throughput", type=float, help="cap, total records/s (for latency runs)")
+    p.add_argument("--max-in-flight", type=int,
+                   help="requests per connection, for every client (default: each "
+                        "client's own)")  # fmt: skip
+    rate = p.add_mutually_exclusive_group()
+    rate.add_argument("--throughput", type=float,
+                      help="cap, total records/s (for latency runs)")  # fmt: skip
+    rate.add_argument("--fleet", type=float, metavar="R",
+                      help="pace every process at R records/s and report the cost "
+                           "(see below)")  # fmt: skip
     p.add_argument("--warmup", type=int, default=1000, help="records per process, untimed")
-    p.add_argument("--repeat", type=int, default=1, help="runs per client; the best is kept")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs per client; the best is kept (for --fleet: the least host "
+                        "CPU)")  # fmt: skip
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--compare", default="", help="also: kafka-python,confluent-kafka")
+    p.add_argument("--compare", default="",
+                   help="beside shmkafka, also: shmkafka-confluent (shmkafka's "
+                        "confluent-kafka API), kafka-python, confluent-kafka")  # fmt: skip
+    p.add_argument("--clients", help="exactly these clients, in this order (instead of "
+                                     "shmkafka plus --compare)")  # fmt: skip
     p.add_argument("--broker", choices=("stub", "tansu"), default="stub")
     p.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", metavar="HOST:PORT",
                    help="a running cluster instead of starting one")  # fmt: skip
@@ -74,16 +154,62 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     return p
 
 
+def _epilog_as_is(formatter: Any) -> Any:
+    """The parser's formatter, keeping the epilog's paragraphs as written."""
+
+    class Formatter(formatter):  # type: ignore[misc]
+        def _fill_text(self, text: str, width: int, indent: str) -> str:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+
+    return Formatter
+
+
 def workload_of(args: argparse.Namespace) -> Workload:
+    """The first sweep point's workload (``sweep`` gives every point's)."""
+    duration = args.duration
+    if (
+        args.fleet is not None
+        and duration is None
+        and args.records is None
+        and args.megabytes is None
+    ):
+        duration = 10.0
+    records = args.records if args.records is not None else 100_000
     return Workload(
-        processes=args.processes, records=args.records, duration_s=args.duration,
-        record_size=args.record_size, keys=args.keys, key_count=args.key_count,
-        partitions=args.partitions, topic=args.topic or "", acks=args.acks,
-        compression=args.compression, compression_level=args.compression_level,
-        linger_ms=args.linger_ms, batch_size=args.batch_size, buffer_memory=args.buffer_memory,
+        processes=args.processes[0], records=records, duration_s=duration,
+        record_size=args.record_size[0], value_kind=args.value_kind, keys=args.keys,
+        key_count=args.key_count, partitions=args.partitions, topic=args.topic or "",
+        acks=args.acks, compression=args.compression,
+        compression_level=args.compression_level, linger_ms=args.linger_ms,
+        batch_size=args.batch_size, buffer_memory=args.buffer_memory,
         idempotence=args.idempotence, max_in_flight=args.max_in_flight,
-        throughput=args.throughput, warmup=args.warmup, seed=args.seed,
+        throughput=args.throughput, fleet_rate=args.fleet, warmup=args.warmup, seed=args.seed,
     )  # fmt: skip
+
+
+def process_counts(args: argparse.Namespace) -> list[int]:
+    if args.scale and len(args.processes) > 1:
+        raise SystemExit("--scale sweeps 1, 2, 4, 8: give it or a --processes list, not both")
+    return [1, 2, 4, 8] if args.scale else list(args.processes)
+
+
+def sweep(base: Workload, args: argparse.Namespace) -> list[Workload]:
+    """Every sweep point's workload: each record size, then each process count."""
+    points = []
+    for size in args.record_size:
+        for processes in process_counts(args):
+            work = replace(base, record_size=size, processes=processes)
+            points.append(work if args.megabytes is None else work.with_megabytes(args.megabytes))
+    return points
+
+
+def clients_of(args: argparse.Namespace) -> list[str]:
+    named = args.clients.split(",") if args.clients else ["shmkafka", *args.compare.split(",")]
+    clients = list(dict.fromkeys(c.strip() for c in named if c.strip()))
+    unknown = [c for c in clients if c not in CLIENTS]
+    if unknown or not clients:
+        raise SystemExit(f"unknown client(s) {unknown}: choose from {', '.join(CLIENTS)}")
+    return clients
 
 
 @contextmanager
@@ -150,12 +276,20 @@ def _run_processes(client: str, bootstrap: str, broker_pid: int | None, work: Wo
     broker_cpu = cpu_seconds(broker_pid) if broker_pid else 0.0
     results = _collect(out, work, progress, client, quiet)
     broker_cpu = cpu_seconds(broker_pid) - broker_cpu if broker_pid else 0.0
-    for w in workers:
-        w.join(60)
+    _join(workers, 60)
     failed = [r["error"] for r in results if "error" in r]
     if failed:
         raise RuntimeError(f"{client}: {failed[0]}")
-    return summarize(client, work, results, broker_cpu)
+    return report.summarize(client, work, results, broker_cpu)
+
+
+def _join(workers: list[Any], timeout: float) -> None:
+    """Wait for the workers to exit, by their exit status: ``Process.join(timeout)`` waits
+    on a pipe that the Sender a worker started holds open too (it inherits the worker's
+    descriptors), so it would wait for the Sender's exit, 5 s after the last producer."""
+    deadline = time.monotonic() + timeout
+    while any(w.is_alive() for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _collect(out: Any, work: Workload, progress: list[Any], client: str,
@@ -182,138 +316,51 @@ def _collect(out: Any, work: Workload, progress: list[Any], client: str,
     return results
 
 
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def summarize(client: str, work: Workload, results: list[dict[str, Any]],
-              broker_cpu: float) -> dict[str, Any]:  # fmt: skip
-    seconds = max(r["end"] for r in results) - min(r["start"] for r in results)
-    records = sum(r["sent"] for r in results)
-    latencies = [x for r in results for x in r["latencies_ms"]]
-    app_cpu = sum(r["cpu"] for r in results)
-    if client == "shmkafka":  # one Sender, one pool: its counters are shared
-        sender_cpu, requests, wire = (
-            max(r[k][1] for r in results) - min(r[k][0] for r in results)
-            for k in ("sender_cpu", "requests", "bytes")
-        )
-        rss = sum(r["rss"] for r in results) + max(r["sender_rss"] for r in results)
-        pss = sum(r["pss"] for r in results) + max(r["sender_pss"] for r in results)
-    else:
-        sender_cpu = 0.0
-        requests = sum(r["requests"][1] - r["requests"][0] for r in results)
-        wire = sum(r["bytes"][1] - r["bytes"][0] for r in results)
-        rss = sum(r["rss"] for r in results)
-        pss = sum(r["pss"] for r in results)
-    return {
-        "client": client, "processes": work.processes, "records": records,
-        "seconds": seconds, "records_per_s": records / seconds,
-        "mb_per_s": records * work.record_size / seconds / 1e6,
-        "latency_ms": {
-            "avg": statistics.fmean(latencies) if latencies else float("nan"),
-            "p50": _percentile(latencies, 0.50), "p95": _percentile(latencies, 0.95),
-            "p99": _percentile(latencies, 0.99), "p99.9": _percentile(latencies, 0.999),
-            "max": max(latencies, default=float("nan")), "samples": len(latencies),
-        },
-        "cpu_s": {"app": app_cpu, "sender": sender_cpu, "broker": broker_cpu},
-        "cpu_us_per_record": (app_cpu + sender_cpu) / records * 1e6,
-        "peak_rss_mb": rss / 1e6, "pss_mb": pss / 1e6,
-        "produce_requests": requests, "wire_bytes": wire,
-        "requests_per_million": requests / records * 1e6,
-        "errors": sum(r["errors"] for r in results),
-    }  # fmt: skip
-
-
-HEADER = (
-    f"{'client':<16} {'P':>2} {'records/s':>11} {'MB/s':>6} {'avg ms':>7} {'p50':>6} {'p95':>6} "
-    f"{'p99':>7} {'p99.9':>7} {'max':>7} {'app CPU':>8} {'Sender':>7} {'broker':>7} "
-    f"{'µs/rec':>7} {'RSS MB':>7} {'PSS MB':>7} {'req/M':>7} {'errors':>6}"
-)
-
-
-def format_row(r: dict[str, Any]) -> str:
-    lat, cpu = r["latency_ms"], r["cpu_s"]
-    return (
-        f"{r['client']:<16} {r['processes']:>2} {r['records_per_s']:>11,.0f} "
-        f"{r['mb_per_s']:>6.1f} {lat['avg']:>7.1f} {lat['p50']:>6.1f} {lat['p95']:>6.1f} "
-        f"{lat['p99']:>7.1f} {lat['p99.9']:>7.1f} {lat['max']:>7.1f} {cpu['app']:>8.2f} "
-        f"{cpu['sender']:>7.2f} {cpu['broker']:>7.2f} {r['cpu_us_per_record']:>7.2f} "
-        f"{r['peak_rss_mb']:>7.0f} {r['pss_mb']:>7.0f} {r['requests_per_million']:>7.0f} "
-        f"{r['errors']:>6}"
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return run(args)
 
 
 def run(args: argparse.Namespace) -> int:
-    clients = ["shmkafka", *[c for c in args.compare.split(",") if c]]
-    unknown = [c for c in clients if c not in CLIENTS]
-    if unknown:
-        raise SystemExit(f"unknown client(s) {unknown}: choose from {', '.join(CLIENTS)}")
+    clients = clients_of(args)
     base = workload_of(args)
-    sweep = [1, 2, 4, 8] if args.scale else [base.processes]
+    points = sweep(base, args)
+    fleet = args.fleet is not None
     results: list[dict[str, Any]] = []
     with _broker(args) as (bootstrap, broker_pid, broker_name):
-        print(f"{base.describe().replace(f'{base.processes} processes', 'P processes')}; "
-              f"broker: {broker_name}")  # fmt: skip
-        print(HEADER)
-        for processes in sweep:
-            work = replace(base, processes=processes)
+        print(f"{_describe(base, args)}; broker: {broker_name}")
+        print(report.FLEET_HEADER if fleet else report.HEADER)
+        for work in points:
             for client in clients:
                 best: dict[str, Any] | None = None
                 for _ in range(args.repeat):
                     result = run_client(client, bootstrap, broker_pid, work, args.quiet,
                                         args.keep_topics)  # fmt: skip
-                    if best is None or result["records_per_s"] > best["records_per_s"]:
+                    if report.better(fleet, result, best):
                         best = result
                 assert best is not None
                 results.append(best)
-                print(format_row(best), flush=True)
-    _summary(results)
+                row = report.format_fleet_row(best) if fleet else report.format_row(best)
+                print(row, flush=True)
+    for line in report.summary_lines(results, fleet):
+        print(line)
     if args.json:
+        sweep_of = {"processes": process_counts(args), "record_sizes": args.record_size,
+                    "megabytes": args.megabytes, "clients": clients}  # fmt: skip
         with open(args.json, "w") as f:
-            json.dump({"workload": asdict(base), "broker": broker_name, "results": results}, f,
-                      indent=2)  # fmt: skip
+            json.dump({"workload": asdict(base), "sweep": sweep_of, "broker": broker_name,
+                       "results": results}, f, indent=2)  # fmt: skip
     if args.plot:
-        plot(results, args.plot)
+        report.plot(results, args.plot, fleet)
     return 0
 
 
-def _summary(results: list[dict[str, Any]]) -> None:
-    for processes in sorted({r["processes"] for r in results}):
-        row = {r["client"]: r["records_per_s"] for r in results if r["processes"] == processes}
-        ours = row.get("shmkafka")
-        others = [f"{ours / v:.2f}x {c}" for c, v in row.items() if c != "shmkafka" and v]
-        if ours and others:
-            print(f"summary P={processes}: shmkafka = {', '.join(others)}")
-
-
-def plot(results: list[dict[str, Any]], path: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SystemExit("--plot needs matplotlib: pip install 'shmkafka[perf]'") from None
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for client in dict.fromkeys(r["client"] for r in results):
-        mine = [r for r in results if r["client"] == client]
-        xs = [r["processes"] for r in mine]
-        left.plot(xs, [r["records_per_s"] for r in mine], marker="o", label=client)
-        right.plot(xs, [r["latency_ms"]["p99"] for r in mine], marker="o", label=client)
-    left.set(xlabel="processes", ylabel="records/s", title="throughput")
-    right.set(xlabel="processes", ylabel="ms", title="p99 send→ack latency")
-    left.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"chart written to {path}")
+def _describe(base: Workload, args: argparse.Namespace) -> str:
+    counts = process_counts(args)
+    processes = "P" if len(counts) > 1 else str(counts[0])
+    sizes = ",".join(str(s) for s in args.record_size)
+    amount = None if args.megabytes is None else f"{args.megabytes:g} MB in all"
+    return base.describe(processes=processes, sizes=sizes, amount=amount)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,30 @@ class ReadyContext:
     exhausted: bool = False
     flushing: bool = False
     closing: bool = False
+    # what a batch's bytes shrink to on the wire (CompressionRatio): a request holds
+    # max.request.size of compressed batches, as the Java client estimates them
+    compression_ratio: float = 1.0
+
+
+@dataclass
+class CompressionRatio:
+    """The Java client's CompressionRatioEstimator, pool-wide: an observed ratio above the
+    estimate is taken at once (a request must not grow past its limit for long), one
+    below it moves the estimate a little (one batch of incompressible data does not make
+    every later request small)."""
+
+    estimate: float = 1.0
+    IMPROVING_STEP = 0.005
+    SAFETY = 1.05  # (the estimate errs on the large side)
+
+    def observe(self, uncompressed: int, compressed: int) -> None:
+        if uncompressed <= 0:
+            return
+        observed = min(1.0, compressed / uncompressed * self.SAFETY)
+        if observed > self.estimate:
+            self.estimate = observed
+        else:
+            self.estimate = max(observed, self.estimate - self.IMPROVING_STEP)
 
 
 def retry_backoff(attempts: int, base_ms: int, max_ms: int) -> int:
@@ -137,7 +161,7 @@ class Drainer:
             backoff = retry_backoff(state.attempts, ctx.retry_backoff_ms, ctx.retry_backoff_max_ms)
             if state.attempts > 0 and waited_ms(state, now_ms) < backoff:
                 continue
-            if taken and size + state.first_size > max_request_size:
+            if taken and size + int(state.first_size * ctx.compression_ratio) > max_request_size:
                 break
             drained = accumulator.drain(
                 [state.deque_id], max_request_size - size if taken else 2**62
@@ -146,6 +170,6 @@ class Drainer:
                 continue
             batch = drained[0]
             taken.append(batch)
-            size += batch.info.write_pos
+            size += int(batch.info.write_pos * ctx.compression_ratio)
             self.drain_index[node] = state.deque_id + 1
         return taken

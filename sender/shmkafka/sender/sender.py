@@ -44,7 +44,7 @@ from shmkafka.sender.authentication import SaslSettings
 from shmkafka.sender.connection import ClientResponse, Network, NetworkClient
 from shmkafka.sender.integrity import quarantine_damaged
 from shmkafka.sender.metadata import Metadata
-from shmkafka.sender.ready import Drainer, ReadyContext, ready
+from shmkafka.sender.ready import CompressionRatio, Drainer, ReadyContext, ready
 from shmkafka.sender.split import split_batch
 from shmkafka.sender.tls import client_context
 from shmkafka.sender.tokens import token_source
@@ -111,6 +111,7 @@ class Sender:
         )
         self.metadata = Metadata(pool, config.metadata_max_age_ms, config.retry_backoff_ms)
         self.drainer = Drainer()
+        self.compression_ratio = CompressionRatio()
         self.stats = SenderCounters()
         self.in_flight: dict[int, int] = defaultdict(int)  # deque id → batches in flight
         self.in_flight_sequences: dict[int, set[int]] = defaultdict(set)
@@ -262,6 +263,7 @@ class Sender:
             retry_backoff_max_ms=self.config.retry_backoff_max_ms,
             exhausted=self.pool.buffers.waiters() > 0,
             flushing=self.pool.slots.flushing(),
+            compression_ratio=self.compression_ratio.estimate,
         )
 
     def _muted(self, state: Any) -> bool:
@@ -286,6 +288,7 @@ class Sender:
             meta = self._batch_meta(batch, producer_id, epoch)
             data = self.accumulator.finalize(batch, meta)  # writes the sequence to shm first
             self.stats.batch_bytes += len(data)
+            self.compression_ratio.observe(batch.info.write_pos, len(data))
             if self.config.enable_idempotence and batch.info.base_sequence < 0:
                 self.pool.deques.set_next_sequence(
                     batch.info.deque_id, meta.base_sequence + batch.info.record_count
