@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 
 import pytest
@@ -86,3 +87,29 @@ def test_a_stalled_sender_is_replaced(tansu: Peer, pool_name: str) -> None:
             os.kill(first, signal.SIGKILL)
     handle.close(10)
     _wait_for_sender_exit(second, pool_name)
+
+
+def test_the_sender_holds_no_descriptor_its_starter_could_pass_on(
+    tansu: Peer, pool_name: str
+) -> None:
+    # multiprocessing hands its children inheritable pipes and waits for them to close:
+    # a Sender holding one kept a worker that started it from being seen to exit
+    read_end, write_end = os.pipe()
+    os.set_inheritable(read_end, True)
+    os.set_inheritable(write_end, True)
+    try:
+        config = {"bootstrap_servers": [f"{h}:{p}" for h, p in tansu.brokers]}
+        handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=300)
+        try:
+            sender = handle.pool.sender()[0]
+            assert sender > 0
+            pipes = {os.readlink(f"/proc/self/fd/{fd}") for fd in (read_end, write_end)}
+            held = {
+                os.readlink(f"/proc/{sender}/fd/{fd}") for fd in os.listdir(f"/proc/{sender}/fd")
+            }
+            assert not pipes & held, held
+        finally:
+            handle.close()
+    finally:
+        os.close(read_end)
+        os.close(write_end)

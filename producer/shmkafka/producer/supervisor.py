@@ -75,6 +75,7 @@ def _spawn_detached(command: list[str], stdin_data: bytes, stderr: int) -> int:
     try:
         actions = [(os.POSIX_SPAWN_DUP2, read_end, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
                    (os.POSIX_SPAWN_DUP2, stderr, 2), (os.POSIX_SPAWN_CLOSE, write_end)]  # fmt: skip
+        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds() if fd != write_end]
         pid = os.posix_spawn(command[0], command, os.environ, file_actions=actions, setsid=True)
         os.close(read_end)
         read_end = -1
@@ -89,6 +90,22 @@ def _spawn_detached(command: list[str], stdin_data: bytes, stderr: int) -> int:
         for fd in (devnull, read_end, write_end):
             if fd >= 0:
                 os.close(fd)
+
+
+def _inherited_fds() -> list[int]:
+    """This process's descriptors above stderr that a spawned process would inherit: the
+    Sender must not hold a pipe of its starter's (multiprocessing waits for a child's
+    pipes to close: a worker that started the Sender would not be seen to exit)."""
+    fds = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2:
+            try:
+                if os.get_inheritable(fd):
+                    fds.append(fd)
+            except OSError:
+                pass  # (the listing's own descriptor, closed by now)
+    return fds
 
 
 def _last_lines(path: str, limit: int = 2000) -> str:
