@@ -9,6 +9,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +19,8 @@ import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.producer.handle import ProducerHandle
+from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.stat import pool_stat
 from tests import ledger
 from tests.integration import e2e_workers
@@ -46,6 +50,14 @@ def _settle(pool: str) -> None:
             return
         assert time.monotonic() < deadline, stat
         time.sleep(0.1)
+
+
+@contextmanager
+def _detaching(pool: SharedPool) -> Iterator[SharedPool]:
+    try:
+        yield pool
+    finally:
+        pool.detach()
 
 
 def _values(stub: BrokerStub, topic: str, count: int) -> list[bytes]:
@@ -98,7 +110,9 @@ def test_a_sender_killed_mid_round(
     pool_name: str, point: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     marker = tmp_path / "fired"
-    with BrokerStub(nodes=1, partitions=2) as stub:
+    # batches that grow (the public APIs' default), so that drained ones have tails to trim
+    pool = SharedPool.open(pool_name, PoolConfig(batch_size=1_000_000))
+    with BrokerStub(nodes=1, partitions=2) as stub, _detaching(pool):
         stub.create_topic("ks", 2)
         config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5}
         ctx = mp.get_context("spawn")
@@ -113,5 +127,6 @@ def test_a_sender_killed_mid_round(
         assert app.exitcode == 0 and result["errors"] == []
         assert marker.read_text() == point  # the first Sender died there; the next took over
         values = _values(stub, "ks", 3000)
+        _settle(pool_name)  # every slab back: a tail a killed Sender left was reclaimed
     assert len(values) == 3000 == len(set(values))  # idempotence: resent, not duplicated
     ledger.note(f"Sender killed at {point}", sender_kills=1, records=len(values))

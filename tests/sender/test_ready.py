@@ -7,7 +7,13 @@ import dataclasses
 import pytest
 
 from shmkafka.producer.accumulator import PartitionState, RecordAccumulator
-from shmkafka.sender.ready import Drainer, ReadyContext, ready, retry_backoff
+from shmkafka.sender.ready import (
+    EXHAUSTED_LINGER_MS,
+    Drainer,
+    ReadyContext,
+    ready,
+    retry_backoff,
+)
 from shmkafka.shm.pool import SharedPool
 from tests.conftest import publish
 
@@ -33,10 +39,28 @@ def test_full_batch_is_ready_at_once() -> None:
     assert ready([state(first_full=True)], {1}, CTX, 1000).ready_nodes == {1}
 
 
-@pytest.mark.parametrize("flag", ["exhausted", "flushing", "closing"])
+@pytest.mark.parametrize("flag", ["flushing", "closing"])
 def test_pool_wide_conditions_make_everything_sendable(flag: str) -> None:
     ctx = dataclasses.replace(CTX, **{flag: True})
-    assert ready([state()], {1}, ctx, 1000).ready_nodes == {1}
+    result = ready([state()], {1}, ctx, 1000)
+    assert result.ready_nodes == {1} and result.sendable == {0}
+
+
+def test_processes_waiting_for_memory_cap_the_linger() -> None:
+    long = dataclasses.replace(CTX, linger_ms=1000)
+    exhausted = dataclasses.replace(long, exhausted=True)
+    assert ready([state()], {1}, long, 1000 + EXHAUSTED_LINGER_MS).ready_nodes == frozenset()
+    early = ready([state()], {1}, exhausted, 1000 + EXHAUSTED_LINGER_MS - 1)
+    assert early.ready_nodes == frozenset()
+    assert early.next_ready_check_delay_ms == 1
+    assert ready([state()], {1}, exhausted, 1000 + EXHAUSTED_LINGER_MS).sendable == {0}
+
+
+def test_only_the_sendable_partitions_of_a_ready_node_are_named() -> None:
+    full = state(deque_id=3, first_full=True)
+    young = state(deque_id=4, partition=1)
+    result = ready([full, young], {1}, CTX, 1001)
+    assert result.ready_nodes == {1} and result.sendable == {3}
 
 
 def test_retry_backs_off_exponentially() -> None:

@@ -32,6 +32,7 @@ def expected(layout: Layout, slot: int) -> dict[str, int]:
         "new_batches_at": L.H_NEW_BATCHES,
         "waitq_head_at": L.H_WAITQ_HEAD,
         "waitq_tail_at": L.H_WAITQ_TAIL,
+        "alloc_cursor_at": L.H_ALLOC_CURSOR,
         "locks_at": layout.lock_at(0),
         "lock_stride": layout.lock_at(1) - layout.lock_at(0),
         "lock_owner_slot": L.LOCK_OWNER_SLOT,

@@ -58,7 +58,7 @@ struct FastAppend {
     /* The memory map, Layout.fast_path_offsets: see layout_fields. */
     /* header */
     Py_ssize_t directory_version_at, sender_wake_at, sender_linger_at;
-    Py_ssize_t new_batches_at, waitq_head_at, waitq_tail_at;
+    Py_ssize_t new_batches_at, waitq_head_at, waitq_tail_at, alloc_cursor_at;
     /* locks: the owner records, and our slot's intent bytes */
     Py_ssize_t locks_at, lock_stride;
     Py_ssize_t lock_owner_slot, lock_owner_pid, lock_owner_start;
@@ -106,6 +106,7 @@ static const LayoutField layout_fields[] = {
     LAYOUT_FIELD(new_batches_at),
     LAYOUT_FIELD(waitq_head_at),
     LAYOUT_FIELD(waitq_tail_at),
+    LAYOUT_FIELD(alloc_cursor_at),
     LAYOUT_FIELD(locks_at),
     LAYOUT_FIELD(lock_stride),
     LAYOUT_FIELD(lock_owner_slot),
@@ -680,15 +681,25 @@ append_to_last(FastAppend *self, char *deque, int64_t timestamp,
     return APPENDED;
 }
 
-/* The first free run of `want` slabs in the free map, else the longest
- * shorter one (its first such), in one pass: *length gets its length (0:
- * none free). */
+/* The first free run of `want` slabs in the free map from slab `from` on
+ * (then from 0: next fit, BufferPool._take), else the longest shorter one:
+ * *length gets its length (0: none free). */
 static Py_ssize_t
 find_run(const char *freemap, Py_ssize_t num_slabs, Py_ssize_t want,
-         Py_ssize_t *length)
+         Py_ssize_t from, Py_ssize_t *length)
 {
-    Py_ssize_t best = -1, best_len = 0, i = 0;
+    Py_ssize_t best = -1, best_len = 0;
 
+    if (from > 0 && from < num_slabs) {
+        Py_ssize_t first = find_run(freemap + from, num_slabs - from, want, 0,
+                                    length);
+        if (first >= 0 && *length >= want) {
+            return from + first;
+        }
+        best = first >= 0 ? from + first : -1;
+        best_len = first >= 0 ? *length : 0;
+    }
+    Py_ssize_t i = 0;
     while (i < num_slabs) {
         const char *free_at = memchr(freemap + i, 0, (size_t)(num_slabs - i));
         if (free_at == NULL) {
@@ -730,8 +741,10 @@ take_run(FastAppend *self, Py_ssize_t want, Py_ssize_t *count)
     }
     if (rd64(buf + self->waitq_head_at) == rd64(buf + self->waitq_tail_at)) {
         char *freemap = buf + self->freemap_at;
-        first = find_run(freemap, self->num_slabs, want, count);
+        Py_ssize_t cursor = (Py_ssize_t)rd32(buf + self->alloc_cursor_at);
+        first = find_run(freemap, self->num_slabs, want, cursor, count);
         if (first >= 0) {
+            wr32(buf + self->alloc_cursor_at, (uint32_t)(first + *count));
             wr32(buf + self->pending_first_at, (uint32_t)first);
             wr32(buf + self->pending_count_at, (uint32_t)*count);
             memset(freemap + first, 1, (size_t)*count);

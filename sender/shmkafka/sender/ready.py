@@ -5,13 +5,17 @@ states. Pure functions of their inputs and ``now_ms``, so tests step a clock.
 
 Rules:
 - A partition is sendable when its first batch is full (or more than one batch is queued),
-  has waited ``linger.ms`` (``retry.backoff`` for a retry), the BufferPool has waiters, a
-  flush is in progress, or the pool is closing. It makes its leader ready unless it is
-  backing off or muted. A partition without a known leader names its topic for a metadata
-  refresh.
+  has waited ``linger.ms`` (``retry.backoff`` for a retry; at most EXHAUSTED_LINGER_MS
+  while the BufferPool has waiters), a flush is in progress, or the pool is closing. It
+  makes its leader ready unless it is backing off or muted. A partition without a known
+  leader names its topic for a metadata refresh.
+- Only sendable partitions are drained (the Java client drains every partition of a ready
+  node: with batches that grow, that sends each partition's batch at the size it had when
+  another partition's filled, and the batches never grow).
 - drain takes at most one batch per partition per request, walks a node's partitions from
   that node's own drain index (so no partition starves), and stops before exceeding
-  ``max.request.size`` unless nothing has been taken yet (one oversized batch still goes).
+  ``max.request.size`` (of compressed bytes, as estimated) unless nothing has been taken
+  yet (one oversized batch still goes).
 """
 
 from __future__ import annotations
@@ -21,12 +25,18 @@ from dataclasses import dataclass, field
 
 from shmkafka.producer.accumulator import DrainedBatch, PartitionState, RecordAccumulator
 
+# While processes wait for memory, a batch goes once it has waited this long (or linger.ms,
+# if shorter): sending it earlier frees only its unfilled tail (the Sender trims it), and
+# makes every batch as small as what arrived since the last round.
+EXHAUSTED_LINGER_MS = 5
+
 
 @dataclass(frozen=True)
 class ReadyCheckResult:
     ready_nodes: frozenset[int]
     next_ready_check_delay_ms: int
     unknown_leader_topics: frozenset[str]
+    sendable: frozenset[int] = frozenset()  # the deques whose first batch may go now
 
 
 @dataclass(frozen=True)
@@ -89,23 +99,26 @@ def ready(
     ready_nodes: set[int] = set()
     unknown: set[str] = set()
     next_check = 2**31 - 1
+    sendable_deques: set[int] = set()
+    linger = min(ctx.linger_ms, EXHAUSTED_LINGER_MS) if ctx.exhausted else ctx.linger_ms
     for state in states:
         if state.leader < 0 or state.leader not in nodes:
             unknown.add(state.topic)
             continue
-        if state.leader in ready_nodes:
-            continue
         backoff = retry_backoff(state.attempts, ctx.retry_backoff_ms, ctx.retry_backoff_max_ms)
         waited = waited_ms(state, now_ms)
         backing_off = state.attempts > 0 and waited < backoff
-        time_to_wait = backoff if state.attempts > 0 else ctx.linger_ms
+        time_to_wait = backoff if state.attempts > 0 else linger
         expired = waited >= time_to_wait
-        sendable = state.first_full or expired or ctx.exhausted or ctx.flushing or ctx.closing
+        sendable = state.first_full or expired or ctx.flushing or ctx.closing
         if sendable and not backing_off and not muted(state):
             ready_nodes.add(state.leader)
+            sendable_deques.add(state.deque_id)
         else:
             next_check = min(next_check, max(0, time_to_wait - waited))
-    return ReadyCheckResult(frozenset(ready_nodes), next_check, frozenset(unknown))
+    return ReadyCheckResult(
+        frozenset(ready_nodes), next_check, frozenset(unknown), frozenset(sendable_deques)
+    )
 
 
 @dataclass

@@ -156,8 +156,9 @@ class Sender:
             self.metadata.add_topics(set(result.unknown_leader_topics))
             self.metadata.request_update()
         nodes = [n for n in result.ready_nodes if self.network.ready(n, now_ms)]
+        sendable = [s for s in states if s.deque_id in result.sendable]
         drained = self.drainer.drain(
-            self.accumulator, states, nodes, self.config.max_request_size, now_ms, ctx,
+            self.accumulator, sendable, nodes, self.config.max_request_size, now_ms, ctx,
             self._can_drain,
         )  # fmt: skip
         self._expire(states, now_ms)

@@ -31,6 +31,7 @@ import posix_ipc
 
 from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
 from shmkafka.shm.layout import (
+    H_ALLOC_CURSOR,
     H_WAITQ_HEAD,
     H_WAITQ_TAIL,
     NO_SLAB,
@@ -182,12 +183,17 @@ class BufferPool:
     # ------------------------------------------------------------------ under the pool lock
 
     def _take(self, count: int, want: int | None = None) -> SlabRun | None:
-        """The first free run of ``want`` slabs, else the longest shorter one if it holds
-        ``count`` (a pool short of long runs still serves batches)."""
+        """The first free run of ``want`` slabs from the allocation cursor on (next fit:
+        batches are freed about in the order they were taken, so the memory ahead of the
+        cursor is one long hole, where first fit packs new batches between old ones),
+        else the longest shorter one if it holds ``count``."""
         start = self.layout.freemap_at
         freemap = bytes(self.segment.buf[start : start + self.num_slabs])
         length = max(count, want or count)
-        first = freemap.find(bytes(length))
+        cursor = U32.unpack_from(self.segment.buf, H_ALLOC_CURSOR)[0]
+        first = freemap.find(bytes(length), cursor if cursor < self.num_slabs else 0)
+        if first < 0:
+            first = freemap.find(bytes(length))
         if first < 0 and length > count:
             runs = [m.span() for m in _FREE_RUN.finditer(freemap)]
             first, end = max(runs, key=lambda r: r[1] - r[0], default=(-1, -1))
@@ -201,6 +207,7 @@ class BufferPool:
             self.segment.buf, self.layout.slot_at(self.slot) + S_PENDING, first, length
         )
         self._mark(run, 1)
+        self.segment.store_u32(H_ALLOC_CURSOR, first + length)
         return run
 
     def _mark(self, run: SlabRun, value: int) -> None:

@@ -26,7 +26,10 @@ Region 1 - HEADER (512 bytes)
      72  u32      deques_used            directory writer, under the directory lock
      76  u32      reserved (flushes and closes are flagged per slot: flushing)
      80  i32      sender_pid             the Sender
-     84  u32      reserved
+     84  u32      alloc_cursor           allocating processes, under the pool lock: where
+                                         the next search for a free run starts (next fit:
+                                         batches are freed about in the order they were
+                                         taken, so the memory ahead is one long hole)
      88  i64      sender_start           the Sender
      96  i64      sender_heartbeat_ms    the Sender
     104  u64      waitq_head             allocating processes, under the pool lock
@@ -186,6 +189,7 @@ HEADER_FIXED = struct.Struct("<8sIIQ32sq")  # magic .. created_ms at offset 0
 H_DIRECTORY_VERSION = 64
 H_DEQUES_USED = 72
 H_SENDER_PID = 80
+H_ALLOC_CURSOR = 84
 H_SENDER_START = 88
 H_SENDER_HEARTBEAT = 96
 H_WAITQ_HEAD = 104
@@ -444,6 +448,7 @@ class Layout:
             "new_batches_at": H_NEW_BATCHES,
             "waitq_head_at": H_WAITQ_HEAD,
             "waitq_tail_at": H_WAITQ_TAIL,
+            "alloc_cursor_at": H_ALLOC_CURSOR,
             # locks: the owner records, and this slot's intent bytes
             "locks_at": self.locks_at,
             "lock_stride": LOCK.size,
