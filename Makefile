@@ -43,13 +43,16 @@ stress: $(STAMP)
 	SHMKAFKA_LEDGER=$(CURDIR)/.ledger-stress.jsonl $(BIN)/pytest -n auto -m stress
 	$(BIN)/python -m tests.ledger .ledger-stress.jsonl
 
-# The main job: 4 processes through one shared pool for about 10 s on the embedded broker_stub.
+# The main job: 4 processes through one shared pool on the embedded broker_stub, 100-byte,
+# 1 KB and 10 KB records, 4 s each.
 demo: $(STAMP)
-	$(BIN)/shmkafka perf --processes 4 --duration 10
+	$(BIN)/shmkafka perf --processes 4 --duration 4 --record-size 100,1000,10000
 
-# The side-by-side comparison (about a minute): add --broker tansu for a Rust broker.
+# The side-by-side comparison, each library at its own defaults (about 3 minutes):
+# add --broker tansu for a Rust broker.
 perf: $(STAMP)
-	$(BIN)/shmkafka perf --processes 4 --duration 10 --compare kafka-python,confluent-kafka
+	$(BIN)/shmkafka perf --processes 4 --duration 5 --record-size 100,1000,10000 \
+		--compare shmkafka-confluent,kafka-python,confluent-kafka
 
 bench: $(STAMP)
 	$(BIN)/python perf/bench_codec.py

@@ -46,3 +46,13 @@ def test_kafka_producer_rejects_bad_arguments(kwargs: dict[str, object], message
         KafkaProducer(bootstrap_servers="127.0.0.1:1", **kwargs)
     assert isinstance(KafkaConfigurationError("x"), ValueError)  # kafka-python catches these
     assert _pools() == before
+
+
+def test_batch_size_is_the_most_a_batch_grows_to() -> None:
+    from shmkafka.producer.kafka_python import resolved_config, settings_for
+
+    assert resolved_config({})["batch_size"] == 1_000_000  # (kafka-python: 16384)
+    assert settings_for({}).pool.batch_size == 1_000_000
+    assert settings_for({}).pool.max_run == 61  # from one 16 KiB slab up to 61
+    small = settings_for({"batch_size": 16384}).pool
+    assert (small.batch_size, small.max_run, small.batch_max_records) == (16384, 1, 0)

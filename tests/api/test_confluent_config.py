@@ -126,6 +126,16 @@ def test_properties_map_onto_settings() -> None:
     ]
 
 
+def test_batches_are_librdkafkas_by_default_and_as_given() -> None:
+    defaults, _, _ = parse({})
+    assert (defaults["batch_size"], defaults["batch_max_records"]) == (1_000_000, 10_000)
+    given, ignored, _ = parse({"batch.size": 65536, "batch.num.messages": 100})
+    assert (given["batch_size"], given["batch_max_records"]) == (65536, 100)
+    assert ignored == []
+    pool = Producer._pool_settings(given)
+    assert (pool["batch_size"], pool["batch_max_records"]) == (65536, 100)
+
+
 def test_linger_is_lowered_below_a_short_message_timeout() -> None:
     settings, _, _ = parse({"message.timeout.ms": 3})  # linger.ms not given: librdkafka lowers it
     assert settings["linger_ms"] == 2

@@ -13,9 +13,10 @@ Rules:
   checked and reported once as having no effect here (consumer properties as librdkafka
   warns of them). ``security.protocol`` other than plaintext and ``transactional.id`` are
   refused: shmkafka does not do them.
-- Defaults differ from librdkafka's where a batch is a fixed slab of shared memory:
-  ``batch.size`` 16384 (librdkafka 1000000), ``queue.buffering.max.kbytes`` 32768 (1048576),
-  ``max.in.flight`` 5 (1000000).
+- Defaults differ from librdkafka's where the pool is shared memory reserved when it is
+  made: ``queue.buffering.max.kbytes`` 32768 (1048576), ``max.in.flight`` 5 (1000000).
+  ``batch.size`` (1000000) and ``batch.num.messages`` (10000) are librdkafka's: a batch
+  grows from one slab up to them.
 """
 
 from __future__ import annotations
