@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -231,3 +233,26 @@ def test_a_forked_child_sends_through_its_own_handle(
         producer.close()
     values = sorted(m.value() for m in consume_all(tansu, topic, list(range(PARTITIONS)), 4))
     assert values == [b"child", b"child2", b"parent", b"parent2"]
+
+
+def test_shmkafka_pure_python_turns_off_every_c_part() -> None:
+    probe = (
+        "from shmkafka.producer import accumulator, entry, futures, handle, kafka_python, "
+        "confluent\n"
+        "print(accumulator.FastAppend is None, handle.Tracker is None,\n"
+        "      entry.SendEntry is entry.PySendEntry, entry.ProduceEntry is entry.PyProduceEntry,\n"
+        "      entry.serve_reports is None, futures.Future.__module__ == futures.__name__,\n"
+        "      issubclass(kafka_python.KafkaProducer, entry.PySendEntry),\n"
+        "      issubclass(confluent.Producer, entry.PyProduceEntry))\n"
+    )
+
+    def run(pure: bool) -> str:
+        env = {k: v for k, v in os.environ.items() if k != "SHMKAFKA_PURE_PYTHON"}
+        if pure:
+            env["SHMKAFKA_PURE_PYTHON"] = "1"
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                             text=True, check=True)  # fmt: skip
+        return out.stdout.split()
+
+    assert run(pure=True) == ["True"] * 8
+    assert run(pure=False) == ["False"] * 8  # (the extension is built here)

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
 
+from shmkafka.producer import native
 from shmkafka.protocol.broker_errors import UnknownTopicOrPartitionError
 from shmkafka.protocol.records import (
     HEADER_SIZE,
@@ -51,6 +52,7 @@ from shmkafka.shm.rings import Completion
 from shmkafka.shm.segment import semaphore_name
 
 try:
+    native.check()
     from shmkafka.producer._fastappend import FastAppend
 except ImportError:  # not built (no C compiler): the pure-Python path serves
     FastAppend = None  # type: ignore[assignment,misc]

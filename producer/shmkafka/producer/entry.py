@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from shmkafka.producer import native
+
 PARTITION_MURMUR2, PARTITION_CRC32, PARTITION_RANDOM = 1, 2, 3  # as _entry.c
 # librdkafka's partitioners the C entry computes (keyless records: the pool's sticky one)
 PARTITIONER_CODES = {"murmur2_random": PARTITION_MURMUR2, "consistent_random": PARTITION_CRC32,
@@ -69,6 +71,7 @@ if TYPE_CHECKING:
     ProduceEntry = PyProduceEntry
 else:
     try:
+        native.check()
         from shmkafka.producer._fastappend import ProduceEntry, SendEntry, serve_reports
     except ImportError:  # not built
         SendEntry, ProduceEntry, serve_reports = PySendEntry, PyProduceEntry, None

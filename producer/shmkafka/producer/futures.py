@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shmkafka.errors import KafkaTimeoutError
+from shmkafka.producer import native
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.layout import ALL_DELTAS
 from shmkafka.shm.rings import Completion
@@ -300,6 +301,7 @@ class Future(FutureBase):
 
 if not TYPE_CHECKING:
     try:  # the C type when the extension is built, with the methods above
+        native.check()
         from shmkafka.producer._fastappend import Future as _CFuture
         from shmkafka.producer._fastappend import adopt_methods
     except ImportError:

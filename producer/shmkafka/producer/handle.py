@@ -38,6 +38,7 @@ from shmkafka.errors import (
     KafkaTimeoutError,
     UnknownTopicOrPartitionError,
 )
+from shmkafka.producer import native
 from shmkafka.producer.accumulator import RecordAccumulator
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
 from shmkafka.producer.pool_errors import SHM_ERRORS, kafka_error, kafka_errors
@@ -62,6 +63,7 @@ from shmkafka.shm.rings import (
 from shmkafka.shm.sender_link import sender_semaphore, wake
 
 try:
+    native.check()
     from shmkafka.producer._fastappend import Tracker
 except ImportError:  # not built: futures.PyTracker serves
     Tracker = None  # type: ignore[assignment,misc]
