@@ -88,7 +88,7 @@ def test_drain_trims_the_unfilled_tail_and_sizes_the_next_batch(
     used = sum(b.info.slab_count for b in drained)
     assert growing.buffers.free_slabs() == GROWING.num_slabs - used  # the tails came back
     deque_id = drained[-1].info.deque_id
-    assert growing.deques.run_hint(deque_id) == 2  # twice what the last one filled
+    assert growing.deques.run_hint(deque_id) == 1  # what the last one filled (not its run)
     records = [r.value for b in drained for r in decode_batch(bytes(acc.finalize(b))).records]
     assert records == [VALUE] * 60
     for batch in drained:
@@ -97,7 +97,22 @@ def test_drain_trims_the_unfilled_tail_and_sizes_the_next_batch(
     assert growing.check_invariants() == []
     # the next batch of that partition starts from the hint
     first = acc.append("t", 0, 1, b"k", VALUE, now_ms=100)
-    assert growing.batches.read(first.batch_id).slab_count == 2
+    assert growing.batches.read(first.batch_id).slab_count == 1
+
+
+def test_a_batch_that_filled_its_run_before_the_drain_doubles_the_next(
+    growing: SharedPool, fast_path: bool
+) -> None:
+    publish(growing, {"t": 1})
+    acc = RecordAccumulator(growing, max_block_ms=100, fast_path=fast_path)
+    _fill(acc, 0, 16)  # one slab, full
+    (state,) = acc.partition_states()
+    (batch,) = acc.drain([state.deque_id], 1 << 30)
+    assert batch.info.slab_count == 1
+    assert growing.deques.run_hint(state.deque_id) == 2
+    acc.complete(batch)
+    nxt = acc.append("t", 0, 1, b"k", VALUE, now_ms=100)
+    assert growing.batches.read(nxt.batch_id).slab_count == 2
 
 
 def test_a_batch_takes_what_memory_is_left_when_its_run_is_not_free(

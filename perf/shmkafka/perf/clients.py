@@ -167,20 +167,24 @@ def _timed_start() -> tuple[float, float]:
 
 
 class _Sender:
-    """The pool's Sender as its counters show it: CPU, produce requests and bytes sent."""
+    """The pool's Sender as its counters show it: CPU, produce requests, bytes and record
+    batches sent."""
 
     def __init__(self, pool: str) -> None:
         from shmkafka.shm.stat import pool_stat
 
         stat = pool_stat(pool)["sender"]
         self.pid: int = stat["pid"]
-        self.counters = (cpu_seconds(self.pid), stat["produce_requests"], stat["bytes_sent"])
+        self.counters = (
+            cpu_seconds(self.pid), stat["produce_requests"], stat["bytes_sent"],
+            stat["batches_sent"],
+        )  # fmt: skip
 
     @staticmethod
     def span(before: _Sender, after: _Sender) -> dict[str, Any]:
-        (c0, r0, b0), (c1, r1, b1) = before.counters, after.counters
+        (c0, r0, b0, n0), (c1, r1, b1, n1) = before.counters, after.counters
         return {
-            "sender_cpu": (c0, c1), "requests": (r0, r1), "bytes": (b0, b1),
+            "sender_cpu": (c0, c1), "requests": (r0, r1), "bytes": (b0, b1), "batches": (n0, n1),
             "sender_rss": psutil.Process(after.pid).memory_info().rss,
             "sender_pss": pss(after.pid),
         }  # fmt: skip

@@ -25,15 +25,15 @@ def summarize(client: str, work: Workload, results: list[dict[str, Any]],
     app_cpu = sum(r["cpu"] for r in results)
     connections = sum(r["connections"] for r in results)
     if client in SHMKAFKA_CLIENTS:  # one Sender, one pool: its counters are shared
-        sender_cpu, requests, wire = (
+        sender_cpu, requests, wire, batches = (
             max(r[k][1] for r in results) - min(r[k][0] for r in results)
-            for k in ("sender_cpu", "requests", "bytes")
+            for k in ("sender_cpu", "requests", "bytes", "batches")
         )
         rss = sum(r["rss"] for r in results) + max(r["sender_rss"] for r in results)
         pss = sum(r["pss"] for r in results) + max(r["sender_pss"] for r in results)
         connections += max(r["sender_connections"] for r in results)
     else:
-        sender_cpu = 0.0
+        sender_cpu, batches = 0.0, 0
         requests = sum(r["requests"][1] - r["requests"][0] for r in results)
         wire = sum(r["bytes"][1] - r["bytes"][0] for r in results)
         rss = sum(r["rss"] for r in results)
@@ -57,6 +57,10 @@ def summarize(client: str, work: Workload, results: list[dict[str, Any]],
         "cpu_us_per_record": (app_cpu + sender_cpu) / per * 1e6,
         "peak_rss_mb": rss / 1e6, "pss_mb": pss / 1e6, "connections": connections,
         "produce_requests": requests, "wire_bytes": wire,
+        # shmkafka's Sender: its record batches, and its CPU per batch and per MB of values
+        "batches": batches or None,
+        "sender_us_per_batch": sender_cpu / batches * 1e6 if batches else None,
+        "sender_ms_per_mb": sender_cpu / max(records * work.record_size / 1e6, 1e-9) * 1e3,
         "requests_per_million": requests / per * 1e6,
         "errors": sum(r["errors"] for r in results),
         "config": results[0]["config"],

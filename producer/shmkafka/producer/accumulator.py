@@ -415,12 +415,16 @@ class RecordAccumulator:
 
     def _trim(self, info: BatchInfo) -> BatchInfo:
         """A batch just sealed (stripe lock held): size its partition's next batch from
-        what this one held (twice its filled slabs: a full batch doubles the next), and give
-        back the slabs it did not fill. The descriptor shrinks before the tail is freed (a
-        kill between leaks slabs for the next Sender to reclaim, never shares them)."""
+        what this one held (the slabs it filled; twice as many if it filled its whole run,
+        so a busy partition's batches keep growing and an idle one's stay one slab), and
+        give back the slabs it did not fill. The descriptor shrinks before the tail is
+        freed (a kill between leaks slabs for the next Sender to reclaim, never shares)."""
         used = -(-info.write_pos // self._slab_size)
         if info.attempts == 0 and info.parent_batch == NO_PARENT:
-            self._deques.set_run_hint(info.deque_id, 2 * used)
+            room = info.slab_count * self._slab_size - info.write_pos
+            self._deques.set_run_hint(
+                info.deque_id, 2 * used if room < self._slab_size // 2 else used
+            )
         if not 1 <= used < info.slab_count or not self.pool.batches.run_in_bounds(info):
             return info
         self.pool.batches.set_slab_count(info.batch_id, used)
