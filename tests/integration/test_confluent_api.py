@@ -307,3 +307,27 @@ def test_a_logger_that_raises_does_not_stop_delivery_reports(pool_name: str) -> 
     assert p.flush(15) == 0  # the completion thread outlived the logger's exceptions
     assert [e.code() for e in reports] == [KafkaError._MSG_TIMED_OUT]
     p.close()
+
+
+def test_flush_returns_only_once_every_report_was_served(
+    tansu: Peer, topic: str, pool_name: str
+) -> None:
+    # A record is done (not outstanding) a moment before its report is queued by the
+    # completion thread: flush() must not return in between. Widen the moment.
+    reports: list[Any] = []
+    p = Producer({"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name})
+    p.produce(topic, b"warm", on_delivery=lambda e, m: reports.append(e))
+    assert p.flush(30) == 0 and len(reports) == 1
+    handle = p._engine._handle
+    queue_reports = handle.on_done
+
+    def slow_queue(futures: list[Any]) -> None:
+        time.sleep(0.3)
+        queue_reports(futures)
+
+    handle.on_done = slow_queue
+    for i in range(20):
+        p.produce(topic, b"v%d" % i, on_delivery=lambda e, m: reports.append(e))
+    assert p.flush(30) == 0
+    assert len(reports) == 21 and reports == [None] * 21
+    p.close()

@@ -452,7 +452,7 @@ class Producer(ProduceEntry):
         pending = 0
         if self._engine is not None:
             handle = self._engine._handle
-            pending = 0 if handle.pool.forked else handle._outstanding
+            pending = 0 if handle.pool.forked else handle.undelivered()
         return pending + len(self._reports) + len(self._unassigned)
 
     def __bool__(self) -> bool:

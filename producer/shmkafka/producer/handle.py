@@ -130,6 +130,7 @@ class ProducerHandle:
         )
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
+        self._handing_over = 0  # done records on their way to on_done (under _lock)
         self._routes: dict[str, tuple[int, tuple[int, ...]]] = {}  # topic → version, deque ids
         self._fast = self.accumulator.fast_path
         # the futures: the C Tracker appends and registers a record in one call
@@ -349,6 +350,12 @@ class ProducerHandle:
         """Records of this process sent and not yet done."""
         return int(self._tracker.outstanding)
 
+    def undelivered(self) -> int:
+        """Records not yet done, and done ones whose futures ``on_done`` has not taken yet
+        (a flush that waits for the reports must not see them between the two)."""
+        with self._lock:
+            return int(self._tracker.outstanding) + self._handing_over
+
     def _wake_sender(self) -> None:
         wake(self._sender_sem)
 
@@ -411,16 +418,23 @@ class ProducerHandle:
     def _on_completion(self, completion: Completion, local: KafkaError | None = None) -> None:
         registration = (completion.batch_id << 32) | completion.generation
         error = local or self._error(completion)
+        on_done = self.on_done
         with self._cond:
             covered = self._tracker.complete(
                 registration, completion.first_delta, completion.last_delta, completion,
                 error, local is not None, time.monotonic() + RETIRE_S,
             )  # fmt: skip
+            handing = len(covered) if covered and on_done is not None else 0
+            self._handing_over += handing  # (done, not yet with on_done: still pending)
             self._cond.notify_all()
         if not covered:
             return
-        if self.on_done is not None:
-            self.on_done(covered)
+        if on_done is not None and handing:
+            try:
+                on_done(covered)
+            finally:
+                with self._lock:
+                    self._handing_over -= handing
         for future in covered:
             if future._callbacks:
                 future._run_callbacks()
