@@ -33,9 +33,10 @@ def produce(
     count: int,
     out: Any,
     seconds: float = 0.0,
+    pad: int = 0,
 ) -> None:
     """Send ``count`` records (spread over about ``seconds``, so that Sender kills land
-    mid-run) and report how every future ended."""
+    mid-run; each value ``pad`` bytes longer) and report how every future ended."""
     import time
 
     handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
@@ -44,7 +45,7 @@ def produce(
         chunk = max(1, count // 50)
         for seq in range(count):
             key, value, headers = record(proc, seq)
-            futures.append(handle.send(topic, value, key, headers))
+            futures.append(handle.send(topic, value + bytes(pad), key, headers))
             if seconds and seq % chunk == chunk - 1:
                 time.sleep(seconds / 50)
         handle.flush(180)
