@@ -8,7 +8,8 @@ STAMP  := $(VENV)/.installed-test
 
 $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c \
 		producer/shmkafka/producer/_tracker.c producer/shmkafka/producer/_entry.c \
-		producer/shmkafka/producer/_fastappend.h
+		producer/shmkafka/producer/_reports.c producer/shmkafka/producer/_fastappend.h \
+		producer/shmkafka/producer/_futures.h
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'

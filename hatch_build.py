@@ -1,6 +1,6 @@
 """Build hook: compile the C fast path (producer/.../_fastappend.c: the append; _tracker.c: the
-futures of a send; _entry.c: send() and produce() for the common record) in place, as one
-extension module.
+futures of a send; _reports.c: the confluent API's delivery reports; _entry.c: send() and
+produce() for the common record) in place, as one extension module.
 
 It runs for wheels and editable installs alike. If no C compiler is available the build
 still succeeds and shmkafka uses its pure-Python path (same behaviour, slower appends).
@@ -17,7 +17,8 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SOURCES = tuple(
-    f"producer/shmkafka/producer/{name}.c" for name in ("_fastappend", "_tracker", "_entry")
+    f"producer/shmkafka/producer/{name}.c"
+    for name in ("_fastappend", "_tracker", "_reports", "_entry")
 )
 
 

@@ -1357,7 +1357,7 @@ fastappend_exec(PyObject *module)
     if (PyModule_AddType(module, &FastAppendType) < 0) {
         return -1;
     }
-    if (tracker_exec(module) < 0) {
+    if (tracker_exec(module) < 0 || reports_exec(module) < 0) {
         return -1;
     }
     return entry_exec(module);

@@ -51,6 +51,7 @@ Py_ssize_t tracker_outstanding(PyObject *tracker);
 
 /* Add each part's types to the module. */
 int tracker_exec(PyObject *module);
+int reports_exec(PyObject *module);
 int entry_exec(PyObject *module);
 
 #endif

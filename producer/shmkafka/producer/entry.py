@@ -1,7 +1,7 @@
 """The bases of the two facades: ``send`` (KafkaProducer) and ``produce`` (Producer) in C for
 the common record (``_entry.c``), or, when the extension is not built, these Python ones,
 which go straight to the facade's own Python method (``_send`` / ``_produce``); and the
-confluent API's delivery reports served in C (``_tracker.c``).
+confluent API's delivery reports served in C (``_reports.c``).
 
 Rules:
 - A facade's Python method is the reference: the C entry takes only records it would send
