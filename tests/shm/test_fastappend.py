@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
-from shmkafka.producer import accumulator
+from shmkafka.producer import fastpath
 from shmkafka.shm.pool import SharedPool
 from tests.conftest import publish
 
-FastAppend = accumulator.FastAppend
+FastAppend = fastpath.FastAppend
 
 pytestmark = pytest.mark.skipif(FastAppend is None, reason="C fast path not built")
 
 
 @pytest.fixture
 def args(pool: SharedPool, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, ...]]:
-    """The constructor arguments ``accumulator._fast_path`` gives for ``pool``, with a
+    """The constructor arguments ``fastpath.fast_path_for`` gives for ``pool``, with a
     memoryview of the test's own as the buffer (so a leaked buffer export shows)."""
     seen: list[tuple[Any, ...]] = []
 
@@ -28,8 +28,8 @@ def args(pool: SharedPool, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[An
         seen.append(given)
         return FastAppend(*given)
 
-    monkeypatch.setattr(accumulator, "FastAppend", record)
-    made = accumulator._fast_path(pool)
+    monkeypatch.setattr(fastpath, "FastAppend", record)
+    made = fastpath.fast_path_for(pool)
     assert made is not None
     made.close()
     view = memoryview(pool.segment.buf)

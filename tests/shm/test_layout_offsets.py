@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shmkafka.producer import accumulator
+from shmkafka.producer import accumulator, fastpath
 from shmkafka.producer.accumulator import RecordAccumulator
 from shmkafka.shm import layout as L
 from shmkafka.shm.layout import Layout
@@ -18,7 +18,7 @@ from shmkafka.shm.pool import SharedPool
 
 SOURCE = Path(accumulator.__file__).with_name("_fastappend.c")
 
-pytestmark = pytest.mark.skipif(accumulator.FastAppend is None, reason="C fast path not built")
+pytestmark = pytest.mark.skipif(fastpath.FastAppend is None, reason="C fast path not built")
 
 
 def expected(layout: Layout, slot: int) -> dict[str, int]:
@@ -123,9 +123,9 @@ def test_the_c_code_reads_every_key_it_is_given(
         with monkeypatch.context() as m:
             _patched(m, lambda d, key=key: {k: v for k, v in d.items() if k != key})  # type: ignore[misc]
             with pytest.raises(KeyError, match=key):
-                accumulator._fast_path(pool)
+                fastpath.fast_path_for(pool)
     _patched(monkeypatch, lambda d: {**d, "b_created": d["b_created"] + 1})
-    fast = accumulator._fast_path(pool)
+    fast = fastpath.fast_path_for(pool)
     assert fast is not None
     try:
         assert fast.offsets()["b_created"] == L.B_CREATED + 1
@@ -143,7 +143,7 @@ def test_the_c_code_refuses_a_layout_its_stores_do_not_fit(
     """It reads ring entries as u32 and publishes write_pos | record_count << 32 whole."""
     _patched(monkeypatch, lambda d: {**d, key: value})
     with pytest.raises(ValueError, match="layout"):
-        accumulator._fast_path(pool)
+        fastpath.fast_path_for(pool)
 
 
 # ---------------------------------------------------------------- no numbers for fields

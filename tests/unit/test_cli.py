@@ -86,13 +86,13 @@ def test_without_the_c_extension_the_first_use_warns_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str], pool: SharedPool, tmp_path: Path,
 ) -> None:  # fmt: skip
-    from shmkafka.producer import accumulator
+    from shmkafka.producer import fastpath
 
-    monkeypatch.setattr(accumulator, "FastAppend", None)
-    monkeypatch.setattr(accumulator, "_warned_not_built", False)
+    monkeypatch.setattr(fastpath, "FastAppend", None)
+    monkeypatch.setattr(fastpath, "_warned_not_built", False)
     with caplog.at_level(logging.WARNING, logger="shmkafka.producer"):
-        assert accumulator._fast_path(pool) is None
-        assert accumulator._fast_path(pool) is None
+        assert fastpath.fast_path_for(pool) is None
+        assert fastpath.fast_path_for(pool) is None
     warned = [r.getMessage() for r in caplog.records if "C extension was not built" in r.message]
     assert len(warned) == 1
     import shmkafka

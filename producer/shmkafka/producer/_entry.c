@@ -311,15 +311,6 @@ python:
     return python_path(self, str_send, args, nargs, kwnames);
 }
 
-static double
-monotonic_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);  /* = time.monotonic() */
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 PyDoc_STRVAR(ProduceEntry_produce__doc__,
 "produce($self, /, topic, value=None, key=None, partition=-1,\n"
 "        on_delivery=None, callback=None, timestamp=0, headers=None)\n"

@@ -8,6 +8,7 @@
 
 #include <Python.h>
 #include <stdint.h>
+#include <time.h>
 
 typedef struct FastAppend FastAppend;
 
@@ -38,6 +39,16 @@ int fastappend_send_kv(PyObject *fast, PyObject *route, Py_ssize_t partition,
 /* The sticky partition of the route's topic for keyless records (recorded
  * in its partition 0's deque), or -1 when there is none yet. */
 Py_ssize_t fastappend_sticky(PyObject *fast, PyObject *route);
+
+/* time.monotonic(), in seconds: the report's start and its latency. */
+static inline double
+monotonic_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* Kafka's murmur2 of a bytes key (the Java client's). */
 uint32_t fastappend_murmur2(PyObject *key);

@@ -104,15 +104,6 @@ delivered_message(PyObject *item, PyObject *message_type, double now,
     return message;
 }
 
-static double
-now_monotonic(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);  /* = time.monotonic() */
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 PyDoc_STRVAR(serve_reports__doc__,
 "serve_reports($module, reports, message_type, serve_other, /)\n"
 "--\n"
@@ -137,7 +128,7 @@ serve_reports(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *raised = Py_NewRef(Py_None);
     CompletionFacts facts = {NULL, 0, 0, 0};
     Py_ssize_t served = 0;
-    double now = now_monotonic();
+    double now = monotonic_s();
 
     if (popleft == NULL) {
         Py_DECREF(raised);

@@ -17,13 +17,12 @@ Rules:
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
 
-from shmkafka.producer import native
+from shmkafka.producer.fastpath import FastAppend, fast_path_for
 from shmkafka.protocol.broker_errors import UnknownTopicOrPartitionError
 from shmkafka.protocol.records import (
     HEADER_SIZE,
@@ -44,18 +43,10 @@ from shmkafka.shm.layout import (
     IN_FLIGHT,
     NO_PARENT,
     OPEN,
-    POOL_LOCK,
     SEALED,
 )
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import Completion
-from shmkafka.shm.segment import semaphore_name
-
-try:
-    native.check()
-    from shmkafka.producer._fastappend import FastAppend
-except ImportError:  # not built (no C compiler): the pure-Python path serves
-    FastAppend = None  # type: ignore[assignment,misc]
 
 DEQUE_FULL_POLL_S = 0.001
 log = logging.getLogger("shmkafka.producer")
@@ -142,7 +133,7 @@ class RecordAccumulator:
         self._directory = pool.directory
         self._locks = pool.locks
         self._stripes = pool.config.lock_stripes
-        self._fast = _fast_path(pool) if fast_path else None
+        self._fast = fast_path_for(pool) if fast_path else None
 
     @property
     def uses_fast_path(self) -> bool:
@@ -583,27 +574,3 @@ class RecordAccumulator:
             log_start_offset, error_code, info.parent_delta,
             info.parent_delta + info.record_count - 1,
         )  # fmt: skip
-
-
-_warned_not_built = False
-
-
-def _fast_path(pool: SharedPool) -> FastAppend | None:
-    global _warned_not_built
-    if FastAppend is None and not _warned_not_built:
-        _warned_not_built = True
-        log.warning(
-            "shmkafka's C extension was not built (no C compiler at install?): every send "
-            "runs in Python, about 10x slower; reinstall with gcc and the Python headers"
-        )
-    if FastAppend is None or os.environ.get("SHMKAFKA_PURE_PYTHON"):
-        return None
-    offsets = pool.layout.fast_path_offsets(pool.slot)
-    offsets.update(
-        slot=pool.slot, pid=pool.pid, started=pool.started, record_batch_header=HEADER_SIZE
-    )
-    names = [
-        semaphore_name(pool.name, "l", FIRST_STRIPE_LOCK + i)
-        for i in range(pool.config.lock_stripes)
-    ]
-    return FastAppend(pool.segment.buf, names, offsets, semaphore_name(pool.name, "l", POOL_LOCK))

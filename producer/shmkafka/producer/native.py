@@ -11,8 +11,14 @@ import os
 PURE_PYTHON_ENV = "SHMKAFKA_PURE_PYTHON"
 
 
+def turned_off() -> bool:
+    """``SHMKAFKA_PURE_PYTHON`` is set now (the accumulator asks again for each pool, so a
+    test that sets it after import still gets the Python append)."""
+    return bool(os.environ.get(PURE_PYTHON_ENV))
+
+
 def check() -> None:
     """Raise ImportError when the extension is turned off (callers import it next, in a
     ``try`` that falls back to Python on ImportError)."""
-    if os.environ.get(PURE_PYTHON_ENV):
+    if turned_off():
         raise ImportError(f"{PURE_PYTHON_ENV} is set: the C extension is not used")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import socket
 import ssl
 from collections import deque
+from itertools import islice
 
 from shmkafka.protocol.primitives import Buffer
 
@@ -58,8 +59,7 @@ class Outbox:
             if isinstance(sock, ssl.SSLSocket):
                 sent = sock.send(self._pieces[0])
             else:
-                sent = sock.sendmsg(list(self._pieces)[:IOV_MAX] if len(self._pieces) > 1
-                                    else [self._pieces[0]])  # fmt: skip
+                sent = sock.sendmsg(list(islice(self._pieces, IOV_MAX)))
             self._consume(sent)
 
     def _consume(self, sent: int) -> None:

@@ -130,7 +130,7 @@ class Sender:
             5 if config.enable_idempotence else config.max_in_flight_requests_per_connection
         )
         if (leaked := pool.reclaim_unowned()) > 0:
-            log.info("reclaimed %d slabs a killed Sender left while trimming a batch", leaked)
+            log.info("reclaimed %d slabs a killed Sender left unowned", leaked)
         self._resume_in_flight()
         self._new_batches_seen = pool.new_batches()
         pool.set_sender_linger(config.linger_ms)

@@ -163,9 +163,7 @@ class BufferPool:
 
     def deallocate(self, run: SlabRun) -> None:
         """Return slabs to the pool and wake the longest waiter."""
-        with self.locks.held(POOL_LOCK):
-            self._mark(run, 0)
-            self._wake_head()
+        self.deallocate_many([run])
 
     def deallocate_many(self, runs: list[SlabRun]) -> None:
         """``deallocate`` for several runs, in one hold of the pool lock."""
