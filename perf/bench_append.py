@@ -89,7 +89,6 @@ def run_shmkafka(procs: int, partitions: int, records: int) -> float:
         max_partitions=64,
         max_processes=16,
         lock_stripes=64,
-        deque_capacity=buffer_memory // 16384,
     )
     pool = SharedPool.open(name, config)
     try:

@@ -44,7 +44,6 @@ SMALL = PoolConfig(
     max_topics=8,
     max_partitions=128,
     max_processes=16,
-    deque_capacity=64,
     lock_stripes=8,
 )
 

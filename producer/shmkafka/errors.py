@@ -142,6 +142,12 @@ class PoolError(KafkaError):
     another user, or it vanished."""
 
 
+class PoolCapacityError(PoolError):
+    """A limit of the pool that the call needs more of (topics, partitions, processes, or
+    /dev/shm itself); the message names the limit and the setting that raises it. Only the
+    call or record that needs more fails: the pool and its other topics carry on."""
+
+
 for_code = broker_errors.for_code
 CorruptRecordException = CorruptRecordError  # noqa: F405  (kafka-python's alias)
 kafka_errors: dict[int, type[BrokerResponseError]] = {0: NoError, **BROKER_ERRORS_BY_CODE}

@@ -26,6 +26,7 @@ from shmkafka.shm.layout import (
     H_TOPIC_REQUESTS,
     H_WAITQ_HEAD,
     TOPIC_REQUEST,
+    TOPIC_REQUEST_SLOTS,
 )
 from shmkafka.shm.pool import SharedPool
 from tests.conftest import discard
@@ -111,15 +112,15 @@ def test_fuzzed_descriptors_fail_their_batch_only(
 def _region(pool: SharedPool, deque_id: int, name: str) -> tuple[int, int]:
     """(offset, length) of a part of the pool that producer processes write."""
     layout = pool.layout
-    if name == "deque":  # head, tail and the ring of batch ids
+    if name == "deque":  # its ends, topic and partition, and its batches' links
         at = layout.deque_at(deque_id)
-        return at, DEQUE_HEADER.size + 4 * pool.config.deque_capacity
+        return at, DEQUE_HEADER.size
     if name == "sticky":
         return layout.deque_at(deque_id) + D_STICKY, 4
     if name == "wait_queue":
         return H_WAITQ_HEAD, 16
     assert name == "topic_requests"
-    return layout.topic_requests_at, pool.config.max_topics * TOPIC_REQUEST.size
+    return layout.topic_requests_at, TOPIC_REQUEST_SLOTS * TOPIC_REQUEST.size
 
 
 @pytest.mark.catalogue(34)

@@ -21,7 +21,6 @@ GROWING = PoolConfig(
     max_request_size=1 << 20,
     max_partitions=16,
     max_processes=8,
-    deque_capacity=64,
     lock_stripes=4,
 )
 VALUE = bytes(1000)

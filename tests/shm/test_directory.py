@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
+import os
 
 import pytest
 
+from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import PartitionLeader
 from shmkafka.shm.errors import CapacityError, ShmConfigError
-from shmkafka.shm.layout import DIRECTORY_LOCK
+from shmkafka.shm.layout import DIRECTORY_LOCK, REFUSED_PARTITIONS, REFUSED_TOPICS
 from shmkafka.shm.pool import SharedPool
-from tests.conftest import publish
+from tests.conftest import SMALL, publish
 
 
 def test_publish_and_read_in_another_process_handle(pool: SharedPool) -> None:
@@ -39,13 +42,69 @@ def test_deque_ids_survive_new_versions(pool: SharedPool) -> None:
     assert pool.directory.version() == 2
 
 
-def test_capacity_limits_are_clear_errors(pool: SharedPool) -> None:
-    with pytest.raises(CapacityError, match="max_topics=8"):
-        publish(pool, {f"t{i}": 1 for i in range(9)})
-    with pytest.raises(CapacityError, match="max_partitions=128"):
-        publish(pool, {"big": 129})
+def test_a_topic_past_a_limit_is_refused_and_the_others_are_published(pool: SharedPool) -> None:
+    with pool.locks.held(DIRECTORY_LOCK):
+        refused = pool.directory.publish(
+            {f"t{i}": [PartitionLeader(1, 0)] for i in range(9)}  # max_topics is 8
+        )
+    assert list(refused) == ["t8"] and refused["t8"].limit == REFUSED_TOPICS
+    assert "max_topics" in refused["t8"].message()
+    assert all(pool.directory.partitions(f"t{i}") is not None for i in range(8))
+    assert pool.directory.partitions("t8") is None
+    # a new topic when the directory is full is refused at the request, at once
+    with pool.locks.held(DIRECTORY_LOCK), pytest.raises(CapacityError, match="max_topics"):
+        pool.directory.request_topic("t9")
+
+
+def test_partitions_past_the_limit_refuse_their_topic_only(pool_name: str) -> None:
+    config = dataclasses.replace(SMALL, max_partitions=128)
+    with SharedPool.open(pool_name, config) as pool:
+        with pool.locks.held(DIRECTORY_LOCK):
+            refused = pool.directory.publish(
+                {"big": [PartitionLeader(1, 0)] * 129, "small": [PartitionLeader(1, 0)] * 4}
+            )
+            assert [r.limit for r in refused.values()] == [REFUSED_PARTITIONS]
+            pool.directory.record_refusal(refused["big"])
+        assert pool.directory.partitions("big") is None
+        assert len(pool.directory.partitions("small") or ()) == 4
+        found = pool.directory.refusal("big")
+        assert found is not None and found.needed == 129 and "max_partitions" in found.message()
+        assert pool.directory.refusal("small") is None
+        pool.destroy()
+
+
+def test_invalid_topic_names_are_rejected(pool: SharedPool) -> None:
     with pytest.raises(ShmConfigError, match="invalid topic name"):
         publish(pool, {"x" * 250: 1})
+
+
+def test_ten_thousand_topics_and_100k_partitions_fit_with_defaults(pool_name: str) -> None:
+    """The default pool holds 10,000 topics of 10 partitions; memory is reserved as they
+    are added (a fresh process parses them incrementally)."""
+    with SharedPool.open(pool_name, PoolConfig(buffer_memory=1 << 20)) as pool:
+        before = _allocated(pool)
+        for first in range(0, 10_000, 1000):
+            with pool.locks.held(DIRECTORY_LOCK):
+                refused = pool.directory.publish(
+                    {f"t{i}": [PartitionLeader(1, 0)] * 10 for i in range(first, first + 1000)}
+                )
+            assert not refused
+        grown = _allocated(pool) - before
+        assert pool.deques_used() == 100_000
+        assert 0 < grown < 16 << 20  # directory, deques and active set: ~9 MiB, not 200
+        reader = SharedPool.open(pool_name)
+        try:
+            entries = reader.directory.partitions("t9999")
+            assert entries is not None and len(entries) == 10
+            assert reader.directory.owner(entries[3].deque_id) == ("t9999", 3)
+            assert len(reader.directory.snapshot().topics) == 10_000
+        finally:
+            reader.detach()
+        pool.destroy()
+
+
+def _allocated(pool: SharedPool) -> int:
+    return os.fstat(pool.segment.fd).st_blocks * 512
 
 
 def test_left_out_topics_and_partitions_are_carried_forward(pool: SharedPool) -> None:
@@ -70,17 +129,20 @@ def _flip(name: str, rounds: int) -> None:
         pool.detach()
 
 
-def test_readers_never_see_a_torn_version(pool: SharedPool) -> None:
+def test_readers_never_see_a_torn_entry(pool: SharedPool) -> None:
     with pool.locks.held(DIRECTORY_LOCK):
         pool.directory.publish({f"topic{t}": [PartitionLeader(1, 1)] * (t + 2) for t in range(3)})
+    deques = {t: [e.deque_id for e in pool.directory.partitions(t) or ()] for t in ("topic0",)}
     writer = mp.get_context("fork").Process(target=_flip, args=(pool.name, 3000))
     writer.start()
     seen = set()
     while writer.is_alive() or not seen:
         snapshot = pool.directory.snapshot()
-        # Every entry of one version was written with leader == epoch == that round.
-        stamps = {(e.leader, e.leader_epoch) for es in snapshot.topics.values() for e in es}
-        assert len(stamps) == 1, (snapshot.version, stamps)
+        # Each leader word is one store: leader == epoch, whatever round it is from; and
+        # the deque ids never move.
+        for entries in snapshot.topics.values():
+            assert all(e.leader == e.leader_epoch for e in entries), entries
+        assert [e.deque_id for e in snapshot.topics["topic0"]] == deques["topic0"]
         seen.add(snapshot.version)
     writer.join(30)
     assert writer.exitcode == 0

@@ -95,14 +95,14 @@ def test_argument_errors_name_the_function_and_the_argument(args: tuple[Any, ...
             r"FastAppend\(\) argument 'semaphores' must not be empty",
         ),
         (
-            lambda: FastAppend(view, names, {**layout, "d_tail": "8"}, pool_lock),
+            lambda: FastAppend(view, names, {**layout, "d_ends": "8"}, pool_lock),
             TypeError,
-            r"FastAppend\(\) argument 'layout': 'd_tail' must be int, not str",
+            r"FastAppend\(\) argument 'layout': 'd_ends' must be int, not str",
         ),
         (
-            lambda: FastAppend(view, names, {**layout, "d_tail": -8}, pool_lock),
+            lambda: FastAppend(view, names, {**layout, "d_ends": -8}, pool_lock),
             ValueError,
-            r"FastAppend\(\) argument 'layout': 'd_tail' must not be negative",
+            r"FastAppend\(\) argument 'layout': 'd_ends' must not be negative",
         ),
         (
             lambda: FastAppend(view, names, {**layout, "slabs_at": len(view)}, pool_lock),

@@ -46,11 +46,10 @@ def expected(layout: Layout, slot: int) -> dict[str, int]:
         "no_slab": L.NO_SLAB,
         "deques_at": layout.deque_at(0),
         "deque_size": layout.deque_at(1) - layout.deque_at(0),
-        "deque_capacity": config.deque_capacity,
-        "d_head": L.D_HEAD,
-        "d_tail": L.D_TAIL,
-        "d_ring": L.D_RING,
-        "d_entry_size": L.DEQUE_ENTRY.size,
+        "d_ends": L.D_ENDS,
+        "no_batch": L.NO_BATCH,
+        "active_at": layout.active_byte_at(0),
+        "b_next": L.B_NEXT,
         "d_sticky": L.D_STICKY,
         "d_run_hint": L.D_RUN_HINT,
         "batches_at": layout.batch_at(0),
@@ -71,8 +70,8 @@ def expected(layout: Layout, slot: int) -> dict[str, int]:
         "b_producer_id": L.B_PRODUCER_ID,
         "b_producer_epoch": L.B_PRODUCER_EPOCH,
         "b_base_sequence": L.B_BASE_SEQUENCE,
-        "b_appenders": L.B_APPENDERS,
-        "appenders_size": L.APPENDERS_SIZE,
+        "appenders_at": layout.appenders_of(0),
+        "appenders_size": layout.appenders_of(1) - layout.appenders_of(0),
         "b_parent": L.B_PARENT,
         "b_parent_generation": L.B_PARENT_GENERATION,
         "b_parent_delta": L.B_PARENT_DELTA,
@@ -135,12 +134,12 @@ def test_the_c_code_reads_every_key_it_is_given(
 
 @pytest.mark.parametrize(
     "key, value",
-    [("d_entry_size", 8), ("b_record_count", L.B_PUBLISH + 8), ("b_write_pos", L.B_PUBLISH + 4)],
+    [("no_batch", 0xFFFF), ("b_record_count", L.B_PUBLISH + 8), ("b_write_pos", L.B_PUBLISH + 4)],
 )
 def test_the_c_code_refuses_a_layout_its_stores_do_not_fit(
     pool: SharedPool, monkeypatch: pytest.MonkeyPatch, key: str, value: int
 ) -> None:
-    """It reads ring entries as u32 and publishes write_pos | record_count << 32 whole."""
+    """It takes 0xFFFFFFFF for no batch and publishes write_pos | record_count << 32 whole."""
     _patched(monkeypatch, lambda d: {**d, key: value})
     with pytest.raises(ValueError, match="layout"):
         fastpath.fast_path_for(pool)

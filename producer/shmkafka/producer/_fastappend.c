@@ -66,15 +66,15 @@ struct FastAppend {
     /* our slot's pending allocation */
     Py_ssize_t pending_first_at, pending_count_at, no_slab;
     /* deques */
-    Py_ssize_t deques_at, deque_size, deque_capacity;
-    Py_ssize_t d_head, d_tail, d_ring, d_entry_size, d_sticky, d_run_hint;
+    Py_ssize_t deques_at, deque_size;
+    Py_ssize_t d_ends, no_batch, active_at, b_next, d_sticky, d_run_hint;
     /* batch descriptors */
     Py_ssize_t batches_at, batch_stride;
     Py_ssize_t b_state, b_generation, b_deque, b_first_slab, b_slab_count;
     Py_ssize_t b_attempts, b_publish, b_write_pos, b_record_count;
     Py_ssize_t b_max_ts, b_last_append, b_base_ts, b_created;
     Py_ssize_t b_producer_id, b_producer_epoch, b_base_sequence;
-    Py_ssize_t b_appenders, appenders_size;
+    Py_ssize_t appenders_at, appenders_size;
     Py_ssize_t b_parent, b_parent_generation, b_parent_delta;
     Py_ssize_t no_parent, open_state;
     /* free map and slabs */
@@ -120,11 +120,10 @@ static const LayoutField layout_fields[] = {
     LAYOUT_FIELD(no_slab),
     LAYOUT_FIELD(deques_at),
     LAYOUT_FIELD(deque_size),
-    LAYOUT_FIELD(deque_capacity),
-    LAYOUT_FIELD(d_head),
-    LAYOUT_FIELD(d_tail),
-    LAYOUT_FIELD(d_ring),
-    LAYOUT_FIELD(d_entry_size),
+    LAYOUT_FIELD(d_ends),
+    LAYOUT_FIELD(no_batch),
+    LAYOUT_FIELD(active_at),
+    LAYOUT_FIELD(b_next),
     LAYOUT_FIELD(d_sticky),
     LAYOUT_FIELD(d_run_hint),
     LAYOUT_FIELD(batches_at),
@@ -145,7 +144,7 @@ static const LayoutField layout_fields[] = {
     LAYOUT_FIELD(b_producer_id),
     LAYOUT_FIELD(b_producer_epoch),
     LAYOUT_FIELD(b_base_sequence),
-    LAYOUT_FIELD(b_appenders),
+    LAYOUT_FIELD(appenders_at),
     LAYOUT_FIELD(appenders_size),
     LAYOUT_FIELD(b_parent),
     LAYOUT_FIELD(b_parent_generation),
@@ -378,25 +377,23 @@ read_layout(FastAppend *self, PyObject *layout)
     {
         return -1;
     }
-    /* Ring entries are read as u32, and the publish word is stored whole as
-     * write_pos | record_count << 32. */
-    if (self->d_entry_size != (Py_ssize_t)sizeof(uint32_t)
+    /* The publish word is stored whole as write_pos | record_count << 32, and
+     * a deque's ends as first | last << 32. */
+    if (self->no_batch != (Py_ssize_t)UINT32_MAX
         || self->b_write_pos != self->b_publish
         || self->b_record_count
            != self->b_publish + (Py_ssize_t)sizeof(uint32_t))
     {
         PyErr_SetString(PyExc_ValueError,
-                        "FastAppend() argument 'layout': ring entries must "
-                        "be u32 and the publish word "
+                        "FastAppend() argument 'layout': the empty batch id "
+                        "must be 0xFFFFFFFF and the publish word "
                         "write_pos | record_count << 32");
         return -1;
     }
-    if (self->deque_capacity == 0
-        || slot >= self->appenders_size * CHAR_BIT)
-    {
+    if (slot >= self->appenders_size * CHAR_BIT) {
         PyErr_SetString(PyExc_ValueError,
-                        "FastAppend() argument 'layout': no deque capacity, "
-                        "or a slot outside the appenders set");
+                        "FastAppend() argument 'layout': "
+                        "a slot outside the appenders set");
         return -1;
     }
     self->slot = (int32_t)slot;
@@ -608,23 +605,15 @@ append_to_last(FastAppend *self, char *deque, int64_t timestamp,
                Py_ssize_t tail_len, Hit *hit, Py_ssize_t *grow_to)
 {
     char *buf = (char *)self->view.buf;
-    uint64_t head = rd64(deque + self->d_head);
-    uint64_t tail_index = rd64(deque + self->d_tail);
+    uint64_t ends = rd64(deque + self->d_ends);
+    uint32_t first = (uint32_t)ends;
+    uint32_t batch_id = (uint32_t)(ends >> 32);
 
-    if (head == tail_index) {
-        return NEEDS_NEW_BATCH;
-    }
-    if (tail_index < head
-        || tail_index - head > (uint64_t)self->deque_capacity)
+    if (first >= (uint32_t)self->num_slabs
+        || batch_id >= (uint32_t)self->num_slabs)
     {
-        /* damaged ends: the Sender quarantines the deque */
+        /* empty, or damaged ends (the Sender quarantines the deque) */
         return NEEDS_NEW_BATCH;
-    }
-    uint64_t last = (tail_index - 1) % (uint64_t)self->deque_capacity;
-    uint32_t batch_id = rd32(deque + self->d_ring
-                             + self->d_entry_size * last);
-    if (batch_id >= (uint32_t)self->num_slabs) {
-        return NEEDS_NEW_BATCH;  /* a damaged ring */
     }
     char *batch = (buf + self->batches_at
                    + (Py_ssize_t)batch_id * self->batch_stride);
@@ -655,7 +644,9 @@ append_to_last(FastAppend *self, char *deque, int64_t timestamp,
     char *slab = (buf + self->slabs_at
                   + (Py_ssize_t)first_slab * self->slab_size);
     copy_record(slab + write_pos, head_bytes, n, pieces, n_pieces);
-    char *bits = batch + self->b_appenders + (self->slot >> 3);
+    char *bits = (buf + self->appenders_at
+                  + (Py_ssize_t)batch_id * self->appenders_size
+                  + (self->slot >> 3));
     unsigned char bit = (unsigned char)(1u << (self->slot & 7));
     if (!(*bits & bit)) {
         *bits |= bit;
@@ -675,7 +666,7 @@ append_to_last(FastAppend *self, char *deque, int64_t timestamp,
     hit->full = (capacity - end) < (n + tail_len)
                 || (self->batch_max_records > 0
                     && new_count >= (uint32_t)self->batch_max_records);
-    hit->queued = tail_index - head;
+    hit->queued = first == batch_id ? 1 : 2;  /* (only "more than one" is used) */
     hit->new_batch = 0;
     hit->wake = hit->full;
     return APPENDED;
@@ -798,12 +789,6 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
            int n_pieces, Py_ssize_t tail_len, Py_ssize_t grow_to, Hit *hit)
 {
     char *buf = (char *)self->view.buf;
-    uint64_t head = rd64(deque + self->d_head);
-    uint64_t tail_index = rd64(deque + self->d_tail);
-
-    if (tail_index - head >= (uint64_t)self->deque_capacity) {
-        return NEEDS_NEW_BATCH;
-    }
     unsigned char head_bytes[32];
     int n = record_head(head_bytes, 0, 0, tail_len);
     int64_t end = self->record_batch_header + n + tail_len;
@@ -837,19 +822,33 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
     wr64(batch + self->b_producer_id, (uint64_t)-1);
     memcpy(batch + self->b_producer_epoch, &no_epoch, sizeof(no_epoch));
     wr32(batch + self->b_base_sequence, (uint32_t)-1);
-    memset(batch + self->b_appenders, 0, (size_t)self->appenders_size);
-    batch[self->b_appenders + (self->slot >> 3)] =
-        (char)(1u << (self->slot & 7));
+    char *appenders = (buf + self->appenders_at
+                       + slab * self->appenders_size);
+    memset(appenders, 0, (size_t)self->appenders_size);
+    appenders[self->slot >> 3] = (char)(1u << (self->slot & 7));
     wr32(batch + self->b_parent, (uint32_t)self->no_parent);
     wr32(batch + self->b_parent_generation, 0);
     wr32(batch + self->b_parent_delta, 0);
     /* last: the descriptor is whole */
     store_release32(batch + self->b_state, (uint32_t)self->open_state);
-    uint64_t ring_index = tail_index % (uint64_t)self->deque_capacity;
-    wr32(deque + self->d_ring + self->d_entry_size * ring_index,
-         (uint32_t)slab);
+    /* the deque is active before the batch is in it (batches.py) */
+    char *active = buf + self->active_at + deque_id;
+    if (!*active) {
+        *active = 1;
+    }
+    uint64_t ends = rd64(deque + self->d_ends);
+    uint32_t first = (uint32_t)ends;
+    uint32_t last = (uint32_t)(ends >> 32);
+    int was_empty = first >= (uint32_t)self->num_slabs
+                    || last >= (uint32_t)self->num_slabs;
+    if (!was_empty) {
+        wr32(buf + self->batches_at + (Py_ssize_t)last * self->batch_stride
+             + self->b_next, (uint32_t)slab);
+    }
     /* publish: the batch is queued */
-    store_release64(deque + self->d_tail, tail_index + 1);
+    store_release64(deque + self->d_ends,
+                    (uint64_t)(was_empty ? (uint32_t)slab : first)
+                    | (uint64_t)(uint32_t)slab << 32);
     /* committed: the batch owns the slab */
     wr32(buf + self->pending_first_at, (uint32_t)self->no_slab);
     wr32(buf + self->pending_count_at, 0);
@@ -857,7 +856,7 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
     hit->generation = generation;
     hit->offset_delta = 0;
     hit->full = (capacity - end) < (n + tail_len) || self->batch_max_records == 1;
-    hit->queued = tail_index + 1 - head;
+    hit->queued = was_empty ? 1 : 2;
     hit->new_batch = 1;
     hit->wake = hit->full || sender_needs_wake(self, now_ms);
     return APPENDED;

@@ -17,7 +17,6 @@ Rules:
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
@@ -35,7 +34,7 @@ from shmkafka.protocol.records import (
 from shmkafka.shm import faultpoints
 from shmkafka.shm.batches import BatchInfo, publish_record
 from shmkafka.shm.bufferpool import SlabRun
-from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
+from shmkafka.shm.errors import RecordTooLargeError
 from shmkafka.shm.layout import (
     APPEND_VIEW,
     FIRST_STRIPE_LOCK,
@@ -48,13 +47,7 @@ from shmkafka.shm.layout import (
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import Completion
 
-DEQUE_FULL_POLL_S = 0.001
 log = logging.getLogger("shmkafka.producer")
-
-
-class DequeFullError(Exception):
-    """Internal: the partition's deque has no room for another batch right now."""
-
 
 RECORD_OVERHEAD = 1 + 10 + 5 + 5  # attributes, timestamp delta, offset delta, length prefix
 VARINT_ROOM = 2 * 5 + 1  # the key and value lengths at their largest, the header count
@@ -236,25 +229,6 @@ class RecordAccumulator:
     def _append_new_batch(
         self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, needed: int, now_ms: int
     ) -> AppendResult:
-        # A partition whose deque is full (deque_capacity batches waiting for the Sender)
-        # pushes back like a full BufferPool: wait for a drain, up to max_block_ms.
-        deadline = time.monotonic() + self.max_block_ms / 1000
-        while True:
-            try:
-                return self._append_new_batch_once(
-                    deque_id, stripe, timestamp_ms, tail, needed, now_ms
-                )
-            except DequeFullError:
-                if time.monotonic() >= deadline:
-                    raise BufferExhaustedError(
-                        f"partition queue full (deque_capacity="
-                        f"{self.pool.config.deque_capacity} batches) for {self.max_block_ms} ms"
-                    ) from None
-                time.sleep(DEQUE_FULL_POLL_S)
-
-    def _append_new_batch_once(
-        self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, needed: int, now_ms: int
-    ) -> AppendResult:
         buffers = self.pool.buffers
         run = buffers.allocate(needed, self.max_block_ms, self._run_wanted(deque_id))
         faultpoints.reached("append.after_allocate")
@@ -264,8 +238,6 @@ class RecordAccumulator:
                 faultpoints.reached("append.holding_stripe")
                 result = self._try_append(deque_id, timestamp_ms, tail, now_ms)
                 if result is None:
-                    if self._deques.length(deque_id) >= self._deques.capacity:
-                        raise DequeFullError
                     result = self._open_batch(deque_id, run, timestamp_ms, tail, now_ms)
                     buffers.commit(run)
                     committed = True
@@ -343,46 +315,61 @@ class RecordAccumulator:
 
     def partition_states(self) -> list[PartitionState]:
         """Every partition with queued batches, with what ``ready()`` needs to decide.
-        Read without locks: a snapshot that ``drain`` re-checks under the stripe lock."""
+        Read without locks: a snapshot that ``drain`` re-checks under the stripe lock. Only
+        active deques are looked at; one found empty leaves the active set."""
         out: list[PartitionState] = []
-        snapshot = self.pool.directory.snapshot()
-        deques = self.pool.deques
-        for topic, entries in snapshot.topics.items():
-            for partition, entry in enumerate(entries):
-                if deques.length(entry.deque_id) == 0:
-                    continue
-                first = deques.first(entry.deque_id)
-                if first is None:
-                    continue
-                info = self.pool.batches.read(first)
-                queued = deques.length(entry.deque_id)
-                capacity = self.pool.batches.capacity(info.slab_count)
-                out.append(
-                    PartitionState(
-                        entry.deque_id,
-                        topic,
-                        partition,
-                        entry.leader,
-                        queued,
-                        first,
-                        info.write_pos,
-                        queued > 1
-                        or capacity - info.write_pos < 64
-                        or info.record_count >= self._max_records,
-                        info.created_ms,
-                        info.last_append_ms,
-                        info.attempts,
-                    )
+        topics = self.pool.directory.snapshot().topics
+        deques, batches, owner = self.pool.deques, self.pool.batches, self.pool.directory.owner
+        for deque_id in deques.active(self.pool.deques_used()):
+            first = deques.first(deque_id)
+            if first is None:
+                if deques.is_empty(deque_id):
+                    self._deactivate(deque_id)
+                continue
+            found = owner(deque_id)
+            if found is None:
+                continue  # (no published topic owns it: nothing appends to it)
+            topic, partition = found
+            entries = topics[topic]
+            info = batches.read(first)
+            _, queued = deques.last_and_length(deque_id)
+            capacity = batches.capacity(info.slab_count)
+            out.append(
+                PartitionState(
+                    deque_id,
+                    topic,
+                    partition,
+                    entries[partition].leader,
+                    queued,
+                    first,
+                    info.write_pos,
+                    queued > 1
+                    or capacity - info.write_pos < 64
+                    or info.record_count >= self._max_records,
+                    info.created_ms,
+                    info.last_append_ms,
+                    info.attempts,
                 )
+            )
         return out
+
+    def _deactivate(self, deque_id: int) -> None:
+        """Take an empty deque out of the active set (under its stripe lock: an appender
+        marks it again before its push)."""
+        with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
+            if self._deques.is_empty(deque_id):
+                self._deques.clear_active(deque_id)
 
     def drain(self, deque_ids: Iterable[int], max_bytes: int) -> list[DrainedBatch]:
         """Seal and pop the first batch of each given deque until ``max_bytes`` is reached
         (the first batch is always taken, so an oversized batch is never stuck)."""
-        names = self.pool.directory.snapshot().by_deque()
+        owner = self.pool.directory.owner
         out: list[DrainedBatch] = []
         total = 0
         for deque_id in deque_ids:
+            found = owner(deque_id)
+            if found is None:
+                continue
             with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
                 first = self.pool.deques.first(deque_id)
                 if first is None:
@@ -399,8 +386,7 @@ class RecordAccumulator:
                 self.pool.batches.set_state(first, SEALED)
                 self.pool.deques.pop_first(deque_id)
                 info = self._trim(self.pool.batches.read(first))
-            topic, partition = names[deque_id]
-            out.append(DrainedBatch(topic, partition, info))
+            out.append(DrainedBatch(*found, info))
             total += size
         return out
 
@@ -433,10 +419,11 @@ class RecordAccumulator:
 
     def expire(self, now_ms: int, delivery_timeout_ms: int) -> list[DrainedBatch]:
         """Pop queued batches created more than ``delivery_timeout_ms`` ago (oldest first)."""
-        names = self.pool.directory.snapshot().by_deque()
+        owner = self.pool.directory.owner
         out: list[DrainedBatch] = []
-        for deque_id in range(self.pool.deques_used()):
-            if self._deques.length(deque_id) == 0 or deque_id not in names:
+        for deque_id in self._deques.active(self.pool.deques_used()):
+            found = owner(deque_id)
+            if self._deques.is_empty(deque_id) or found is None:
                 continue
             with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
                 while (first := self._deques.first(deque_id)) is not None:
@@ -445,19 +432,22 @@ class RecordAccumulator:
                         break
                     self.pool.batches.set_state(first, SEALED)
                     self._deques.pop_first(deque_id)
-                    out.append(DrainedBatch(*names[deque_id], self.pool.batches.read(first)))
+                    out.append(DrainedBatch(*found, self.pool.batches.read(first)))
         return out
 
     def in_flight_batches(self) -> list[DrainedBatch]:
         """Batches drained but not completed (SEALED or IN_FLIGHT and in no deque): what a
         restarted Sender must send again."""
-        names = self.pool.directory.snapshot().by_deque()
-        queued = {b for d in range(self.pool.deques_used()) for b in self._deques.batch_ids(d)}
+        active = self._deques.active(self.pool.deques_used())
+        queued = {b for d in active for b in self._deques.batch_ids(d)}
+        used, owner = self.pool.deques_used(), self.pool.directory.owner
         out = []
         for batch_id in range(self.pool.config.num_slabs):
             info = self.pool.batches.read(batch_id)
             if info.state in (SEALED, IN_FLIGHT) and batch_id not in queued:
-                out.append(DrainedBatch(*names[info.deque_id], info))
+                found = owner(info.deque_id) if info.deque_id < used else None
+                if found is not None:
+                    out.append(DrainedBatch(*found, info))
         return sorted(out, key=lambda b: (b.info.deque_id, b.info.base_sequence))
 
     def refresh(self, batch: DrainedBatch) -> DrainedBatch:
@@ -483,14 +473,12 @@ class RecordAccumulator:
             ids = deques.batch_ids(deque_id)
             sealed = [b for b in ids if batches.state(b) == SEALED]
             before = [b for b in sealed if batches.read(b).base_sequence < batch.info.base_sequence]
-            deques.push_first(deque_id, batch.batch_id)
             if before:
-                ordered = [*before, batch.batch_id, *[b for b in ids if b not in before]]
-                for b in ids:
-                    deques.remove(deque_id, b)
-                deques.remove(deque_id, batch.batch_id)
-                for b in ordered:
-                    deques.push_last(deque_id, b)
+                deques.replace(
+                    deque_id, [*before, batch.batch_id, *[b for b in ids if b not in before]]
+                )
+            else:
+                deques.push_first(deque_id, batch.batch_id)
 
     def finalize(self, batch: DrainedBatch, meta: BatchMeta | None = None) -> memoryview | bytes:
         """Fill the batch header (and CRC) in place, or compress into new bytes."""
@@ -516,7 +504,7 @@ class RecordAccumulator:
         whose ring was full (the Sender retries them later)."""
         full = []
         rings = self.pool.rings
-        slots = self.pool.config.max_processes  # (a corrupt appender set names no others)
+        slots = self.pool.slots.high()  # (a corrupt appender set names no others)
         for slot in sorted(s for s in batch.info.appenders if s < slots):
             if rings.post(slot, completion):
                 if self._deferred is None:

@@ -313,11 +313,19 @@ class Producer(ProduceEntry):
             return
         now = time.monotonic()
         failure = handle.connect_failure() if handle is not None else None
+        refused: dict[str, Any] = {}
         waiting: deque[Unassigned] = deque()
         while self._unassigned:
             record = self._unassigned.popleft()
             if failure is not None:  # a refused login or TLS handshake: no metadata comes
                 self._fail_now(record, kafka_error_of(failure))
+                continue
+            if record.topic not in refused and handle is not None:
+                error = handle.refused(record.topic)  # (read once per refusal)
+                if error is not None:
+                    refused[record.topic] = kafka_error_of(error)
+            if record.topic in refused:  # a limit of the pool: this topic's records fail now
+                self._fail_now(record, refused[record.topic])
                 continue
             try:
                 if handle is not None and self._append(handle, record):
@@ -331,6 +339,9 @@ class Producer(ProduceEntry):
                     continue
             else:
                 waiting.append(record)
+        for record in [r for r in waiting if r.topic in refused]:
+            waiting.remove(record)
+            self._fail_now(record, refused[record.topic])
         self._unassigned.extend(waiting)  # (in place: the C entry holds this deque)
 
     def produce_batch(
@@ -499,6 +510,9 @@ class Producer(ProduceEntry):
                    else directory.partitions(topic) is None):  # fmt: skip
                 if time.monotonic() >= deadline:
                     return False
+                refused = handle.refused(topic) if topic is not None else None
+                if refused is not None:
+                    raise refused
                 time.sleep(0.01)
         except ProtocolKafkaError as exc:
             raise confluent_exception(exc) from None

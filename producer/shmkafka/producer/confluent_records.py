@@ -17,6 +17,7 @@ from shmkafka.errors import (
     KafkaTimeoutError,
     MemoryExhaustedError,
     MessageSizeTooLargeError,
+    PoolCapacityError,
 )
 from shmkafka.producer.confluent_types import (
     TIMESTAMP_CREATE_TIME,
@@ -153,6 +154,8 @@ def kafka_error_of(error: BaseException) -> Any:
     code = getattr(error, "error_code", None)
     if isinstance(error, KafkaTimeoutError) and code is None:
         return KafkaError(KafkaError._MSG_TIMED_OUT)
+    if isinstance(error, PoolCapacityError):  # a limit of the pool (the text names it)
+        return KafkaError(KafkaError._QUEUE_FULL, text_of(error))
     if isinstance(error, KafkaConnectionError):  # the TLS handshake failed
         return KafkaError(KafkaError._SSL, text_of(error))
     if code == SASL_AUTHENTICATION_FAILED:  # as librdkafka reports a refused login

@@ -36,6 +36,7 @@ from typing import Any, Literal, overload
 from shmkafka.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
+    PoolCapacityError,
     UnknownTopicOrPartitionError,
 )
 from shmkafka.producer import native
@@ -132,6 +133,9 @@ class ProducerHandle:
         self._cond = threading.Condition(self._lock)
         self._handing_over = 0  # done records on their way to on_done (under _lock)
         self._routes: dict[str, tuple[int, tuple[int, ...]]] = {}  # topic → version, deque ids
+        # topics asked of the Sender → the refusal count then (see refused())
+        self._asked: dict[str, int] = {}
+        self._asked_again: set[str] = set()  # asked while the requests were full
         self._fast = self.accumulator.fast_path
         # the futures: the C Tracker appends and registers a record in one call
         self._tracker: Any = (
@@ -181,11 +185,28 @@ class ProducerHandle:
     # ------------------------------------------------------------------ send
 
     def request_topic(self, topic: str) -> None:
-        """Ask the Sender for ``topic``'s metadata without waiting for it."""
+        """Ask the Sender for ``topic``'s metadata without waiting for it. A new topic when
+        the pool's directory is full fails at once (PoolCapacityError)."""
         with kafka_errors:
+            directory = self.pool.directory
+            self._asked.setdefault(topic, directory.refusals())  # (refusals after this count)
             with self.pool.locks.held(DIRECTORY_LOCK):
-                self.pool.directory.request_topic(topic)
+                queued = directory.request_topic(topic)
+            if not queued:  # the requests are full: ask again while waiting
+                self._asked_again.add(topic)
             self._sender_sem.release()
+
+    def refused(self, topic: str) -> PoolCapacityError | None:
+        """The error of ``topic`` if the Sender refused it (a limit of the pool) since this
+        handle asked for it; None otherwise."""
+        asked = self._asked.get(topic)
+        if asked is None or self.pool.directory.refusals() == asked:
+            return None
+        refusal = self.pool.directory.refusal(topic, after=asked)
+        if refusal is None:
+            return None
+        del self._asked[topic]  # (asking again may succeed: a new answer)
+        return PoolCapacityError(refusal.message())
 
     def partitions_for(self, topic: str) -> int:
         self.start()
@@ -199,14 +220,18 @@ class ProducerHandle:
         self.request_topic(topic)
         deadline = time.monotonic() + self.max_block_ms / 1000
         while (entries := self.pool.directory.partitions(topic)) is None:
-            failure = self.connect_failure()
+            failure = self.connect_failure() or self.refused(topic)
             if failure is not None:
                 raise failure
             if time.monotonic() > deadline:
                 raise KafkaTimeoutError(
                     f"topic {topic!r} not present in metadata after {self.max_block_ms} ms"
                 )
+            if topic in self._asked_again:
+                self._asked_again.discard(topic)
+                self.request_topic(topic)
             time.sleep(0.005)
+        self._asked.pop(topic, None)
         return len(entries)
 
     @overload

@@ -61,7 +61,7 @@ SENDER_ARGS = (
     "reconnect_backoff_ms", "reconnect_backoff_max_ms", "max_request_size",
 )  # fmt: skip
 POOL_ARGS = ("batch_size", "buffer_memory", "max_topics", "max_partitions", "max_processes",
-             "deque_capacity", "lock_stripes")  # fmt: skip
+             "lock_stripes")  # fmt: skip
 DEFAULTS: dict[str, Any] = {
     "bootstrap_servers": "localhost",
     "client_id": None,
@@ -101,10 +101,9 @@ DEFAULTS: dict[str, Any] = {
     "sasl_oauth_token_provider": None,
     "api_version": None,
     "pool": None,
-    "max_topics": 256,
-    "max_partitions": 1024,
-    "max_processes": 256,
-    "deque_capacity": 1024,
+    "max_topics": 65536,
+    "max_partitions": 1 << 20,
+    "max_processes": 4096,
     "lock_stripes": 64,
     "sender_log": None,
 }

@@ -10,12 +10,14 @@ from shmkafka.errors import (
     KafkaTimeoutError,
     MemoryExhaustedError,
     MessageSizeTooLargeError,
+    PoolCapacityError,
     PoolError,
     PoolSettingsMismatchError,
 )
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.errors import (
     BufferExhaustedError,
+    CapacityError,
     LayoutMismatchError,
     LockTimeoutError,
     RecordTooLargeError,
@@ -39,6 +41,8 @@ def kafka_error(exc: ShmError | posix_ipc.Error | OSError) -> KafkaError:
         return PoolSettingsMismatchError(text)
     if isinstance(exc, ShmConfigError):
         return KafkaConfigurationError(text)
+    if isinstance(exc, CapacityError):
+        return PoolCapacityError(text)
     return PoolError(text or type(exc).__name__)
 
 

@@ -17,14 +17,18 @@ from shmkafka.shm.pool import SharedPool
 
 
 def quarantine_damaged(pool: SharedPool) -> list[tuple[DrainedBatch, str]]:
-    """Empty every deque whose ends or ring are damaged; return the batches that were
+    """Empty every deque whose links are damaged; return the batches that were
     queued there (found by their descriptors), each with the problem, for the Sender to
     fail. Appenders open new batches on the emptied deque."""
     out: list[tuple[DrainedBatch, str]] = []
     deques, batches = pool.deques, pool.batches
-    for deque_id, (topic, partition) in pool.directory.snapshot().by_deque().items():
+    for deque_id in deques.active(pool.deques_used()):
         if deques.problem(deque_id) is None:  # the common case: no lock
             continue
+        found = pool.directory.owner(deque_id)
+        if found is None:
+            continue
+        topic, partition = found
         with pool.locks.held(pool.layout.stripe_lock(deque_id)):
             problem = deques.problem(deque_id)
             if problem is None:

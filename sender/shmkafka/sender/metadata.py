@@ -4,10 +4,17 @@ Rules:
 - The Sender is the directory's only writer: each Metadata response that changes leaders,
   epochs or partition counts becomes a new directory version (copy-on-write, see
   shm/directory.py), under the directory lock.
-- A refresh is due when ``metadata.max.age.ms`` has passed, when something asked for one
-  (an invalid-metadata error, an unknown leader, a topic an app process waits for, a broker
-  that left or joined), and never more often than ``retry.backoff.ms``.
+- A full refresh (every known topic) is due when ``metadata.max.age.ms`` has passed or
+  something asked for one (an invalid-metadata error, an unknown leader, a broker that left
+  or joined), never more often than ``retry.backoff.ms``. A topic an app waits for is asked
+  for alone, at once (with the others that arrived meanwhile); one answered incomplete (being
+  created, no leader yet) is asked for again after the backoff. So a pool with 10,000
+  topics pays for the new ones only, as librdkafka does.
 - Topics are requested by name and auto-created by the broker if it allows it.
+- A topic the directory refuses (a limit of the pool, a full /dev/shm) is recorded as
+  refused for the apps, reported (``refused``: the Sender's error_cb event and log line),
+  and no longer asked for until an app asks again: one topic past a limit never stops the
+  others, nor the Sender.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from dataclasses import dataclass, field
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import MetadataRequest, MetadataResponse
 from shmkafka.protocol.messages.metadata import MetadataRequestTopic
-from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.directory import PartitionLeader, Refusal
 from shmkafka.shm.layout import DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
 
@@ -36,14 +43,19 @@ class Metadata:
     need_update: bool = True
     in_flight: bool = False
     requested: frozenset[str] = frozenset()  # the topics of the request in flight
+    fresh: set[str] = field(default_factory=set)  # asked for by apps, not requested yet
+    retry: set[str] = field(default_factory=set)  # answered incomplete: ask after the backoff
+    full_in_flight: bool = False
+    refused: list[Refusal] = field(default_factory=list)  # new refusals, for the Sender
 
     def request_update(self) -> None:
         self.need_update = True
 
     def add_topics(self, topics: set[str]) -> None:
-        if not topics <= self.wanted:
-            self.wanted |= topics
-            self.need_update = True
+        """Topics apps wait for: asked for at once unless already known."""
+        new = topics - self.leaders.keys() - self.requested
+        self.wanted |= topics
+        self.fresh |= new
 
     def poll_topic_requests(self) -> None:
         """Pick up topics app processes asked for through the pool."""
@@ -54,22 +66,42 @@ class Metadata:
             requested = set(directory.take_topic_requests())
         self.add_topics(requested)
 
-    def due(self, now_ms: int) -> bool:
-        if self.in_flight or now_ms - self.last_attempt_ms < self.backoff_ms:
-            return False
+    def _full_due(self, now_ms: int) -> bool:
         return self.need_update or now_ms - self.last_refresh_ms >= self.max_age_ms
+
+    def due(self, now_ms: int) -> bool:
+        if self.in_flight:
+            return False
+        if self.fresh:
+            return True
+        if now_ms - self.last_attempt_ms < self.backoff_ms:
+            return False
+        return bool(self.retry) or self._full_due(now_ms)
 
     def request(self, now_ms: int) -> MetadataRequest:
         self.in_flight = True
+        self.full_in_flight = self._full_due(now_ms) and now_ms - self.last_attempt_ms >= (
+            self.backoff_ms
+        )
         self.last_attempt_ms = now_ms
-        self.wanted |= set(self.pool.directory.snapshot().topics)
-        self.requested = frozenset(self.wanted)
-        topics = tuple(MetadataRequestTopic(name=t) for t in sorted(self.wanted))
+        if self.full_in_flight:
+            self.wanted |= set(self.pool.directory.snapshot().topics)
+            self.need_update = False
+            asked = set(self.wanted)
+        else:
+            asked = self.fresh | self.retry
+        self.fresh, self.retry = set(), set()
+        self.requested = frozenset(asked)
+        topics = tuple(MetadataRequestTopic(name=t) for t in sorted(asked))
         return MetadataRequest(topics=topics, allow_auto_topic_creation=True)
 
     def failed(self) -> None:
         self.in_flight = False
-        self.need_update = True
+        if self.full_in_flight:
+            self.need_update = True
+        else:
+            self.retry |= self.requested
+        self.requested = frozenset()
 
     def on_response(self, response: MetadataResponse, now_ms: int) -> bool:
         """Absorb a response; returns True if the broker set changed."""
@@ -77,14 +109,14 @@ class Metadata:
         brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
         changed = brokers != self.brokers
         self.brokers = brokers
-        incomplete = False
+        incomplete: set[str] = set()
         leaders: dict[str, list[PartitionLeader]] = {}
         for topic in response.topics:
             if topic.name is None:
                 continue
             self.topic_errors[topic.name] = topic.error_code
             if topic.error_code or not topic.partitions:
-                incomplete = True  # e.g. LEADER_NOT_AVAILABLE while a topic is being created
+                incomplete.add(topic.name)  # e.g. LEADER_NOT_AVAILABLE while being created
                 continue
             parts = sorted(topic.partitions, key=lambda p: p.partition_index)
             entries = []
@@ -92,14 +124,25 @@ class Metadata:
                 leader = (
                     p.leader_id if p.error_code == ErrorCode.NONE and p.leader_id in brokers else -1
                 )
-                incomplete |= leader < 0
+                if leader < 0:
+                    incomplete.add(topic.name)
                 entries.append(PartitionLeader(leader, p.leader_epoch))
             leaders[topic.name] = entries
-        if leaders and leaders != {t: self.leaders.get(t) for t in leaders}:
+        changed_leaders = {t: e for t, e in leaders.items() if self.leaders.get(t) != e}
+        if changed_leaders:
             with self.pool.locks.held(DIRECTORY_LOCK):
-                self.pool.directory.publish(leaders)
-        self.leaders.update(leaders)
-        self.last_refresh_ms = now_ms
-        # A topic asked for while this request was in flight still needs its own answer.
-        self.need_update = incomplete or not self.wanted <= self.requested
+                refused = self.pool.directory.publish(changed_leaders)
+                for refusal in refused.values():
+                    self.pool.directory.record_refusal(refusal)
+            for name, refusal in refused.items():
+                del changed_leaders[name]
+                self.wanted.discard(name)
+                self.refused.append(refusal)
+        self.leaders.update(changed_leaders)
+        if self.full_in_flight:
+            self.last_refresh_ms = now_ms
+        answered = {t.name for t in response.topics if t.name is not None}
+        # (a topic the broker left out of its answer is asked for again, like one incomplete)
+        self.retry |= (incomplete | (self.requested - answered)) & self.wanted
+        self.requested = frozenset()
         return changed

@@ -75,6 +75,7 @@ PRODUCER_STATE_LOST = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODU
 QUARANTINE_INTERVAL_MS = 100  # how often damaged deques are looked for
 MAX_POLL_MS = 100
 BROKER_STATS_MS = 100  # how often the per-broker counters are published (statistics)
+QUEUE_FULL = -184  # librdkafka's _QUEUE_FULL: the event of a topic a pool limit refused
 
 
 @dataclass
@@ -366,6 +367,10 @@ class Sender:
             return
         before = dict(self.metadata.topic_errors)
         changed = self.metadata.on_response(response.response, now_ms)
+        refused, self.metadata.refused = self.metadata.refused, []
+        for refusal in refused:  # a limit of the pool: this topic fails, the rest flows
+            log.warning("%s", refusal.message())
+            self.publish_error(QUEUE_FULL, refusal.message())
         for topic, code in self.metadata.topic_errors.items():
             if code and code != before.get(topic) and not for_code(code).retriable:
                 self.publish_error(code, f"Topic {topic}: {for_code(code).description}")

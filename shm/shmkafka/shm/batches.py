@@ -10,22 +10,28 @@ Rules:
   writes it.
 - ``open`` writes the descriptor with state FREE and sets the state last, so a process
   killed midway leaves a FREE descriptor, never a torn OPEN one.
-- A deque is a ring of batch ids with monotonic ``head``/``tail``; a new batch is written to
-  ``ring[tail]`` before ``tail`` moves (publish last). All under the stripe lock.
+- A deque is a linked list of batches through their descriptors' ``B_NEXT``, with both
+  ends in one u64 (first | last << 32). A push writes the old last batch's ``B_NEXT``, then
+  the ends (publish last); a walk starts at first and stops at last, so a ``B_NEXT`` no
+  ends-store has published is never followed. All under the stripe lock; the Sender reads
+  the ends without it.
+- A deque's ACTIVE byte is set before a batch is pushed, and cleared only by the Sender,
+  under the stripe lock, when it finds the deque empty: a deque holding batches is always
+  active, and the Sender looks at no other.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from typing import NamedTuple
 
-from shmkafka.shm.errors import CapacityError
 from shmkafka.shm.layout import (
-    APPENDERS_SIZE,
-    B_APPENDERS,
     B_ATTEMPTS,
     B_BASE_SEQUENCE,
     B_DEQUE,
     B_GENERATION,
+    B_NEXT,
     B_PARENT,
     B_PRODUCER_EPOCH,
     B_PRODUCER_ID,
@@ -36,25 +42,26 @@ from shmkafka.shm.layout import (
     BATCH,
     BATCH_BODY,
     BATCH_SIZE_BYTES,
-    D_HEAD,
+    D_ENDS,
     D_NEXT_SEQUENCE,
     D_PARTITION,
-    D_RING,
     D_RUN_HINT,
     D_STICKY,
-    D_TAIL,
-    DEQUE_ENTRY,
+    EMPTY_ENDS,
     FREE,
-    HEAD_TAIL,
     I32,
+    NO_BATCH,
     NO_PARENT,
     OPEN,
     PARENT,
     PUBLISH_TIMES,
     U32,
+    U64,
     Layout,
 )
 from shmkafka.shm.segment import Segment
+
+_SET_BYTE = re.compile(rb"[^\x00]")
 
 
 def publish_record(
@@ -116,7 +123,9 @@ class Batches:
     def read(self, batch_id: int) -> BatchInfo:
         fields = BATCH.unpack_from(self.segment.buf, self.layout.batch_at(batch_id))
         (state, gen, deque, first, count, attempts, pos, records, max_ts, last, base_ts,
-         created, pid, epoch, seq, appenders) = fields  # fmt: skip
+         created, pid, epoch, seq) = fields  # fmt: skip
+        at = self.layout.appenders_of(batch_id)
+        appenders = bytes(self.segment.buf[at : at + self.layout.appenders_size])
         parent, parent_gen, parent_delta = PARENT.unpack_from(
             self.segment.buf, self.layout.batch_at(batch_id) + B_PARENT
         )
@@ -144,8 +153,10 @@ class Batches:
         self.segment.store_u32(at + B_GENERATION, generation)
         BATCH_BODY.pack_into(
             buf, at + B_DEQUE, deque_id, batch_id, slab_count, 0, write_pos, 0,
-            base_ts, now_ms, base_ts, now_ms, -1, -1, -1, bytes(APPENDERS_SIZE),
+            base_ts, now_ms, base_ts, now_ms, -1, -1, -1,
         )  # fmt: skip
+        appenders_at, size = self.layout.appenders_of(batch_id), self.layout.appenders_size
+        buf[appenders_at : appenders_at + size] = bytes(size)
         PARENT.pack_into(buf, at + B_PARENT, NO_PARENT, 0, 0)
         self.set_state(batch_id, OPEN)  # last: a descriptor that is not FREE is whole
         return generation
@@ -156,9 +167,10 @@ class Batches:
         )
 
     def set_appenders(self, batch_id: int, appenders: frozenset[int]) -> None:
-        raw = sum(1 << slot for slot in appenders).to_bytes(APPENDERS_SIZE, "little")
-        at = self.layout.batch_at(batch_id) + B_APPENDERS
-        self.segment.buf[at : at + APPENDERS_SIZE] = raw
+        size = self.layout.appenders_size
+        raw = sum(1 << slot for slot in appenders if slot < 8 * size).to_bytes(size, "little")
+        at = self.layout.appenders_of(batch_id)
+        self.segment.buf[at : at + size] = raw
 
     def set_state(self, batch_id: int, state: int) -> None:
         self.segment.store_u32(self.layout.batch_at(batch_id) + B_STATE, state)
@@ -174,7 +186,7 @@ class Batches:
         )  # fmt: skip
 
     def add_appender(self, batch_id: int, slot: int) -> None:
-        at = self.layout.batch_at(batch_id) + B_APPENDERS + (slot >> 3)
+        at = self.layout.appenders_of(batch_id) + (slot >> 3)
         buf = self.segment.buf
         buf[at] |= 1 << (slot & 7)
 
@@ -240,107 +252,140 @@ class Deques:
     def __init__(self, segment: Segment) -> None:
         self.segment = segment
         self.layout: Layout = segment.layout
-        self.capacity = self.layout.config.deque_capacity
         self._base = self.layout.deques_at
         self._size = self.layout.deque_size
+        self._batches = self.layout.batches_at
         self._num_slabs = self.layout.config.num_slabs
 
     def _ends(self, deque_id: int) -> tuple[int, int, int]:
+        """(where the deque is, its first batch, its last batch): NO_BATCH when empty."""
         at = self._base + deque_id * self._size
-        head, tail = HEAD_TAIL.unpack_from(self.segment.buf, at + D_HEAD)
-        return at, head, tail
+        ends: int = U64.unpack_from(self.segment.buf, at + D_ENDS)[0]
+        return at, ends & 0xFFFFFFFF, ends >> 32
 
-    def _slot(self, at: int, index: int) -> int:
-        return at + D_RING + DEQUE_ENTRY.size * (index % self.capacity)
+    def _next(self, batch_id: int) -> int:
+        at = self._batches + batch_id * BATCH_SIZE_BYTES + B_NEXT
+        nxt: int = U32.unpack_from(self.segment.buf, at)[0]
+        return nxt
+
+    def _walk(self, deque_id: int) -> tuple[list[int], str | None]:
+        """The queued ids first to last, and what is damaged (None: nothing): a walk is
+        bounded by the slab count, so a damaged link never loops."""
+        _, first, last = self._ends(deque_id)
+        if first == NO_BATCH and last == NO_BATCH:
+            return [], None
+        ids: list[int] = []
+        batch_id = first
+        while True:
+            if batch_id >= self._num_slabs:
+                return ids, f"deque {deque_id} holds batch id {batch_id} (of {self._num_slabs})"
+            ids.append(batch_id)
+            if batch_id == last:
+                return ids, None
+            if len(ids) >= self._num_slabs:
+                return ids, f"deque {deque_id} does not end at its last batch {last}"
+            batch_id = self._next(batch_id)
+
+    def _store(self, at: int, ids: list[int]) -> None:
+        """Link ``ids`` in order, then publish them as the deque in one store."""
+        for batch_id, nxt in itertools.pairwise(ids):
+            self.segment.store_u32(self._batches + batch_id * BATCH_SIZE_BYTES + B_NEXT, nxt)
+        ends = ids[0] | ids[-1] << 32 if ids else EMPTY_ENDS
+        self.segment.store_u64(at + D_ENDS, ends)
 
     def problem(self, deque_id: int) -> str | None:
-        """What is wrong with a deque's ends or ring, or None: a deque is read without locks
-        by the Sender and written by every producer, so memory damage must be caught before
-        a ring is walked or an id in it is used."""
-        at, head, tail = self._ends(deque_id)
-        if not head <= tail <= head + self.capacity:
-            return f"deque {deque_id} has head {head} and tail {tail}"
-        buf, slabs = self.segment.buf, self.layout.config.num_slabs
-        for i in range(head, tail):
-            batch_id: int = U32.unpack_from(buf, self._slot(at, i))[0]
-            if batch_id >= slabs:
-                return f"deque {deque_id} holds batch id {batch_id} (of {slabs})"
-        return None
+        """What is wrong with a deque's links, or None: a deque is read without locks by the
+        Sender and written by every producer, so memory damage must be caught before a list
+        is walked or an id in it is used."""
+        return self._walk(deque_id)[1]
 
     def reset(self, deque_id: int) -> None:
         """Empty a damaged deque (under its stripe lock)."""
-        at = self._base + deque_id * self._size
-        self.segment.store_u64(at + D_TAIL, 0)
-        self.segment.store_u64(at + D_HEAD, 0)
+        self.segment.store_u64(self._base + deque_id * self._size + D_ENDS, EMPTY_ENDS)
 
     def batch_ids(self, deque_id: int) -> list[int]:
         """The queued batch ids, first to last; a damaged deque shows only its valid ids
         (``problem`` reports the damage)."""
-        at, head, tail = self._ends(deque_id)
-        buf = self.segment.buf
-        ids = (U32.unpack_from(buf, self._slot(at, i))[0] for i in range(head, tail))
-        if head <= tail <= head + self.capacity:
-            return [b for b in ids if b < self._num_slabs]
-        return []
+        return self._walk(deque_id)[0]
 
     def length(self, deque_id: int) -> int:
-        _, head, tail = self._ends(deque_id)
-        return int(tail - head)
+        return len(self.batch_ids(deque_id))
+
+    def is_empty(self, deque_id: int) -> bool:
+        return self._ends(deque_id)[1] == NO_BATCH
 
     def first(self, deque_id: int) -> int | None:
         """The first batch id, or None when empty or damaged (the Sender's periodic
         ``integrity.quarantine_damaged`` then empties the deque)."""
-        at, head, tail = self._ends(deque_id)
-        if not head < tail <= head + self.capacity:
+        _, first, last = self._ends(deque_id)
+        if first >= self._num_slabs or last >= self._num_slabs:
             return None
-        first: int = U32.unpack_from(self.segment.buf, self._slot(at, head))[0]
-        return first if first < self._num_slabs else None
+        return first
 
     def last_and_length(self, deque_id: int) -> tuple[int | None, int]:
-        at = self._base + deque_id * self._size
-        buf = self.segment.buf
-        head, tail = HEAD_TAIL.unpack_from(buf, at + D_HEAD)
-        if not head < tail <= head + self.capacity:
+        """The last batch id and how many are queued, counting at most 2 (callers ask
+        only whether the last batch is the only one)."""
+        _, first, last = self._ends(deque_id)
+        if first >= self._num_slabs or last >= self._num_slabs:
             return None, 0  # empty, or damaged (see ``first``)
-        last: int = U32.unpack_from(buf, self._slot(at, tail - 1))[0]
-        return (last, tail - head) if last < self._num_slabs else (None, 0)
+        return last, 1 if first == last else 2
 
     def push_last(self, deque_id: int, batch_id: int) -> None:
-        at, head, tail = self._ends(deque_id)
-        if tail - head >= self.capacity:
-            raise CapacityError(f"deque {deque_id} holds deque_capacity={self.capacity} batches")
-        self.segment.store_u32(self._slot(at, tail), batch_id)
-        self.segment.store_u64(at + D_TAIL, tail + 1)  # publish last
+        at, first, last = self._ends(deque_id)
+        self.mark_active(deque_id)  # before the batch is visible (see the rules)
+        if first == NO_BATCH or last >= self._num_slabs:
+            self.segment.store_u64(at + D_ENDS, batch_id | batch_id << 32)
+            return
+        self.segment.store_u32(self._batches + last * BATCH_SIZE_BYTES + B_NEXT, batch_id)
+        self.segment.store_u64(at + D_ENDS, first | batch_id << 32)  # publish last
 
     def push_first(self, deque_id: int, batch_id: int) -> None:
-        at, head, tail = self._ends(deque_id)
-        if tail - head >= self.capacity or head == 0:
-            # head == 0: nothing was ever popped, so there is no room before it; rebuild.
-            ids = [batch_id, *self.batch_ids(deque_id)]
-            if len(ids) > self.capacity:
-                raise CapacityError(f"deque {deque_id} is full")
-            base = self.capacity
-            for i, b in enumerate(ids):
-                self.segment.store_u32(self._slot(at, base + i), b)
-            self.segment.store_u64(at + D_TAIL, base + len(ids))
-            self.segment.store_u64(at + D_HEAD, base)
+        at, first, last = self._ends(deque_id)
+        self.mark_active(deque_id)
+        if first == NO_BATCH or first >= self._num_slabs:
+            self.segment.store_u64(at + D_ENDS, batch_id | batch_id << 32)
             return
-        self.segment.store_u32(self._slot(at, head - 1), batch_id)
-        self.segment.store_u64(at + D_HEAD, head - 1)
+        self.segment.store_u32(self._batches + batch_id * BATCH_SIZE_BYTES + B_NEXT, first)
+        self.segment.store_u64(at + D_ENDS, batch_id | last << 32)
 
     def pop_first(self, deque_id: int) -> int:
-        at, head, tail = self._ends(deque_id)
-        assert head < tail, "pop from an empty deque"
-        batch_id: int = U32.unpack_from(self.segment.buf, self._slot(at, head))[0]
-        self.segment.store_u64(at + D_HEAD, head + 1)
-        return batch_id
+        at, first, last = self._ends(deque_id)
+        assert first != NO_BATCH, "pop from an empty deque"
+        if first == last:
+            self.segment.store_u64(at + D_ENDS, EMPTY_ENDS)
+        else:
+            self.segment.store_u64(at + D_ENDS, self._next(first) | last << 32)
+        return first
 
     def remove(self, deque_id: int, batch_id: int) -> None:
-        at, head, _ = self._ends(deque_id)
-        ids = [b for b in self.batch_ids(deque_id) if b != batch_id]
-        for i, b in enumerate(ids):
-            self.segment.store_u32(self._slot(at, head + i), b)
-        self.segment.store_u64(at + D_TAIL, head + len(ids))
+        at = self._base + deque_id * self._size
+        self._store(at, [b for b in self.batch_ids(deque_id) if b != batch_id])
+
+    def replace(self, deque_id: int, ids: list[int]) -> None:
+        """Make the deque hold exactly ``ids``, in order (under the stripe lock)."""
+        if ids:
+            self.mark_active(deque_id)
+        self._store(self._base + deque_id * self._size, ids)
+
+    # ------------------------------------------------------------------ the active set
+
+    def mark_active(self, deque_id: int) -> None:
+        at = self.layout.active_byte_at(deque_id)
+        if not self.segment.buf[at]:
+            self.segment.buf[at] = 1
+
+    def clear_active(self, deque_id: int) -> None:
+        """The Sender, under the stripe lock, for a deque it found empty."""
+        self.segment.buf[self.layout.active_byte_at(deque_id)] = 0
+
+    def active(self, deques_used: int) -> list[int]:
+        """The deques that may hold batches (one scan of the ACTIVE bytes)."""
+        start = self.layout.active_at
+        view = self.segment.buf[start : start + deques_used]
+        try:
+            return [m.start() for m in _SET_BYTE.finditer(view)]
+        finally:
+            view.release()
 
     def partition(self, deque_id: int) -> int:
         partition: int = I32.unpack_from(

@@ -228,8 +228,8 @@ class BufferPool:
     def _rebuild_queue(self) -> list[int]:
         """The wait queue's memory is damaged: queue again every slot flagged as waiting
         (in slot order; their arrival order is lost with the damage)."""
-        buf, cap = self.segment.buf, self.layout.config.max_processes
-        flags = (self.layout.slot_at(slot) + S_WAITING_ALLOC for slot in range(cap))
+        buf = self.segment.buf
+        flags = (self.layout.slot_at(slot) + S_WAITING_ALLOC for slot in range(self.slots.high()))
         queue = [slot for slot, at in enumerate(flags) if U32.unpack_from(buf, at)[0] == 1]
         self.segment.store_u64(H_WAITQ_HEAD, 0)
         self._write_queue(queue)

@@ -39,10 +39,11 @@ class PoolConfig:
     batch_size: int = 16384  # the largest batch (Kafka's batch.size), not its memory
     buffer_memory: int = 32 * 1024 * 1024
     max_request_size: int = 1024 * 1024
-    max_topics: int = 256
-    max_partitions: int = 1024
-    max_processes: int = 256
-    deque_capacity: int = 1024
+    # Capacities of the regions that grow (layout.py): memory is reserved as they fill, so
+    # these are ceilings of address space, not of memory.
+    max_topics: int = 65536
+    max_partitions: int = 1 << 20
+    max_processes: int = 4096
     lock_stripes: int = 64
     # librdkafka's batch.num.messages: the most records in one batch (0: no limit)
     batch_max_records: int = 0
@@ -55,10 +56,9 @@ class PoolConfig:
             ("batch_size", 256, 64 * 1024 * 1024),
             ("buffer_memory", 1024, 64 * 1024 * 1024 * 1024),
             ("max_request_size", 256, 1024 * 1024 * 1024),
-            ("max_topics", 1, 1 << 16),
-            ("max_partitions", 1, 1 << 20),
-            ("max_processes", 1, 256),
-            ("deque_capacity", 2, 1 << 16),
+            ("max_topics", 1, 1 << 20),
+            ("max_partitions", 1, 1 << 24),
+            ("max_processes", 1, 1 << 16),
             ("lock_stripes", 1, 4096),
             ("batch_max_records", 0, 1_000_000),
         )

@@ -1,34 +1,58 @@
-"""The topic directory: topic → partitions → (deque id, leader, leader epoch), copy-on-write.
+"""The topic directory: topic → partitions → (deque id, leader, leader epoch), append-only.
 
-Kafka's CopyOnWriteMap across processes. Rules:
-- One writer at a time (the Sender; tests), under the directory lock: it builds the new
-  version in the copy that is not current, then publishes it by bumping
-  ``directory_version`` (the current copy is ``version & 1``).
-- Readers never lock: read the version, read the copy, read the version again; if it moved,
-  retry. Each process caches the parsed directory per version, so a ``send()`` costs one
-  8-byte read while the directory is unchanged.
-- The directory only grows: a (topic, partition) keeps its deque id for the life of the pool
-  (its deque may hold batches), so a publish that leaves out a known topic or partition
-  carries the old entry forward. Deque ids come from ``deques_used`` and are never reused.
+Rules:
+- One writer at a time (the Sender; tests), under the directory lock. Entries are appended,
+  never moved: a topic's name is written once, before ``topic_count`` makes it visible; its
+  partitions are a range of PARTITIONS entries whose deque ids are written before the
+  topic's shape word (count | first << 32) covers them; a topic that grows gets a new
+  range, and its shape is replaced in one store. Leaders change in place, one u64 store each.
+  After each change the writer bumps ``directory_version`` (stored last).
+- Readers never lock, and every read is consistent without a retry: a shape read in one
+  load names entries that were whole before it was stored, and deque ids never change.
+  Each process caches the topic names it has read (the list only grows) and, per version,
+  the partitions of the topics it asked for: a ``send()`` costs one 8-byte read while the
+  directory is unchanged, and a new version costs a process only the topics it uses.
+- A (topic, partition) keeps its deque id for the life of the pool (its deque may hold
+  batches), so a publish that leaves out a known topic or partition carries it forward.
+- A topic that does not fit (max_topics, max_partitions, a full /dev/shm) is refused, not
+  raised: ``publish`` returns it and the writer records it in REFUSALS, so the apps waiting
+  for it fail at once with the limit named, and every other topic keeps flowing.
+- Nothing reads an entry no count has published: the regions are reserved page by page as
+  they fill (layout.py, Reservation).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from shmkafka.shm.config import MAX_TOPIC_NAME
-from shmkafka.shm.errors import CapacityError, ShmConfigError
+from shmkafka.shm.errors import CapacityError, SegmentSpaceError, ShmConfigError
 from shmkafka.shm.layout import (
+    D_PARTITION,
+    D_TOPIC,
     DEQUE_HEADER,
-    DIR_COPY_HEADER,
+    DEQUE_SIZE,
+    EMPTY_ENDS,
     H_DEQUES_USED,
     H_DIRECTORY_VERSION,
+    H_PARTITION_ENTRIES,
+    H_REFUSALS,
+    H_TOPIC_COUNT,
     H_TOPIC_REQUESTS,
-    PARTITION_ENTRY,
-    TOPIC_ENTRY,
+    P_DEQUE,
+    P_LEADER,
+    PARTITION_ENTRY_SIZE,
+    REFUSAL,
+    REFUSAL_SLOTS,
+    REFUSED_MEMORY,
+    REFUSED_PARTITIONS,
+    REFUSED_TOPICS,
+    TOPIC_NAME,
     TOPIC_REQUEST,
+    TOPIC_REQUEST_SLOTS,
+    TOPIC_SHAPE,
     U32,
     U64,
     Layout,
@@ -36,8 +60,11 @@ from shmkafka.shm.layout import (
 from shmkafka.shm.segment import Segment
 
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's legal topic names (use fullmatch)
-
-MAX_READ_RETRIES = 1000
+LIMIT_SETTINGS = {  # what raises each limit, for the errors that name it
+    REFUSED_TOPICS: "max_topics (confluent: shmkafka.max.topics)",
+    REFUSED_PARTITIONS: "max_partitions (confluent: shmkafka.max.partitions)",
+    REFUSED_MEMORY: "the size of /dev/shm (docs/deployment.md)",
+}
 
 
 @dataclass(frozen=True)
@@ -53,6 +80,70 @@ class PartitionLeader:
 
     leader: int = -1
     leader_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A topic the directory could not take, and the limit that refused it."""
+
+    topic: str
+    limit: int
+    needed: int
+    number: int = 0
+
+    def message(self) -> str:
+        what = {
+            REFUSED_TOPICS: "the pool's directory holds max_topics topics already",
+            REFUSED_PARTITIONS: f"its {self.needed} partitions exceed the pool's room "
+            "for partitions",
+            REFUSED_MEMORY: f"/dev/shm has no room for its {self.needed} partitions",
+        }.get(self.limit, "a limit of the pool")
+        setting = LIMIT_SETTINGS.get(self.limit, "")
+        return f"topic {self.topic!r} cannot be added: {what} (raise {setting})"
+
+
+def _shape(word: int) -> tuple[int, int]:
+    return word & 0xFFFFFFFF, word >> 32
+
+
+def _leader_word(leader: PartitionLeader) -> int:
+    return (leader.leader & 0xFFFFFFFF) | (leader.leader_epoch & 0xFFFFFFFF) << 32
+
+
+class Topics(Mapping[str, tuple[PartitionEntry, ...]]):
+    """The directory's topics as of one version; partitions are read on first access."""
+
+    def __init__(self, directory: Directory, version: int, names: Sequence[str]) -> None:
+        self._directory = directory
+        self._names = names
+        self._count = len(names)
+        self._parsed: dict[str, tuple[PartitionEntry, ...]] = {}
+
+    def get(self, name: str, default: object = None) -> tuple[PartitionEntry, ...] | None:  # type: ignore[override]
+        found = self._parsed.get(name)
+        if found is not None:
+            return found
+        index = self._directory.index_of(name)
+        if index is None or index >= self._count:
+            return default  # type: ignore[return-value]
+        entries = self._parsed[name] = self._directory.read_partitions(index)
+        return entries
+
+    def __getitem__(self, name: str) -> tuple[PartitionEntry, ...]:
+        found = self.get(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        index = self._directory.index_of(name) if isinstance(name, str) else None
+        return index is not None and index < self._count
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names[: self._count])
+
+    def __len__(self) -> int:
+        return self._count
 
 
 @dataclass(frozen=True)
@@ -72,7 +163,11 @@ class Directory:
     def __init__(self, segment: Segment) -> None:
         self.segment = segment
         self.layout: Layout = segment.layout
+        self._names: list[str] = []  # topic index → name, as far as this process has read
+        self._index: dict[str, int] = {}
         self._cached = DirectorySnapshot(-1, {})
+        self._owners_map: dict[int, tuple[str, int]] = {}
+        self._owners_version = -1
 
     def version(self) -> int:
         version: int = U64.unpack_from(self.segment.buf, H_DIRECTORY_VERSION)[0]
@@ -81,119 +176,225 @@ class Directory:
     def snapshot(self) -> DirectorySnapshot:
         """The current directory (cached until the version word moves)."""
         cached = self._cached
-        if U64.unpack_from(self.segment.buf, H_DIRECTORY_VERSION)[0] == cached.version:
+        version = U64.unpack_from(self.segment.buf, H_DIRECTORY_VERSION)[0]
+        if version == cached.version:
             return cached
-        for _ in range(MAX_READ_RETRIES):
-            version = self.version()
-            topics = self._read_copy(version & 1)
-            if self.version() == version:
-                self._cached = DirectorySnapshot(version, topics)
-                return self._cached
-        raise RuntimeError("topic directory kept changing while being read")
+        self._read_names()
+        self._cached = DirectorySnapshot(version, Topics(self, version, self._names))
+        return self._cached
 
     def partitions(self, topic: str) -> tuple[PartitionEntry, ...] | None:
         return self.snapshot().topics.get(topic)
 
-    def _read_copy(self, copy: int) -> dict[str, tuple[PartitionEntry, ...]]:
-        buf = self.segment.buf
-        at = self.layout.directory_copy_at(copy)
-        topic_count, _ = DIR_COPY_HEADER.unpack_from(buf, at)
-        topic_count = min(topic_count, self.layout.config.max_topics)  # torn read: retried
-        topics_at = at + DIR_COPY_HEADER.size
-        parts_at = topics_at + self.layout.config.max_topics * TOPIC_ENTRY.size
-        out: dict[str, tuple[PartitionEntry, ...]] = {}
-        for i in range(topic_count):
-            name_len, name, count, first = TOPIC_ENTRY.unpack_from(
-                buf, topics_at + i * TOPIC_ENTRY.size
-            )
-            if first + count > self.layout.config.max_partitions or name_len > MAX_TOPIC_NAME:
-                break  # torn read; the version check makes the caller retry
-            entries = tuple(
+    def topic_count(self) -> int:
+        count: int = self.segment.halfwords[H_TOPIC_COUNT >> 2]  # (one load)
+        return min(count, self.layout.config.max_topics)  # (damage bounded)
+
+    def _read_names(self) -> None:
+        """Parse the topics added since this process last looked (entries never move)."""
+        buf, names = self.segment.buf, self._names
+        for index in range(len(names), self.topic_count()):
+            length, raw = TOPIC_NAME.unpack_from(buf, self.layout.topic_at(index))
+            name = raw[: min(length, MAX_TOPIC_NAME)].decode("utf-8", "replace")
+            self._index.setdefault(name, index)
+            names.append(name)
+
+    def index_of(self, topic: str) -> int | None:
+        index = self._index.get(topic)
+        if index is None and len(self._names) < self.topic_count():
+            self._read_names()
+            index = self._index.get(topic)
+        return index
+
+    def topic_name(self, index: int) -> str:
+        if index >= len(self._names):
+            self._read_names()
+        return self._names[index] if index < len(self._names) else f"<topic {index}>"
+
+    def owner(self, deque_id: int) -> tuple[str, int] | None:
+        """The (topic, partition) a deque belongs to, or None for a deque no published
+        topic owns. Its header says (written once, with the deque); the directory's entry
+        confirms it, and is searched instead when app memory damage changed the header."""
+        at = self.layout.deque_at(deque_id)
+        index: int = U32.unpack_from(self.segment.buf, at + D_TOPIC)[0]
+        partition: int = U32.unpack_from(self.segment.buf, at + D_PARTITION)[0]
+        snapshot = self.snapshot()
+        if index < len(self._names):
+            topic = self._names[index]
+            entries = snapshot.topics.get(topic)
+            if entries and partition < len(entries) and entries[partition].deque_id == deque_id:
+                return topic, partition
+        return self._owners(snapshot).get(deque_id)
+
+    def _owners(self, snapshot: DirectorySnapshot) -> dict[int, tuple[str, int]]:
+        if self._owners_version != snapshot.version:
+            self._owners_map = snapshot.by_deque()
+            self._owners_version = snapshot.version
+        return self._owners_map
+
+    def read_partitions(self, index: int) -> tuple[PartitionEntry, ...]:
+        # (u64 words are read as one load each: struct.unpack_from copies byte by byte)
+        words, layout = self.segment.words, self.layout
+        count, first = _shape(words[(layout.topic_at(index) + TOPIC_SHAPE) >> 3])
+        if first + count > layout.partition_capacity:
+            return ()  # memory damage: a topic with no partitions is never sent to
+        out = []
+        at = layout.partition_entry_at(first) >> 3
+        for p in range(count):
+            word = words[at + 2 * p + 1]  # P_LEADER
+            leader, epoch = word & 0xFFFFFFFF, word >> 32
+            out.append(
                 PartitionEntry(
-                    *PARTITION_ENTRY.unpack_from(
-                        buf, parts_at + (first + p) * PARTITION_ENTRY.size
-                    )[:3]
+                    words[at + 2 * p] & 0xFFFFFFFF,  # P_DEQUE
+                    leader - (leader >> 31 << 32),
+                    epoch - (epoch >> 31 << 32),
                 )
-                for p in range(count)
             )
-            out[name[:name_len].decode("utf-8", "replace")] = entries
-        return out
+        return tuple(out)
 
     # ------------------------------------------------------------------ the writer
 
-    def publish(self, topics: Mapping[str, Sequence[PartitionLeader]]) -> DirectorySnapshot:
-        """Write a new version with ``topics`` (known topics and partitions left out are
-        carried forward). The caller holds the directory lock."""
-        config = self.layout.config
-        current = self.snapshot()
-        merged: dict[str, list[PartitionLeader]] = {
-            name: [PartitionLeader(e.leader, e.leader_epoch) for e in entries]
-            for name, entries in current.topics.items()
-        }
+    def publish(self, topics: Mapping[str, Sequence[PartitionLeader]]) -> dict[str, Refusal]:
+        """Add or update ``topics`` (known topics and partitions left out are carried
+        forward); returns the topics refused, each with its limit (nothing is raised for
+        them: the others are published). The caller holds the directory lock."""
+        refused: dict[str, Refusal] = {}
         for name, leaders in topics.items():
-            carried = merged.get(name, [])
-            merged[name] = list(leaders) + carried[len(leaders) :]
-        topics = merged
-        if len(topics) > config.max_topics:
-            raise CapacityError(f"{len(topics)} topics exceed max_topics={config.max_topics}")
-        total = sum(len(p) for p in topics.values())
-        if total > config.max_partitions:
-            raise CapacityError(f"{total} partitions exceed max_partitions={config.max_partitions}")
-        buf = self.segment.buf
-        deques_used: int = U32.unpack_from(buf, H_DEQUES_USED)[0]
-        version = current.version + 1
-        at = self.layout.directory_copy_at(version & 1)
-        topics_at = at + DIR_COPY_HEADER.size
-        parts_at = topics_at + config.max_topics * TOPIC_ENTRY.size
-        index = 0
-        for i, (name, leaders) in enumerate(topics.items()):
             encoded = name.encode("utf-8")
             if not encoded or len(encoded) > MAX_TOPIC_NAME:
                 raise ShmConfigError(f"invalid topic name {name!r}")
-            existing = current.topics.get(name, ())
-            for p, leader in enumerate(leaders):
-                if p < len(existing):
-                    deque_id = existing[p].deque_id
+            index = self.index_of(name)
+            try:
+                if index is None:
+                    self._add_topic(encoded, leaders)
                 else:
-                    if deques_used >= config.max_partitions:
-                        raise CapacityError(f"max_partitions={config.max_partitions} reached")
-                    deque_id = deques_used
-                    deques_used += 1
-                    self._init_deque(deque_id, p)
-                PARTITION_ENTRY.pack_into(
-                    buf, parts_at + (index + p) * PARTITION_ENTRY.size,
-                    deque_id, leader.leader, leader.leader_epoch, 0,
+                    self._update_topic(index, leaders)
+            except _Refused as refusal:
+                refused[name] = Refusal(name, refusal.limit, len(leaders))
+        self.segment.store_u64(H_DIRECTORY_VERSION, self.version() + 1)  # publish last
+        return refused
+
+    def _add_topic(self, encoded: bytes, leaders: Sequence[PartitionLeader]) -> None:
+        index = self.topic_count()
+        if index >= self.layout.config.max_topics:
+            raise _Refused(REFUSED_TOPICS)
+        first = self._new_partitions((), leaders, index)
+        at = self.layout.topic_at(index)
+        self._reserve(at, TOPIC_SHAPE + 8)
+        TOPIC_NAME.pack_into(self.segment.buf, at, len(encoded), encoded)
+        self.segment.store_u64(at + TOPIC_SHAPE, len(leaders) | first << 32)
+        self.segment.store_u32(H_TOPIC_COUNT, index + 1)  # publish last
+
+    def _update_topic(self, index: int, leaders: Sequence[PartitionLeader]) -> None:
+        buf, layout = self.segment.buf, self.layout
+        shape_at = layout.topic_at(index) + TOPIC_SHAPE
+        count, first = _shape(self.segment.words[shape_at >> 3])
+        if len(leaders) > count:  # the topic grew: a new range, then the shape in one store
+            existing = [e.deque_id for e in self.read_partitions(index)]
+            first = self._new_partitions(existing, leaders, index)
+            self.segment.store_u64(shape_at, len(leaders) | first << 32)
+            return
+        for p, leader in enumerate(leaders):
+            at = layout.partition_entry_at(first + p) + P_LEADER
+            word = _leader_word(leader)
+            if U64.unpack_from(buf, at)[0] != word:
+                self.segment.store_u64(at, word)
+
+    def _new_partitions(
+        self, existing: Sequence[int], leaders: Sequence[PartitionLeader], topic_index: int
+    ) -> int:
+        """Write a PARTITIONS range for ``leaders`` (the first ``existing`` keep their deque
+        ids, the rest get new deques); returns where it starts."""
+        layout, config = self.layout, self.layout.config
+        first: int = U32.unpack_from(self.segment.buf, H_PARTITION_ENTRIES)[0]
+        deques_used: int = U32.unpack_from(self.segment.buf, H_DEQUES_USED)[0]
+        added = len(leaders) - len(existing)
+        if (
+            deques_used + added > config.max_partitions
+            or first + len(leaders) > layout.partition_capacity
+        ):
+            raise _Refused(REFUSED_PARTITIONS)
+        self._reserve(layout.partition_entry_at(first), len(leaders) * PARTITION_ENTRY_SIZE)
+        if added:
+            self._reserve(layout.deque_at(deques_used), added * DEQUE_SIZE)
+            self._reserve(layout.active_byte_at(deques_used), added)
+        for p, leader in enumerate(leaders):
+            if p < len(existing):
+                deque_id = existing[p]
+            else:
+                deque_id = deques_used + p - len(existing)
+                DEQUE_HEADER.pack_into(
+                    self.segment.buf, layout.deque_at(deque_id),
+                    EMPTY_ENDS, topic_index, 0, p, 0, 0, 0,
                 )  # fmt: skip
-            TOPIC_ENTRY.pack_into(
-                buf, topics_at + i * TOPIC_ENTRY.size, len(encoded), encoded, len(leaders), index
+            at = layout.partition_entry_at(first + p)
+            self.segment.store_u64(at + P_DEQUE, deque_id)
+            self.segment.store_u64(at + P_LEADER, _leader_word(leader))
+        self.segment.store_u32(H_PARTITION_ENTRIES, first + len(leaders))
+        self.segment.store_u32(H_DEQUES_USED, deques_used + added)
+        return first
+
+    def _reserve(self, offset: int, length: int) -> None:
+        try:
+            self.segment.reserve(offset, length)
+        except SegmentSpaceError:
+            raise _Refused(REFUSED_MEMORY) from None
+
+    # ------------------------------------------------------------------ refusals
+
+    def record_refusal(self, refusal: Refusal) -> None:
+        """The writer's side: make a refusal visible to the apps. Under the directory lock."""
+        number: int = U64.unpack_from(self.segment.buf, H_REFUSALS)[0] + 1
+        encoded = refusal.topic.encode("utf-8")
+        REFUSAL.pack_into(
+            self.segment.buf, self.layout.refusal_at(number), len(encoded), encoded,
+            refusal.limit, min(refusal.needed, 0xFFFFFFFF),
+        )  # fmt: skip
+        self.segment.store_u64(H_REFUSALS, number)  # publish last
+
+    def refusals(self) -> int:
+        """How many refusals were ever recorded (a process compares it with the last it saw)."""
+        count: int = U64.unpack_from(self.segment.buf, H_REFUSALS)[0]
+        return count
+
+    def refusal(self, topic: str, after: int = 0) -> Refusal | None:
+        """The latest refusal of ``topic`` numbered above ``after``, among the last
+        REFUSAL_SLOTS recorded."""
+        last = self.refusals()
+        for number in range(last, max(after, last - REFUSAL_SLOTS), -1):
+            length, raw, limit, needed = REFUSAL.unpack_from(
+                self.segment.buf, self.layout.refusal_at(number)
             )
-            index += len(leaders)
-        DIR_COPY_HEADER.pack_into(buf, at, len(topics), index)
-        self.segment.store_u32(H_DEQUES_USED, deques_used)
-        self.segment.store_u64(H_DIRECTORY_VERSION, version)  # publish last
-        return self.snapshot()
+            if raw[: min(length, MAX_TOPIC_NAME)] == topic.encode("utf-8"):
+                return Refusal(topic, limit, needed, number)
+        return None
 
     # ------------------------------------------------------------------ topic requests
 
-    def request_topic(self, topic: str) -> None:
-        """Ask the Sender to look a topic up. The caller holds the directory lock."""
+    def request_topic(self, topic: str) -> bool:
+        """Ask the Sender to look a topic up (False: the requests are full; ask again once
+        the Sender took them). The caller holds the directory lock. A new topic when the
+        directory holds max_topics already is a CapacityError at once."""
         encoded = topic.encode("utf-8")
         if not encoded or len(encoded) > MAX_TOPIC_NAME:
             raise ShmConfigError(f"invalid topic name {topic!r}")
+        if self.index_of(topic) is None and self.topic_count() >= self.layout.config.max_topics:
+            raise CapacityError(Refusal(topic, REFUSED_TOPICS, 0).message())
         if topic in self.requested_topics():
-            return
+            return True
         buf = self.segment.buf
         count: int = U32.unpack_from(buf, H_TOPIC_REQUESTS)[0]
-        if count >= self.layout.config.max_topics:
-            raise CapacityError(f"more than max_topics={self.layout.config.max_topics} requested")
+        if count >= TOPIC_REQUEST_SLOTS:
+            return False
         TOPIC_REQUEST.pack_into(
             buf, self.layout.topic_requests_at + count * TOPIC_REQUEST.size, len(encoded), encoded
         )
         self.segment.store_u32(H_TOPIC_REQUESTS, count + 1)
+        return True
 
     def requested_topics(self) -> list[str]:
         buf = self.segment.buf
-        count = min(U32.unpack_from(buf, H_TOPIC_REQUESTS)[0], self.layout.config.max_topics)
+        count = min(U32.unpack_from(buf, H_TOPIC_REQUESTS)[0], TOPIC_REQUEST_SLOTS)
         out = []
         for i in range(count):
             length, raw = TOPIC_REQUEST.unpack_from(
@@ -208,7 +409,8 @@ class Directory:
         self.segment.store_u32(H_TOPIC_REQUESTS, 0)
         return topics  # (producers check names before asking: others are memory damage)
 
-    def _init_deque(self, deque_id: int, partition: int) -> None:
-        DEQUE_HEADER.pack_into(
-            self.segment.buf, self.layout.deque_at(deque_id), 0, 0, partition, 0, 0, 0
-        )
+
+class _Refused(Exception):
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.limit = limit

@@ -6,12 +6,16 @@ one set lookup.
     SHMKAFKA_FAULT_FILE=/tmp/fired                               # fire once: the first
                                                                  # process to create it dies
 
+    SHMKAFKA_FAULT_RESERVE_LIMIT=65536   # /dev/shm is "full" once this process reserved
+                                         # that many bytes of a pool's growing regions
+
 Points are only on the Python paths (the C append fast path has none): tests that arm app
 points force the Python path with ``SHMKAFKA_PURE_PYTHON=1``.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 
@@ -42,3 +46,17 @@ def _fire(point: str) -> None:
         os.write(fd, point.encode())
         os.close(fd)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+_reserve_limit = int(os.environ.get("SHMKAFKA_FAULT_RESERVE_LIMIT", "-1"))
+_reserved = 0
+
+
+def check_reserve(length: int, *, fixed: bool) -> None:
+    """Raise ENOSPC as a full /dev/shm would, when the armed reserve limit is passed."""
+    global _reserved
+    if _reserve_limit < 0 or fixed:
+        return
+    if _reserved + length > _reserve_limit:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    _reserved += length

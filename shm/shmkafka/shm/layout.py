@@ -24,7 +24,9 @@ Region 1 - HEADER (512 bytes)
      56  i64      created_ms             creator, once
      64  u64      directory_version      directory writer (the Sender), under the directory lock
      72  u32      deques_used            directory writer, under the directory lock
-     76  u32      reserved (flushes and closes are flagged per slot: flushing)
+     76  u32      slots_high             the slot table's claimer, under the slot-table lock:
+                                         one past the highest slot ever claimed (slots at
+                                         and above it are unreserved memory: never read)
      80  i32      sender_pid             the Sender
      84  u32      alloc_cursor           allocating processes, under the pool lock: where
                                          the next search for a free run starts (next fit:
@@ -53,6 +55,17 @@ Region 1 - HEADER (512 bytes)
                                          retried, produce responses, the sum of their
                                          latencies in ms, record batch bytes sent
                                          (sender_counters.py; each field one aligned store)
+    272  u64      refusals               the Sender, under the directory lock: topics it
+                                         could not add (REFUSALS; stored after the entry)
+    280  u32      topic_count            directory writer, under the directory lock: the
+                                         TOPICS entries in use (stored after the entry)
+    284  u32      partition_entries      directory writer: PARTITIONS entries in use
+Reservation. The segment file is sized for every region at creation, but only the fixed
+    regions' memory is taken then (posix_fallocate). SLOTS, TOPICS, PARTITIONS, DEQUES and
+    ACTIVE grow: whoever first uses a page of them reserves it first (``Segment.reserve``),
+    so a full /dev/shm is a typed error at that moment, never a SIGBUS. Nothing reads a
+    page of them that no count has published: a read fault on a hole of a shared tmpfs
+    mapping takes a page too.
 Region 2 - CONFIG: the config JSON (4096 bytes), creator, once.
 Kernel record locks (``lockf``) on single bytes of the segment file, released by the kernel
 when their holder dies (they guard no bytes of the map; the byte is only a name):
@@ -67,7 +80,8 @@ Region 3 - LOCKS: per lock a LOCK record (16 bytes), written by the holder right
       8  i64 owner_start                  LOCK_OWNER_START
     lock 0 = the pool lock (BufferPool, process slots, wait queue); lock 1 = the directory
     writer lock; locks 2.. = the partition-deque stripes (deque id % lock_stripes).
-Region 4 - SLOTS: per process slot, SLOT_HEADER then the intent bytes then the completion ring.
+Region 4 - SLOTS (grows): per process slot, SLOT_HEADER then the intent bytes then the
+    completion ring; a slot's pages are reserved when it is first claimed.
       0  u32 state (0 free, 1 active)     attaching process, under the pool lock
       4  i32 pid                          attaching process, under the pool lock
       8  i64 start_time                   attaching process, under the pool lock
@@ -85,15 +99,27 @@ Region 4 - SLOTS: per process slot, SLOT_HEADER then the intent bytes then the c
     taking the semaphore and recording itself as owner). Then ring_capacity completion
     entries of RING_ENTRY (min(num_slabs, RING_CAP): 256 slots stay small; when a process's
     ring is full the Sender holds the completion, and the batch's slabs, and posts it later).
-Region 5 - DIRECTORY: two copies (A and B); copy ``directory_version & 1`` is current.
-    Each copy: u32 topic_count, u32 partition_entries, then max_topics TOPIC entries
-    (u16 name_len, 250s name, u32 partition_count, u32 first_entry), then max_partitions
-    PARTITION entries (u32 deque_id, i32 leader, i32 leader_epoch, u32 reserved). Only the
-    directory writer writes, into the copy that is not current, then bumps the version.
-Region 6 - DEQUES: per deque DEQUE_HEADER then the ring, all under the deque's stripe lock
-    unless said otherwise:
-      0  u64 head                         D_HEAD (monotonic; batch i at ring[i % capacity])
-      8  u64 tail                         D_TAIL (moved last: publishes ring[tail])
+Region 5 - TOPICS (grows): max_topics TOPIC entries, append-only, written by the directory
+    writer (the Sender) under the directory lock; entry i is visible once topic_count > i:
+      0  u16 name_len, 250s name          written once, before topic_count publishes it
+    256  u64 shape                        partition_count | first_entry << 32: the topic's
+                                          PARTITIONS range, replaced whole (one store) when
+                                          the topic grows: its new range is written first
+Region 5b - PARTITIONS (grows): 2 x max_partitions PARTITION entries, append-only (a topic
+    that grows takes a new range; its old one is left unused):
+      0  u32 deque_id                     written before the shape that covers the entry
+      4  u32 reserved
+      8  i32 leader, i32 leader_epoch     one u64 store, by the directory writer
+    After each change the writer bumps directory_version (stored last): readers cache what
+    they parsed per version and parse only topics added since (directory.py).
+Region 6 - DEQUES (grows): per deque a DEQUE_HEADER, under the deque's stripe lock unless
+    said otherwise. A deque is a linked list of batches through their descriptors' B_NEXT:
+      0  u64 ends                         D_ENDS: first batch id | last batch id << 32
+                                          (NO_BATCH | NO_BATCH << 32 when empty), one
+                                          store: a push writes the old last's B_NEXT, then
+                                          ends; readers walk from first and stop at last
+      8  u32 topic                        D_TOPIC: the topic's TOPICS index (written once)
+     12  u32 reserved
      16  i32 partition                    D_PARTITION
      20  u32 run_hint                     D_RUN_HINT: how many slabs the partition's next
                                           batch asks for (0: one). Written under the stripe
@@ -103,10 +129,13 @@ Region 6 - DEQUES: per deque DEQUE_HEADER then the ring, all under the deque's s
                                           the config's max_run (see accumulator.py)
      24  i32 next_sequence                D_NEXT_SEQUENCE
      28  u32 sticky                       D_STICKY
-     32  deque_capacity x u32 batch ids   D_RING, entries of DEQUE_ENTRY
     ``sticky`` is used in the deque of a topic's partition 0 only: the topic's current
     sticky partition + 1 (0 none) for keyless records, written by any producer without a
     lock (one aligned u32 store; a lost race only picks another random partition).
+Region 6b - ACTIVE (grows): one byte per deque, 1 while it may hold batches: set under the
+    stripe lock before a batch is pushed, cleared by the Sender under the stripe lock when it
+    finds the deque empty. The Sender looks only at active deques (a scan of these bytes),
+    so idle partitions cost it nothing per round.
 Region 7 - BATCHES: one BATCH descriptor per slab (a batch owns a run of >= 1 slabs and
     is named by the first; a drained batch's unused tail is given back: its slab_count
     shrinks first, then the free map frees the tail, so a Sender killed between the two
@@ -127,18 +156,26 @@ Region 7 - BATCHES: one BATCH descriptor per slab (a batch owns a run of >= 1 sl
      64  i64 producer_id                  B_PRODUCER_ID
      72  i16 producer_epoch, 2 pad        B_PRODUCER_EPOCH
      76  i32 base_sequence                B_BASE_SEQUENCE
-     80  32s appenders (256-bit set)      B_APPENDERS, APPENDERS_SIZE bytes
+     80  32s reserved (was the appenders set: now region 7b)
     112  u32 parent batch                 B_PARENT (the Sender; see PARENT)
     116  u32 parent generation            B_PARENT_GENERATION
     120  u32 parent delta                 B_PARENT_DELTA
-    124  reserved, to BATCH_SIZE_BYTES (128)
+    124  u32 next batch of its deque     B_NEXT (under the stripe lock; meaningless
+                                          for the deque's last batch)
     State 4 was DONE, which nothing set; the number is not reused.
+Region 7b - APPENDERS: per batch a bit set of the process slots that appended to it
+    (appenders_size = max_processes / 8 bytes, rounded up to 8), under the stripe lock.
 Region 8 - FREEMAP: one byte per slab, 0 free / 1 used, under the pool lock.
 Region 9 - WAITQ: max_processes u32 slot ids, a FIFO ring indexed by the header's
     waitq_head/waitq_tail, under the pool lock.
-Region 10 - TOPIC REQUESTS: max_topics entries (u16 len, 250s name) of topics that app
-    processes are waiting for, appended by producers and consumed by the Sender, both under
-    the directory lock; the header's topic_requests counts them.
+Region 10 - TOPIC REQUESTS: TOPIC_REQUEST_SLOTS entries (u16 len, 250s name) of topics
+    that app processes are waiting for, appended by producers and consumed by the Sender,
+    both under the directory lock; the header's topic_requests counts them (a producer that
+    finds them full asks again once the Sender took them).
+Region 10b - REFUSALS: a ring of REFUSAL_SLOTS entries (u16 len, 250s name, u16 limit, u32
+    needed) of topics the Sender could not add to the directory, and which limit refused
+    them (REFUSED_*), written by the Sender under the directory lock; refusal n (from 1)
+    is entry (n - 1) % REFUSAL_SLOTS, made visible by the header's refusals count.
 Region 11 - EVENTS: a ring of EVENT_SLOTS entries of EVENT (256 bytes), written by the
     Sender only: the errors every producer's app must hear of (connection, resolution,
     authentication, metadata: librdkafka's error codes) and the Sender's own log lines.
@@ -179,8 +216,10 @@ from shmkafka.shm.config import PoolConfig
 
 MAGIC = b"SHMKAFKA"
 # 2: the EVENTS, BROKER STATS and TOKEN regions; 3: rings of RING_CAP; 4: slabs of slab_size
-# (batches are runs that grow up to batch_size), the deques' run_hint
-LAYOUT_VERSION = 4
+# (batches are runs that grow up to batch_size), the deques' run_hint; 5: regions that grow
+# (reserved on first use), an append-only directory, deques as linked lists, ACTIVE,
+# APPENDERS sized by max_processes, REFUSALS
+LAYOUT_VERSION = 5
 RING_CAP = 512  # completion entries per process slot at most (a full ring: the Sender retries)
 PAGE = 4096
 
@@ -188,6 +227,7 @@ HEADER_SIZE = 512
 HEADER_FIXED = struct.Struct("<8sIIQ32sq")  # magic .. created_ms at offset 0
 H_DIRECTORY_VERSION = 64
 H_DEQUES_USED = 72
+H_SLOTS_HIGH = 76
 H_SENDER_PID = 80
 H_ALLOC_CURSOR = 84
 H_SENDER_START = 88
@@ -208,6 +248,9 @@ H_EVENTS_PUBLISHED = 216
 H_BROKERS_VERSION = 224
 H_SENDER_RECORD_STATS = 232
 SENDER_RECORD_STATS = struct.Struct("<5Q")
+H_REFUSALS = 272
+H_TOPIC_COUNT = 280
+H_PARTITION_ENTRIES = 284
 U32 = struct.Struct("<I")
 I32 = struct.Struct("<i")
 U64 = struct.Struct("<Q")
@@ -258,21 +301,29 @@ BROKER_SLOTS = 32
 TOKEN_HEADER = struct.Struct("<QQqI4x")  # asked, answered, expiry_ms, length
 TOKEN_MAX = 8192
 
-DIR_COPY_HEADER = struct.Struct("<II")
 TOPIC_REQUEST = struct.Struct("<H250s")
-TOPIC_ENTRY = struct.Struct("<H250sII")
-PARTITION_ENTRY = struct.Struct("<IiiI")
+TOPIC_REQUEST_SLOTS = 1024
+TOPIC_NAME = struct.Struct("<H250s")  # a TOPICS entry's name, at its offset 0
+TOPIC_SHAPE = 256  # u64 partition_count | first_entry << 32
+TOPIC_ENTRY_SIZE = 264
+PARTITION_ENTRY_SIZE = 16
+P_DEQUE = 0
+P_LEADER = 8  # i32 leader, i32 leader_epoch: one u64
+REFUSAL = struct.Struct("<H250sHI")
+REFUSAL_SLOTS = 256
+# Which limit refused a topic (a REFUSAL's u16)
+REFUSED_TOPICS, REFUSED_PARTITIONS, REFUSED_MEMORY = 1, 2, 3
 
-DEQUE_HEADER = struct.Struct("<QQiIiI")
-D_HEAD = 0
-D_TAIL = 8
-HEAD_TAIL = struct.Struct("<QQ")  # head, tail at D_HEAD
+DEQUE_HEADER = struct.Struct("<QIIiIiI")
+DEQUE_SIZE = 32
+D_ENDS = 0  # u64 first | last << 32
+D_TOPIC = 8
 D_PARTITION = 16
 D_RUN_HINT = 20
 D_NEXT_SEQUENCE = 24
 D_STICKY = 28
-D_RING = DEQUE_HEADER.size  # the ring of batch ids
-DEQUE_ENTRY = U32  # one batch id
+NO_BATCH = 0xFFFFFFFF
+EMPTY_ENDS = 0xFFFFFFFFFFFFFFFF  # NO_BATCH | NO_BATCH << 32
 
 # The batch descriptor. Two stores make it crash-consistent, because a process can be
 # killed between any two instructions (and struct.pack_into is no single store: it zeroes
@@ -282,7 +333,7 @@ DEQUE_ENTRY = U32  # one batch id
 #   reader sees the old word or the new one, never a partial record.
 # - Opening a batch: every field is written while the state is FREE, the state last. A
 #   descriptor whose state is not FREE is whole (its deque, slab run, times).
-BATCH = struct.Struct("<IIIIIIIIqqqqqhxxi32s")
+BATCH = struct.Struct("<IIIIIIIIqqqqqhxxi32x")
 B_STATE = 0
 B_GENERATION = 4
 B_DEQUE = 8
@@ -302,8 +353,7 @@ B_CREATED = 56
 B_PRODUCER_ID = 64
 B_PRODUCER_EPOCH = 72
 B_BASE_SEQUENCE = 76
-B_APPENDERS = 80  # 256-bit set of process slots that appended
-APPENDERS_SIZE = 32
+B_RESERVED_80 = 80  # 32 bytes, once the appenders set (now region 7b)
 # A batch split out of a larger one (MESSAGE_TOO_LARGE) completes its parent's records:
 # parent batch id (NO_PARENT if none), parent generation, the parent's offset delta of its
 # first record. Written by the Sender.
@@ -312,6 +362,7 @@ B_PARENT_GENERATION = 116
 B_PARENT_DELTA = 120
 PARENT = struct.Struct("<III")
 NO_PARENT = 0xFFFFFFFF
+B_NEXT = 124
 BATCH_SIZE_BYTES = 128
 
 # Opening a batch writes the descriptor after state and generation in one pack.
@@ -337,16 +388,21 @@ class Layout:
     n_locks: int
     slot_size: int
     ring_capacity: int
+    appenders_size: int
     locks_at: int
     slots_at: int
-    directory_at: int
-    directory_copy_size: int
+    topics_at: int
+    partitions_at: int
+    partition_capacity: int
     deques_at: int
     deque_size: int
+    active_at: int
     batches_at: int
+    appenders_at: int
     freemap_at: int
     waitq_at: int
     topic_requests_at: int
+    refusals_at: int
     events_at: int
     brokers_at: int
     token_at: int
@@ -358,48 +414,56 @@ class Layout:
         n_locks = FIRST_STRIPE_LOCK + config.lock_stripes
         num_slabs = config.num_slabs
         ring_capacity = min(num_slabs, RING_CAP)
-        slot_size = _align(SLOT_HEADER_SIZE + n_locks) + ring_capacity * RING_ENTRY.size
+        slot_size = _align(
+            _align(SLOT_HEADER_SIZE + n_locks) + ring_capacity * RING_ENTRY.size, PAGE
+        )  # (whole pages: a slot's memory is reserved when it is first claimed)
+        appenders_size = _align(-(-config.max_processes // 8))
+        partition_capacity = 2 * config.max_partitions  # (a topic that grows takes a new range)
         locks_at = HEADER_SIZE + CONFIG_SIZE
-        slots_at = _align(locks_at + n_locks * LOCK.size)
-        directory_at = _align(slots_at + config.max_processes * slot_size)
-        directory_copy_size = _align(
-            DIR_COPY_HEADER.size
-            + config.max_topics * TOPIC_ENTRY.size
-            + config.max_partitions * PARTITION_ENTRY.size
-        )
-        deques_at = directory_at + 2 * directory_copy_size
-        deque_size = _align(DEQUE_HEADER.size + 4 * config.deque_capacity)
-        batches_at = deques_at + config.max_partitions * deque_size
-        assert batches_at % 8 == 0  # the publish words are aligned
-        freemap_at = batches_at + num_slabs * BATCH_SIZE_BYTES
+        slots_at = _align(locks_at + n_locks * LOCK.size, PAGE)
+        topics_at = slots_at + config.max_processes * slot_size
+        partitions_at = _align(topics_at + config.max_topics * TOPIC_ENTRY_SIZE, PAGE)
+        deques_at = _align(partitions_at + partition_capacity * PARTITION_ENTRY_SIZE, PAGE)
+        active_at = _align(deques_at + config.max_partitions * DEQUE_SIZE, PAGE)
+        batches_at = _align(active_at + config.max_partitions, PAGE)
+        appenders_at = batches_at + num_slabs * BATCH_SIZE_BYTES
+        freemap_at = _align(appenders_at + num_slabs * appenders_size)
         waitq_at = _align(freemap_at + num_slabs)
         topic_requests_at = _align(waitq_at + WAITQ_ENTRY * config.max_processes)
-        events_at = _align(topic_requests_at + config.max_topics * TOPIC_REQUEST.size)
+        refusals_at = _align(topic_requests_at + TOPIC_REQUEST_SLOTS * TOPIC_REQUEST.size)
+        events_at = _align(refusals_at + REFUSAL_SLOTS * REFUSAL.size)
         brokers_at = _align(events_at + EVENT_SLOTS * EVENT.size)
         token_at = _align(brokers_at + BROKER_SLOTS * BROKER.size)
         slabs_at = _align(token_at + TOKEN_HEADER.size + TOKEN_MAX, PAGE)
         size = _align(slabs_at + num_slabs * config.slab_size, PAGE)
         return cls(
-            config,
-            n_locks,
-            slot_size,
-            ring_capacity,
-            locks_at,
-            slots_at,
-            directory_at,
-            directory_copy_size,
-            deques_at,
-            deque_size,
-            batches_at,
-            freemap_at,
-            waitq_at,
-            topic_requests_at,
-            events_at,
-            brokers_at,
-            token_at,
-            slabs_at,
-            size,
-        )
+            config, n_locks, slot_size, ring_capacity, appenders_size, locks_at, slots_at,
+            topics_at, partitions_at, partition_capacity, deques_at, DEQUE_SIZE, active_at,
+            batches_at, appenders_at, freemap_at, waitq_at, topic_requests_at, refusals_at,
+            events_at, brokers_at, token_at, slabs_at, size,
+        )  # fmt: skip
+
+    @property
+    def grown_regions(self) -> tuple[int, int]:
+        """[start, end) of the regions whose memory is reserved on first use (SLOTS to
+        ACTIVE); everything else is reserved when the segment is made."""
+        return self.slots_at, self.batches_at
+
+    def topic_at(self, index: int) -> int:
+        return self.topics_at + index * TOPIC_ENTRY_SIZE
+
+    def partition_entry_at(self, index: int) -> int:
+        return self.partitions_at + index * PARTITION_ENTRY_SIZE
+
+    def active_byte_at(self, deque_id: int) -> int:
+        return self.active_at + deque_id
+
+    def appenders_of(self, batch_id: int) -> int:
+        return self.appenders_at + batch_id * self.appenders_size
+
+    def refusal_at(self, number: int) -> int:
+        """Where refusal ``number`` (from 1) is written."""
+        return self.refusals_at + (number - 1) % REFUSAL_SLOTS * REFUSAL.size
 
     def lock_at(self, index: int) -> int:
         return self.locks_at + index * LOCK.size
@@ -413,9 +477,6 @@ class Layout:
     def ring_entry_at(self, slot: int, index: int) -> int:
         ring = self.slot_at(slot) + _align(SLOT_HEADER_SIZE + self.n_locks)
         return ring + (index % self.ring_capacity) * RING_ENTRY.size
-
-    def directory_copy_at(self, copy: int) -> int:
-        return self.directory_at + (copy & 1) * self.directory_copy_size
 
     def waitq_entry_at(self, index: int) -> int:
         return self.waitq_at + WAITQ_ENTRY * (index % self.config.max_processes)
@@ -465,11 +526,10 @@ class Layout:
             # deques
             "deques_at": self.deques_at,
             "deque_size": self.deque_size,
-            "deque_capacity": self.config.deque_capacity,
-            "d_head": D_HEAD,
-            "d_tail": D_TAIL,
-            "d_ring": D_RING,
-            "d_entry_size": DEQUE_ENTRY.size,
+            "d_ends": D_ENDS,
+            "no_batch": NO_BATCH,
+            "active_at": self.active_at,
+            "b_next": B_NEXT,
             "d_sticky": D_STICKY,
             "d_run_hint": D_RUN_HINT,
             # batch descriptors
@@ -491,8 +551,8 @@ class Layout:
             "b_producer_id": B_PRODUCER_ID,
             "b_producer_epoch": B_PRODUCER_EPOCH,
             "b_base_sequence": B_BASE_SEQUENCE,
-            "b_appenders": B_APPENDERS,
-            "appenders_size": APPENDERS_SIZE,
+            "appenders_at": self.appenders_at,
+            "appenders_size": self.appenders_size,
             "b_parent": B_PARENT,
             "b_parent_generation": B_PARENT_GENERATION,
             "b_parent_delta": B_PARENT_DELTA,
@@ -539,25 +599,27 @@ assert _names_match(
 )  # fmt: skip
 assert _names_match(PENDING, (S_PENDING, S_PENDING_COUNT), S_PENDING)
 assert _names_match(
-    DEQUE_HEADER, (D_HEAD, D_TAIL, D_PARTITION, D_RUN_HINT, D_NEXT_SEQUENCE, D_STICKY)
+    DEQUE_HEADER, (D_ENDS, D_TOPIC, None, D_PARTITION, D_RUN_HINT, D_NEXT_SEQUENCE, D_STICKY)
 )
-assert _names_match(HEAD_TAIL, (D_HEAD, D_TAIL), D_HEAD)
+assert DEQUE_HEADER.size == DEQUE_SIZE and D_ENDS % 8 == 0
+assert TOPIC_NAME.size <= TOPIC_SHAPE and TOPIC_SHAPE + 8 == TOPIC_ENTRY_SIZE
+assert P_DEQUE == 0 and P_LEADER == 8 and PARTITION_ENTRY_SIZE == 16  # read as u64 words
 assert _names_match(
     BATCH,
     (B_STATE, B_GENERATION, B_DEQUE, B_FIRST_SLAB, B_SLAB_COUNT, B_ATTEMPTS, B_WRITE_POS,
      B_RECORD_COUNT, B_MAX_TS, B_LAST_APPEND, B_BASE_TS, B_CREATED, B_PRODUCER_ID,
-     B_PRODUCER_EPOCH, B_BASE_SEQUENCE, B_APPENDERS),
+     B_PRODUCER_EPOCH, B_BASE_SEQUENCE),
 )  # fmt: skip
 assert _names_match(BATCH_BODY, tuple(_field_offsets(BATCH)[2:]), B_DEQUE)
 assert _names_match(PUBLISH, (B_WRITE_POS, B_RECORD_COUNT, B_MAX_TS, B_LAST_APPEND), B_PUBLISH)
 assert _names_match(PUBLISH_TIMES, (B_MAX_TS, B_LAST_APPEND), B_PUBLISH_TIMES)
 assert _names_match(PARENT, (B_PARENT, B_PARENT_GENERATION, B_PARENT_DELTA), B_PARENT)
-assert BATCH.size == B_APPENDERS + APPENDERS_SIZE <= B_PARENT
+assert BATCH.size == B_RESERVED_80 + 32 <= B_PARENT
+assert B_PARENT + PARENT.size == B_NEXT and B_NEXT + 4 == BATCH_SIZE_BYTES
 assert B_PARENT + PARENT.size <= BATCH_SIZE_BYTES
 assert EVENT.size == 256 and _field_offsets(EVENT)[0] == E_SEQ
 assert BROKER.size == 168
 assert SLOT_HEADER.size == SLOT_HEADER_SIZE
-assert DEQUE_HEADER.size == D_RING and DEQUE_ENTRY.size == U32.size
 # The publish word: write_pos | record_count << 32 in one aligned little-endian u64.
 assert B_WRITE_POS == B_PUBLISH and B_PUBLISH + U32.size == B_RECORD_COUNT
 assert B_PUBLISH % 8 == 0 and BATCH_SIZE_BYTES % 8 == 0

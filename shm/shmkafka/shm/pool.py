@@ -273,8 +273,8 @@ class SharedPool:
         return value
 
     def deques_used(self) -> int:
-        used: int = U32.unpack_from(self.segment.buf, H_DEQUES_USED)[0]
-        return used
+        used: int = self.segment.halfwords[H_DEQUES_USED >> 2]  # (one load)
+        return min(used, self.config.max_partitions)
 
     def check_invariants(self) -> list[str]:
         """Structural checks; an empty list means the pool is consistent. Call it while no
@@ -293,6 +293,11 @@ class SharedPool:
         for deque_id in range(self.deques_used()):
             if (damage := self.deques.problem(deque_id)) is not None:
                 problems.append(damage)
+            if (
+                not self.deques.is_empty(deque_id)
+                and not self.segment.buf[self.layout.active_byte_at(deque_id)]
+            ):
+                problems.append(f"deque {deque_id} holds batches but is not active")
             for batch_id in self.deques.batch_ids(deque_id):
                 if batch_id in queued:
                     problems.append(f"batch {batch_id} queued twice")

@@ -1,9 +1,13 @@
 """The pool segment: one POSIX shared-memory object per pool, ``/shmkafka.<name>``.
 
 Rules (ownership of close and unlink):
-- ``Segment.create`` makes the object (O_CREAT|O_EXCL, mode 0600), reserves its memory with
-  ``posix_fallocate`` (a full /dev/shm fails here, never as a SIGBUS later), writes the header
-  and config, and writes the magic last; an attacher waits for the magic.
+- ``Segment.create`` makes the object (O_CREAT|O_EXCL, mode 0600), sizes it for every region,
+  reserves the memory of the fixed regions with ``posix_fallocate`` (a full /dev/shm fails
+  here, never as a SIGBUS later), writes the header and config, and writes the magic last;
+  an attacher waits for the magic.
+- The regions that grow (layout.py: ``grown_regions``) are reserved page by page by whoever
+  first writes them (``reserve``): a full /dev/shm is then a ``SegmentSpaceError`` for the
+  one thing that needed the memory.
 - Every process that opens a segment closes its own mapping (``close``); closing never
   removes anything.
 - Only ``unlink`` removes the segment and its semaphores. It is called by whoever ends the
@@ -23,6 +27,7 @@ import time
 
 import posix_ipc
 
+from shmkafka.shm import faultpoints
 from shmkafka.shm.config import PoolConfig, validate_pool_name
 from shmkafka.shm.errors import (
     LayoutMismatchError,
@@ -37,6 +42,7 @@ from shmkafka.shm.layout import (
     HEADER_SIZE,
     LAYOUT_VERSION,
     MAGIC,
+    PAGE,
     Layout,
 )
 
@@ -79,6 +85,14 @@ class Segment:
         assert offset & 7 == 0, f"unaligned u64 field at {offset}"
         self.words[offset >> 3] = value & 0xFFFFFFFFFFFFFFFF
 
+    def reserve(self, offset: int, length: int) -> None:
+        """Take the memory of ``[offset, offset + length)`` (whole pages) before its first
+        use; a no-op for pages already taken. SegmentSpaceError if /dev/shm is full."""
+        start = offset // PAGE * PAGE
+        end = -(-(offset + length) // PAGE) * PAGE
+        assert 0 <= start < end <= self.layout.size
+        _fallocate(self.fd, start, end - start, self.pool, None)
+
     # ------------------------------------------------------------------ creation
 
     @classmethod
@@ -87,14 +101,10 @@ class Segment:
         layout = Layout.for_config(config)
         shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=0o600)
         try:
-            try:
-                os.posix_fallocate(shm.fd, 0, layout.size)
-            except OSError as exc:
-                if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM):
-                    raise SegmentSpaceError(
-                        f"/dev/shm cannot hold pool {pool!r}: {layout.size} bytes needed ({exc})"
-                    ) from None
-                raise
+            os.ftruncate(shm.fd, layout.size)
+            grown_from, grown_to = layout.grown_regions
+            for start, end in ((0, grown_from), (grown_to, layout.size)):
+                _fallocate(shm.fd, start, end - start, pool, layout.size - grown_to + grown_from)
             segment = cls(pool, shm, layout)
             segment._write_header(config)
             return segment
@@ -186,6 +196,20 @@ class Segment:
 
     def unlink(self) -> None:
         unlink_segment(self.pool)
+
+
+def _fallocate(fd: int, start: int, length: int, pool: str, whole: int | None) -> None:
+    try:
+        faultpoints.check_reserve(length, fixed=whole is not None)
+        os.posix_fallocate(fd, start, length)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM):
+            raise
+        what = f"{whole} bytes to create it" if whole is not None else f"{length} more bytes"
+        raise SegmentSpaceError(
+            f"/dev/shm is full: pool {pool!r} needs {what} ({exc.strerror}); "
+            "make /dev/shm larger (docs/deployment.md sizes it)"
+        ) from None
 
 
 def _owner_of(name: str) -> int | str:

@@ -4,6 +4,10 @@ Rules:
 - Slot state, pid and start time change only under the slot-table kernel lock (a record lock
   on the segment file, released by the kernel if its holder dies), so claiming a slot needs
   no pool lock and no slot of its own.
+- Slots are claimed lowest first, and ``slots_high`` (the header) is one past the highest
+  ever claimed: a slot's memory is reserved when it is first claimed, and every scan of the
+  table stops at ``slots_high``, so the table costs memory for the most processes attached at
+  once, not for ``max_processes``.
 - A slot whose process is gone, or whose pid now belongs to another process (another start
   time), is dead. Dead slots are reclaimed by a live process (``SharedPool.reclaim_dead``):
   first the locks it may hold are recovered, then its memory is returned, then the slot is
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 from shmkafka.shm.errors import CapacityError
 from shmkafka.shm.layout import (
+    H_SLOTS_HIGH,
     I32,
     I64,
     NO_SLAB,
@@ -39,7 +44,6 @@ class SlotTable:
     def __init__(self, segment: Segment) -> None:
         self.segment = segment
         self.layout: Layout = segment.layout
-        self._slots = self.layout.config.max_processes
         assert self.layout.slot_size % 4 == 0 and self.layout.slot_at(0) % 4 == 0
 
     def lock(self) -> KernelLock:
@@ -52,20 +56,33 @@ class SlotTable:
         """Take a free slot for (pid, started); CapacityError when every slot is live."""
         buf = self.segment.buf
         with self._lock():
-            for slot in range(self.layout.config.max_processes):
-                at = self.layout.slot_at(slot)
-                if U32.unpack_from(buf, at + S_STATE)[0] == FREE_SLOT:
-                    size = self.layout.slot_size
-                    buf[at : at + size] = bytes(size)  # fresh counters, ring, intents
-                    PENDING.pack_into(buf, at + S_PENDING, NO_SLAB, 0)
-                    self.segment.store_u32(at + S_PID, pid)
-                    self.segment.store_u64(at + S_START, started)
-                    self.segment.store_u32(at + S_STATE, ACTIVE_SLOT)
+            high = self.high()
+            for slot in range(high):
+                if U32.unpack_from(buf, self.layout.slot_at(slot) + S_STATE)[0] == FREE_SLOT:
+                    self._take(slot, pid, started)
                     return slot
+            if high < self.layout.config.max_processes:
+                self.segment.reserve(self.layout.slot_at(high), self.layout.slot_size)
+                self._take(high, pid, started)
+                self.segment.store_u32(H_SLOTS_HIGH, high + 1)  # (after: the slot is whole)
+                return high
         raise CapacityError(
             f"all {self.layout.config.max_processes} process slots of pool "
             f"{self.segment.pool!r} are in use (max_processes)"
         )
+
+    def _take(self, slot: int, pid: int, started: int) -> None:
+        at, size, buf = self.layout.slot_at(slot), self.layout.slot_size, self.segment.buf
+        buf[at : at + size] = bytes(size)  # fresh counters, ring, intents
+        PENDING.pack_into(buf, at + S_PENDING, NO_SLAB, 0)
+        self.segment.store_u32(at + S_PID, pid)
+        self.segment.store_u64(at + S_START, started)
+        self.segment.store_u32(at + S_STATE, ACTIVE_SLOT)
+
+    def high(self) -> int:
+        """One past the highest slot ever claimed: the slots whose memory is reserved."""
+        high: int = U32.unpack_from(self.segment.buf, H_SLOTS_HIGH)[0]
+        return min(high, self.layout.config.max_processes)
 
     def free(self, slot: int) -> None:
         with self._lock():
@@ -86,7 +103,7 @@ class SlotTable:
     def active(self) -> list[tuple[int, int, int]]:
         """(slot, pid, start) of every slot in use, live or dead."""
         out = []
-        for slot in range(self.layout.config.max_processes):
+        for slot in range(self.high()):
             state, pid, started = self.identity(slot)
             if state == ACTIVE_SLOT:
                 out.append((slot, pid, started))
@@ -97,7 +114,7 @@ class SlotTable:
         one strided read of every slot's flag; a freed slot's flag is 0.)"""
         first = (self.layout.slot_at(0) + S_FLUSHING) >> 2
         stride = self.layout.slot_size >> 2
-        return any(self.segment.halfwords[first : first + self._slots * stride : stride])
+        return any(self.segment.halfwords[first : first + self.high() * stride : stride])
 
     def set_flushing(self, slot: int, flushing: bool) -> None:
         self.segment.store_u32(self.layout.slot_at(slot) + S_FLUSHING, int(flushing))
