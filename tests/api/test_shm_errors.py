@@ -20,6 +20,7 @@ from shmkafka.errors import (
     KafkaError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
+    PoolCapacityError,
     PoolError,
     PoolSettingsMismatchError,
 )
@@ -131,7 +132,7 @@ def test_asking_for_a_topic(
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
-        (CapacityError("every deque is taken"), PoolError),
+        (CapacityError("every deque is taken"), PoolCapacityError),
         (LockTimeoutError("lock 3 held by pid 42"), KafkaTimeoutError),
         (BufferExhaustedError("no slab in 500 ms"), KafkaTimeoutError),
         (RecordTooLargeError("a record of 2 MiB"), MessageSizeTooLargeError),
@@ -177,7 +178,7 @@ def test_kafka_producer_partitions_for(
 @pytest.mark.parametrize(
     ("error", "expected", "code"),
     [
-        (CapacityError("every deque is taken"), KafkaException, -196),  # _FAIL
+        (CapacityError("every deque is taken"), KafkaException, -184),  # _QUEUE_FULL: a pool limit
         (LockTimeoutError("lock 3 held by pid 42"), KafkaException, -185),  # _TIMED_OUT
         (RecordTooLargeError("a record of 2 MiB"), KafkaException, 10),  # MSG_SIZE_TOO_LARGE
         (BufferExhaustedError("no slab now"), BufferError, None),  # as librdkafka's queue full
