@@ -41,6 +41,7 @@ from shmkafka.errors import (
 )
 from shmkafka.producer import native
 from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.producer.attachment import Attachment
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
 from shmkafka.producer.pool_errors import SHM_ERRORS, kafka_error, kafka_errors
 from shmkafka.producer.supervisor import SENDER_STALL_MS, SenderSupervisor
@@ -95,25 +96,27 @@ class ProducerHandle:
         fast_path: bool = True,
     ) -> None:
         with kafka_errors:
-            # pool_config None: create with the defaults, or attach to the pool as it is
-            self.pool = (
-                SharedPool.open(pool, pool_config or PoolConfig())
-                if pool_config is not None or not SharedPool.exists(pool)
-                else SharedPool.open(pool)
-            )
-            self.accumulator = RecordAccumulator(
-                self.pool, max_block_ms=max_block_ms, fast_path=fast_path
-            )
-            self._sender_sem = sender_semaphore(pool)  # the Sender's doorbell
+            # pool_config None: create with the defaults, or attach to the pool as it is.
+            # Every producer of this process shares its one slot (attachment.py).
+            self.attachment = Attachment.join(pool, pool_config)
+            self.pool: SharedPool = self.attachment.pool
+            try:
+                self.accumulator = RecordAccumulator(
+                    self.pool, max_block_ms=max_block_ms, fast_path=fast_path
+                )
+                self._sender_sem = sender_semaphore(pool)  # the Sender's doorbell
+            except BaseException:
+                self.attachment.release(self, 0)
+                raise
         try:
             self._setup(sender_config, max_block_ms, start_sender, sender_log,
                         sender_idle_exit_ms, sender_stall_ms)  # fmt: skip
         except BaseException:
             self.accumulator.close()
-            if self.pool.created:  # nobody else uses the pool this failed producer made
+            if self.pool.created and self.attachment.users == 1:  # a pool nobody else uses
                 with contextlib.suppress(*SHM_ERRORS):
                     self.pool.unlink_if_unused()
-            self.pool.detach()  # (our slot must not stay taken by a producer that never was)
+            self.attachment.release(self, 0)  # (no slot stays taken by a producer that never was)
             raise
 
     def _setup(self, sender_config: dict[str, Any], max_block_ms: int, start_sender: bool,
@@ -157,7 +160,8 @@ class ProducerHandle:
         self._segment_inode = os.fstat(self.pool.segment.fd).st_ino
         self._events_seen = self._recent_events_start()
         self._closed = False
-        self._detach_on_exit = False  # set by release(): the thread detaches when it ends
+        self._serving = False  # the attachment's thread hands us completions (start())
+        self._next_check = 0.0  # when housekeeping() next checks the Sender
         self._flushers = 0  # threads waiting in flush(), under self._cond
         self._idle = self._cond
         self.start_sender = start_sender
@@ -167,20 +171,14 @@ class ProducerHandle:
         # The completion thread starts on first use (start()), never here: a process that
         # makes its producer and then forks (a preforking server's master) must not hold a
         # thread at the fork, which may hold the GIL and leave the children hung.
-        self._thread: threading.Thread | None = None
-        self._starting = threading.Lock()
 
     def start(self) -> None:
-        """Start this process's completion thread, if not yet (every way in calls it)."""
-        if self._thread is not None or self._closed:
+        """Have the process's completion thread serve us, if not yet (every way in calls
+        it; the thread is the attachment's, shared by the process's producers)."""
+        if self._serving or self._closed:
             return
-        with self._starting:
-            if self._thread is None:
-                thread = threading.Thread(
-                    target=self._complete_loop, name="shmkafka-completions", daemon=True
-                )
-                thread.start()
-                self._thread = thread
+        self._serving = True
+        self.attachment.serve(self)
 
     # ------------------------------------------------------------------ send
 
@@ -263,7 +261,7 @@ class ProducerHandle:
         if not None, is still handed to ``on_done`` once the record is done)."""
         if self._closed:
             raise KafkaError("the producer is closed")
-        if self._thread is None:
+        if not self._serving:
             self.start()
         try:
             route = self._routes.get(topic)
@@ -391,30 +389,30 @@ class ProducerHandle:
 
     # ------------------------------------------------------------------ completion
 
-    def _complete_loop(self) -> None:
-        try:
-            self._complete_rounds()
-        finally:
-            if self._detach_on_exit:  # released without a join (release()): we detach
-                self._detach()
+    def on_completions(self, completions: list[Completion]) -> None:
+        """The attachment's thread: completions of the process's slot (each producer of
+        the process sees them all, and resolves the futures it registered)."""
+        if self._closed:
+            return
+        for completion in completions:
+            self._on_completion(completion)
 
-    def _complete_rounds(self) -> None:
-        rings, slot = self.pool.rings, self.pool.slot
-        next_check = 0.0
-        while not self._closed:
-            if self.start_sender and time.monotonic() >= next_check:
-                next_check = time.monotonic() + SENDER_CHECK_S
-                self.supervisor.check()
-            rings.wait(slot, 0.05)
-            for completion in rings.poll(slot):
-                self._on_completion(completion)
-            self._retire(time.monotonic())
-            try:
-                self._poll_events()
-                if self.token_provider is not None:
-                    self.pool.tokens.answer(self.token_provider)
-            except Exception:  # a user's logger, error_cb or token callback must not end us
-                log.exception("handling an event or a token question of the pool's Sender")
+    def housekeeping(self) -> None:
+        """The attachment's thread, once a round: the Sender check, retired waits, the
+        pool's events and token questions."""
+        if self._closed:
+            return
+        now = time.monotonic()
+        if self.start_sender and now >= self._next_check:
+            self._next_check = now + SENDER_CHECK_S
+            self.supervisor.check()
+        self._retire(now)
+        try:
+            self._poll_events()
+            if self.token_provider is not None:
+                self.pool.tokens.answer(self.token_provider)
+        except Exception:  # a user's logger, error_cb or token callback must not end us
+            log.exception("handling an event or a token question of the pool's Sender")
 
     def _recent_events_start(self) -> int:
         """The event number to read after: before the errors of the last few seconds."""
@@ -537,13 +535,14 @@ class ProducerHandle:
             if not self._outstanding:
                 return
             self._flushers += 1
+            if self._flushers == 1:
+                self.attachment.flushing(True)
             try:
-                self.pool.slots.set_flushing(self.pool.slot, True)
                 self._wait_idle(deadline, timeout)
             finally:
                 self._flushers -= 1
                 if not self._flushers:
-                    self.pool.slots.set_flushing(self.pool.slot, False)
+                    self.attachment.flushing(False)
 
     def _wait_idle(self, deadline: float | None, timeout: float | None) -> None:
         while self._outstanding:
@@ -560,12 +559,7 @@ class ProducerHandle:
             self.flush(timeout)
         finally:
             self._closed = True
-            if self._thread is not None and threading.current_thread() is self._thread:
-                self._detach_on_exit = True  # (closed from a callback: it detaches itself)
-            else:
-                if self._thread is not None:
-                    self._thread.join()  # it stops within one ring wait; only then unmap
-                self._detach()
+            self._detach(None)  # (the thread stops within one ring wait; only then unmap)
 
     def release(self) -> None:
         """Let go of the pool without waiting (a producer object dropped without
@@ -574,21 +568,16 @@ class ProducerHandle:
         pool for the Sender."""
         if self._closed:
             return
-        self._detach_on_exit = True
         self._closed = True
-        if self._thread is None:  # never used: a short-lived thread detaches instead
-            self._thread = threading.Thread(target=self._detach, daemon=True)
-            self._thread.start()
-        if threading.current_thread() is not self._thread:
-            # Usually the thread ends (and detaches) within one ring wait; the wait is
-            # bounded because the caller may hold a lock the thread needs (a collection
-            # can run anywhere).
-            self._thread.join(RELEASE_WAIT_S)
+        # Usually the thread ends (and detaches) within one ring wait; the wait is bounded
+        # because the caller may hold a lock the thread needs (a collection can run
+        # anywhere).
+        self._detach(RELEASE_WAIT_S)
 
-    def _detach(self) -> None:
+    def _detach(self, wait_s: float | None) -> None:
         if self.pool.forked:
             return  # (the parent's handle: nothing of it is ours to free)
-        self._tracker.clear()
         self.accumulator.close()
         with kafka_errors:
-            self.pool.detach()
+            self.attachment.release(self, wait_s)
+        self._tracker.clear()

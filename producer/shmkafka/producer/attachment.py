@@ -1,0 +1,125 @@
+"""One process's attachment to a pool, shared by every producer object of the process.
+
+Rules:
+- A process holds one slot of a pool, however many producers it makes: ``Attachment.join``
+  returns the process's attachment (made on first use), ``leave`` gives it up, and the last
+  producer to leave detaches the pool, freeing the slot. So 64 workers with 16 producers
+  each take 64 slots, and a producer made per request costs no slot.
+- The attachment's one completion thread reads the slot's ring and hands each completion
+  to every producer of the process (each resolves the futures it registered; see
+  handle.py), then lets each do its periodic work (events, tokens, the Sender check).
+- The slot's flushing flag is up while any producer of the process flushes.
+- After ``fork`` the child's attachment is its own (keyed by pid): the parent's is never
+  used in the child, and the child's producers attach anew.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING
+
+from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.errors import LayoutMismatchError
+from shmkafka.shm.pool import SharedPool
+
+if TYPE_CHECKING:
+    from shmkafka.producer.handle import ProducerHandle
+
+RING_WAIT_S = 0.05
+_attachments: dict[tuple[str, int], Attachment] = {}
+_registry = threading.Lock()
+
+
+class Attachment:
+    def __init__(self, pool: SharedPool) -> None:
+        self.pool = pool
+        self.users = 0  # producers that joined and have not left
+        self._handles: list[ProducerHandle] = []  # producers the thread serves
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._detach_at_end = False  # the last producer left while the thread ran
+        self._flushers = 0
+
+    @classmethod
+    def join(cls, name: str, config: PoolConfig | None) -> Attachment:
+        """This process's attachment to pool ``name`` (``config``: create it so, or check
+        that it is so, as SharedPool.open does; None: attach as it is)."""
+        key = (name, os.getpid())
+        with _registry:
+            found = _attachments.get(key)
+            if found is not None and not found.pool.segment.is_current():
+                found = None  # the pool was removed (and maybe made anew) meanwhile
+            if found is None:
+                if config is None and not SharedPool.exists(name):
+                    config = PoolConfig()
+                found = _attachments[key] = cls(SharedPool.open(name, config))
+            elif config is not None and config != found.pool.config:
+                raise LayoutMismatchError(
+                    f"pool {name!r} was created with other settings",
+                    config.differences(found.pool.config),
+                )
+            found.users += 1
+            return found
+
+    def release(self, handle: ProducerHandle, wait_s: float | None) -> None:
+        """``handle`` leaves. The last producer out detaches the pool: at once if the thread
+        is not running, else the thread does when it ends (within one ring wait), which
+        this waits for up to ``wait_s`` seconds (None: no limit) unless called on it."""
+        with _registry:
+            self.users -= 1
+            last = self.users <= 0
+            key = (self.pool.name, os.getpid())
+            if last and _attachments.get(key) is self:
+                del _attachments[key]
+        with self._lock:
+            if handle in self._handles:
+                self._handles.remove(handle)
+            thread = self._thread
+            if last and thread is not None:
+                self._detach_at_end = True
+        if last and thread is None:
+            self.pool.detach()
+        elif last and thread is not None and threading.current_thread() is not thread:
+            thread.join(wait_s)
+
+    # ------------------------------------------------------------------ the thread
+
+    def serve(self, handle: ProducerHandle) -> None:
+        """Hand ``handle`` the slot's completions from now on (starting the thread)."""
+        with self._lock:
+            if handle not in self._handles:
+                self._handles.append(handle)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name="shmkafka-completions", daemon=True
+                )
+                self._thread.start()
+
+    def _loop(self) -> None:
+        rings, slot = self.pool.rings, self.pool.slot
+        while True:
+            with self._lock:
+                handles = list(self._handles)
+                if not handles:  # (the check and the exit under one lock: see release)
+                    self._thread = None
+                    detach = self._detach_at_end
+                    break
+            for handle in handles:
+                handle.housekeeping()
+            rings.wait(slot, RING_WAIT_S)
+            completions = rings.poll(slot)
+            if completions:
+                for handle in handles:
+                    handle.on_completions(completions)
+        if detach:
+            self.pool.detach()
+
+    # ------------------------------------------------------------------ flushing
+
+    def flushing(self, on: bool) -> None:
+        """A producer of the process starts (True) or ends a flush: the slot's flag is up
+        while any does."""
+        with self._lock:
+            self._flushers += 1 if on else -1
+            self.pool.slots.set_flushing(self.pool.slot, self._flushers > 0)
