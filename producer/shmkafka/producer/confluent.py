@@ -327,6 +327,8 @@ class Producer(ProduceEntry):
             if record.topic in refused:  # a limit of the pool: this topic's records fail now
                 self._fail_now(record, refused[record.topic])
                 continue
+            if handle is not None:
+                handle.keep_asking(record.topic)
             try:
                 if handle is not None and self._append(handle, record):
                     continue

@@ -51,6 +51,7 @@ from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
+from shmkafka.shm import faultpoints
 from shmkafka.shm.broker_stats import UP
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.events import AUTHENTICATION, SSL, Event
@@ -71,6 +72,7 @@ except ImportError:  # not built: futures.PyTracker serves
     Tracker = None  # type: ignore[assignment,misc]
 
 SENDER_CHECK_S = 0.2
+ASK_AGAIN_S = 1.0  # how often a topic still waited for is asked for again
 RECENT_EVENTS_S = 10.0
 RELEASE_WAIT_S = 0.2  # how long release() waits for the completion thread to detach
 sender_logger = logging.getLogger("shmkafka.sender")
@@ -139,6 +141,7 @@ class ProducerHandle:
         # topics asked of the Sender → the refusal count then (see refused())
         self._asked: dict[str, int] = {}
         self._asked_again: set[str] = set()  # asked while the requests were full
+        self._asked_at: dict[str, float] = {}  # when each was last asked for
         self._fast = self.accumulator.fast_path
         # the futures: the C Tracker appends and registers a record in one call
         self._tracker: Any = (
@@ -188,11 +191,20 @@ class ProducerHandle:
         with kafka_errors:
             directory = self.pool.directory
             self._asked.setdefault(topic, directory.refusals())  # (refusals after this count)
+            self._asked_at[topic] = time.monotonic()
             with self.pool.locks.held(DIRECTORY_LOCK):
                 queued = directory.request_topic(topic)
             if not queued:  # the requests are full: ask again while waiting
                 self._asked_again.add(topic)
             self._sender_sem.release()
+
+    def keep_asking(self, topic: str) -> None:
+        """Ask again for a topic still waited for: at once if the requests were full, else
+        every ASK_AGAIN_S (a Sender killed after it took the request never answers it)."""
+        now = time.monotonic()
+        if topic in self._asked_again or now - self._asked_at.get(topic, now) >= ASK_AGAIN_S:
+            self._asked_again.discard(topic)
+            self.request_topic(topic)
 
     def refused(self, topic: str) -> PoolCapacityError | None:
         """The error of ``topic`` if the Sender refused it (a limit of the pool) since this
@@ -216,6 +228,7 @@ class ProducerHandle:
         if entries is not None:
             return len(entries)
         self.request_topic(topic)
+        faultpoints.reached("topic.waiting")
         deadline = time.monotonic() + self.max_block_ms / 1000
         while (entries := self.pool.directory.partitions(topic)) is None:
             failure = self.connect_failure() or self.refused(topic)
@@ -225,11 +238,10 @@ class ProducerHandle:
                 raise KafkaTimeoutError(
                     f"topic {topic!r} not present in metadata after {self.max_block_ms} ms"
                 )
-            if topic in self._asked_again:
-                self._asked_again.discard(topic)
-                self.request_topic(topic)
+            self.keep_asking(topic)
             time.sleep(0.005)
         self._asked.pop(topic, None)
+        self._asked_at.pop(topic, None)
         return len(entries)
 
     @overload

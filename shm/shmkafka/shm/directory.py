@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from shmkafka.shm import faultpoints
 from shmkafka.shm.config import MAX_TOPIC_NAME
 from shmkafka.shm.errors import CapacityError, SegmentSpaceError, ShmConfigError
 from shmkafka.shm.layout import (
@@ -278,11 +279,13 @@ class Directory:
         index = self.topic_count()
         if index >= self.layout.config.max_topics:
             raise _Refused(REFUSED_TOPICS)
-        first = self._new_partitions((), leaders, index)
         at = self.layout.topic_at(index)
         self._reserve(at, TOPIC_SHAPE + 8)
+        first = self._new_partitions((), leaders, index)
+        faultpoints.reached("directory.after_partitions")
         TOPIC_NAME.pack_into(self.segment.buf, at, len(encoded), encoded)
         self.segment.store_u64(at + TOPIC_SHAPE, len(leaders) | first << 32)
+        faultpoints.reached("directory.before_count")
         self.segment.store_u32(H_TOPIC_COUNT, index + 1)  # publish last
 
     def _update_topic(self, index: int, leaders: Sequence[PartitionLeader]) -> None:
@@ -389,6 +392,7 @@ class Directory:
         TOPIC_REQUEST.pack_into(
             buf, self.layout.topic_requests_at + count * TOPIC_REQUEST.size, len(encoded), encoded
         )
+        faultpoints.reached("topic.before_request_count")
         self.segment.store_u32(H_TOPIC_REQUESTS, count + 1)
         return True
 

@@ -24,10 +24,16 @@ POINTS = frozenset({
     "append.after_allocate",    # app: slabs allocated (pending), no batch owns them yet
     "append.holding_stripe",    # app: inside the partition's stripe lock, opening a batch
     "append.before_publish",    # app: record bytes written, write position not yet
+    "directory.after_partitions",  # Sender: a new topic's deques and partitions counted,
+                                   # the topic itself not yet (they leak, harmlessly)
+    "directory.before_count",   # Sender: a new topic's entry written, not yet counted
     "drain.after_shrink",       # Sender: a drained batch's run shrunk, its tail not freed
     "sender.after_drain",       # Sender: batches sealed and popped, nothing sent
     "sender.after_send",        # Sender: the Produce request written to the socket
     "sender.before_complete",   # Sender: the broker answered, no completion posted yet
+    "topic.before_request_count",  # app: a topic request written under the directory
+                                   # lock, not yet counted
+    "topic.waiting",            # app: its first send to a new topic waits for metadata
 })  # fmt: skip
 
 
