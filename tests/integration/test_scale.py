@@ -1,0 +1,142 @@
+"""No ceilings (layout v5), on Tansu with default settings: a topic of 2,000 partitions beside
+a small one; 300 topics from one producer; and a topic past a limit of the pool, which
+fails alone (in each API's form, at once) while the other topics flow and the Sender lives."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+
+from shmkafka import KafkaProducer, Producer
+from shmkafka.confluent_kafka import KafkaError, KafkaException
+from shmkafka.errors import PoolCapacityError
+from shmkafka.shm.pool import SharedPool
+from tests.integration.kafka_io import cluster, consume_all, unique_topic
+from tests.peers import Peer
+
+pytestmark = pytest.mark.usefixtures("pool_removed")
+
+
+def test_a_2000_partition_topic_beside_a_small_one(tansu: Peer, pool_name: str) -> None:
+    big, small = unique_topic("big"), unique_topic("small")
+    with cluster(tansu) as c:
+        c.ensure_topic(big, 2000)
+        c.ensure_topic(small, 4)
+    reports: list[tuple[Any, Any]] = []
+    errors: list[Any] = []
+    conf = {"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name,
+            "error_cb": errors.append}  # fmt: skip
+    with Producer(conf) as p:
+        for i in range(4000):  # keyed: spread over every partition
+            p.produce(big, b"b%d" % i, key=b"k%d" % i, on_delivery=lambda e, m: reports.append((e, m)))
+        for i in range(40):
+            p.produce(small, b"s%d" % i, on_delivery=lambda e, m: reports.append((e, m)))
+        assert p.flush(60) == 0
+        assert len(p.list_topics(big, timeout=10).topics[big].partitions) == 2000
+    assert errors == [] and len(reports) == 4040 and all(e is None for e, _ in reports)
+    placed = {(m.topic(), m.partition(), m.offset()) for _, m in reports}
+    assert len(placed) == 4040  # every record has its own offset
+    assert len({m.partition() for _, m in reports if m.topic() == big}) > 1500
+    values = [m.value() for m in consume_all(tansu, small, [0, 1, 2, 3], 40)]
+    assert sorted(values) == sorted(b"s%d" % i for i in range(40))
+
+
+def test_300_topics_from_one_producer(tansu: Peer, pool_name: str) -> None:
+    prefix = unique_topic("tenant")
+    topics = [f"{prefix}-{i}" for i in range(300)]
+    with KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name) as p:
+        futures = [p.send(t, b"one record of " + t.encode()) for t in topics]  # auto-created
+        p.flush(60)
+        metadata = [f.get(30) for f in futures]
+        assert [m.topic for m in metadata] == topics
+        pool = SharedPool.open(pool_name)
+        try:
+            assert len(pool.directory.snapshot().topics) >= 300
+        finally:
+            pool.detach()
+    for sent in metadata[::50]:  # read a sample back
+        (message,) = consume_all(tansu, sent.topic, [sent.partition], 1)
+        assert message.value() == b"one record of " + sent.topic.encode()
+
+
+def _sender_pid(pool_name: str) -> int:
+    pool = SharedPool.open(pool_name)
+    try:
+        return pool.sender()[0]
+    finally:
+        pool.detach()
+
+
+def test_a_topic_past_a_limit_fails_alone_kafka_python(tansu: Peer, pool_name: str) -> None:
+    wide, narrow = unique_topic("wide"), unique_topic("narrow")
+    with cluster(tansu) as c:
+        c.ensure_topic(wide, 100)
+        c.ensure_topic(narrow, 4)
+    with KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name,
+                       max_partitions=64, max_topics=4) as p:  # fmt: skip
+        p.send(narrow, b"first").get(30)
+        sender = _sender_pid(pool_name)
+        started = time.monotonic()
+        with pytest.raises(PoolCapacityError, match="max_partitions"):
+            p.send(wide, b"too wide")
+        assert time.monotonic() - started < 10  # at once, not after max_block_ms (60 s)
+        assert p.send(narrow, b"second").get(30).topic == narrow  # the others flow
+        for i in range(3):  # fill max_topics, then one more fails at the call
+            p.send(f"{narrow}-{i}", b"x").get(30)
+        with pytest.raises(PoolCapacityError, match="max_topics"):
+            p.send(f"{narrow}-over", b"x")
+        assert _sender_pid(pool_name) == sender  # the Sender never restarted
+        p.send(narrow, b"third").get(30)
+    values = [m.value() for m in consume_all(tansu, narrow, [0, 1, 2, 3], 3)]
+    assert sorted(values) == [b"first", b"second", b"third"]
+
+
+def test_a_topic_past_a_limit_fails_alone_confluent(tansu: Peer, pool_name: str) -> None:
+    wide, narrow = unique_topic("wide"), unique_topic("narrow")
+    with cluster(tansu) as c:
+        c.ensure_topic(wide, 100)
+        c.ensure_topic(narrow, 4)
+    reports: list[tuple[Any, Any]] = []
+    errors: list[Any] = []
+    conf = {"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name,
+            "shmkafka.max.partitions": 64, "shmkafka.max.topics": 2,
+            "error_cb": errors.append}  # fmt: skip
+    with Producer(conf) as p:
+        for i in range(5):
+            p.produce(wide, b"w%d" % i, on_delivery=lambda e, m: reports.append((e, m)))
+            p.produce(narrow, b"n%d" % i, on_delivery=lambda e, m: reports.append((e, m)))
+        assert p.flush(30) == 0
+        failed = [e for e, m in reports if m.topic() == wide]
+        assert len(failed) == 5 and all(e.code() == KafkaError._QUEUE_FULL for e in failed)
+        assert "max_partitions" in failed[0].str()
+        assert all(e is None for e, m in reports if m.topic() == narrow)
+        deadline = time.monotonic() + 10
+        while not errors and time.monotonic() < deadline:
+            p.poll(0.1)
+        assert any("max_partitions" in e.str() for e in errors)  # error_cb heard of it
+        p.produce(f"{narrow}-2", b"x")  # the second topic fits
+        assert p.flush(30) == 0
+        with pytest.raises(KafkaException, match="max_topics"):
+            p.produce(f"{narrow}-over", b"x")  # a third is refused at the call
+    assert len(consume_all(tansu, narrow, [0, 1, 2, 3], 5)) == 5
+
+
+def test_a_full_dev_shm_refuses_the_topic_that_needs_memory(
+    tansu: Peer, pool_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/dev/shm running out while the directory grows is a typed error for the topic that
+    needed the memory (SHMKAFKA_FAULT_RESERVE_LIMIT makes the Sender's /dev/shm "full")."""
+    wide, narrow = unique_topic("wide"), unique_topic("narrow")
+    with cluster(tansu) as c:
+        c.ensure_topic(wide, 3000)
+        c.ensure_topic(narrow, 2)
+    monkeypatch.setenv("SHMKAFKA_FAULT_RESERVE_LIMIT", str(128 * 1024))  # for the Sender
+    with KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name) as p:
+        p.send(narrow, b"fits").get(30)
+        with pytest.raises(PoolCapacityError, match="/dev/shm"):
+            p.send(wide, b"needs 3000 deques")
+        p.send(narrow, b"still fits").get(30)
+    assert os.environ["SHMKAFKA_FAULT_RESERVE_LIMIT"]  # (the test process was not limited)
