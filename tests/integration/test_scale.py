@@ -29,11 +29,15 @@ def test_a_2000_partition_topic_beside_a_small_one(tansu: Peer, pool_name: str) 
     errors: list[Any] = []
     conf = {"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name,
             "error_cb": errors.append}  # fmt: skip
+
+    def report(error: Any, message: Any) -> None:
+        reports.append((error, message))
+
     with Producer(conf) as p:
         for i in range(4000):  # keyed: spread over every partition
-            p.produce(big, b"b%d" % i, key=b"k%d" % i, on_delivery=lambda e, m: reports.append((e, m)))
+            p.produce(big, b"b%d" % i, key=b"k%d" % i, on_delivery=report)
         for i in range(40):
-            p.produce(small, b"s%d" % i, on_delivery=lambda e, m: reports.append((e, m)))
+            p.produce(small, b"s%d" % i, on_delivery=report)
         assert p.flush(60) == 0
         assert len(p.list_topics(big, timeout=10).topics[big].partitions) == 2000
     assert errors == [] and len(reports) == 4040 and all(e is None for e, _ in reports)
