@@ -83,10 +83,9 @@ def discard(handle: ProducerHandle) -> None:
     """Close a test's producer handle without flushing (no Sender will complete its
     records) and remove its pool."""
     handle._closed = True
-    if handle._thread is not None:  # (started on first use)
-        handle._thread.join()
-    handle.accumulator.close()
-    handle.pool.destroy()
+    pool = handle.pool
+    handle._detach(None)  # (the completion thread, if started, ends; the slot is freed)
+    pool.destroy()
 
 
 @pytest.hookimpl(hookwrapper=True)

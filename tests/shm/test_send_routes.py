@@ -38,9 +38,7 @@ def _handle(pool_name: str, *, fast_path: bool) -> Iterator[ProducerHandle]:
     finally:
         pool = h.pool
         h._closed = True  # no flush: nothing will complete the records
-        if h._thread is not None:  # (started on first use)
-            h._thread.join()
-        h.accumulator.close()
+        h._detach(None)
         pool.destroy()
 
 
@@ -245,7 +243,4 @@ def test_keyless_records_of_all_producers_share_the_sticky_partition(pool_name: 
             assert first.send("t", b"z").partition == sticky
         finally:
             second._closed = True
-            if second._thread is not None:  # (started on first use)
-                second._thread.join()
-            second.accumulator.close()
-            second.pool.detach()
+            second._detach(None)

@@ -1,0 +1,244 @@
+"""Scale: shmkafka's confluent API (``shmkafka.confluent_kafka.Producer``) beside
+confluent-kafka's ``Producer``, each at its own defaults, in one run on one broker.
+
+    python perf/bench_scale.py                       # every scenario, on Tansu
+    python perf/bench_scale.py --scenario topics --topics 10,1000,10000
+    python perf/bench_scale.py --scenario partitions --broker broker-stub
+
+Scenarios (each client in turn, the same workload):
+- ``topics``: P processes, one producer each, send 100-byte values round-robin over T topics
+  of one partition. A warm-up first sends one record to every topic and flushes (so both
+  clients know every topic: the timed phase is the steady state).
+- ``partitions``: 1,000 topics of 100 partitions (100,000 in total) warmed up the same way,
+  then records keyed over the 1,000 partitions of 10 of the topics (1% hot).
+- ``producers``: 64 processes with 16 producer objects each (1,024), each process sending
+  round-robin through its producers to one topic.
+- ``first-send``: one process sends one record to each of N new topics in turn and waits
+  for it (produce, then flush): the time from a topic's first produce() to its delivery.
+
+Throughput is records acknowledged per second of the timed phase (from a barrier until every
+process flushed). PSS is summed over the app processes (and shmkafka's Sender), taken after
+every process flushed, while all are alive: shared pages (the pool's segment, libraries)
+count once. The broker runs in its own process and is not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psutil
+
+from shmkafka.perf.brokers import RunningBroker, run_broker_stub, run_tansu
+from shmkafka.sender import admin
+
+CLIENTS = ("shmkafka", "confluent-kafka")
+VALUE = b"v" * 100
+
+
+def _producer(client: str, bootstrap: str, pool: str) -> Any:
+    if client == "shmkafka":
+        from shmkafka.confluent_kafka import Producer
+
+        return Producer({"bootstrap.servers": bootstrap, "shmkafka.pool": pool})
+    import confluent_kafka
+
+    return confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+
+
+def _produce(producer: Any, topic: str, key: bytes | None = None) -> None:
+    while True:
+        try:
+            producer.produce(topic, VALUE, key)
+            return
+        except BufferError:  # a full queue: serve reports, then again (as users do)
+            producer.poll(0.005)
+
+
+def _pss(pid: int) -> int:
+    try:
+        return int(psutil.Process(pid).memory_full_info().pss)
+    except psutil.Error:
+        return 0
+
+
+def _worker(client: str, bootstrap: str, pool: str, spec: dict[str, Any], start: Any,
+            done: Any, out: Any) -> None:  # fmt: skip
+    producers = [_producer(client, bootstrap, pool) for _ in range(spec["producers"])]
+    for topic in spec["warm"]:  # every topic once: both clients then know them all
+        _produce(producers[0], topic)
+    for p in producers:
+        p.flush(300)
+    hot, keys, records = spec["hot"], spec["keys"], spec["records"]
+    start.wait()
+    began = time.monotonic()
+    for i in range(records):
+        key = b"k%d" % (i % keys) if keys else None
+        _produce(producers[i % len(producers)], hot[i % len(hot)], key)
+    left = sum(p.flush(300) for p in producers)
+    elapsed = time.monotonic() - began
+    done.wait()  # every process flushed: measure the PSS of all at one moment
+    out.put({"elapsed": elapsed, "records": records, "left": left, "pss": _pss(0)})
+    done.wait()  # the parent measured the Sender; now exit together
+    for p in producers:
+        p.flush(10)
+
+
+def _sender_pss(pool: str) -> int:
+    from shmkafka.shm.stat import pool_stat
+
+    try:
+        return _pss(pool_stat(pool)["sender"]["pid"])
+    except Exception:  # noqa: BLE001 (no pool: confluent-kafka's run)
+        return 0
+
+
+def run_clients(bootstrap: str, specs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    results = {}
+    ctx = mp.get_context("spawn")
+    for client in CLIENTS:
+        pool = "scale" + uuid.uuid4().hex[:8]
+        start, done = ctx.Barrier(len(specs) + 1), ctx.Barrier(len(specs) + 1)
+        out = ctx.Queue()
+        workers = [
+            ctx.Process(target=_worker, args=(client, bootstrap, pool, s, start, done, out))
+            for s in specs
+        ]
+        for w in workers:
+            w.start()
+        start.wait(timeout=1800)
+        done.wait(timeout=1800)
+        rows = [out.get(timeout=600) for _ in workers]
+        sender = _sender_pss(pool) if client == "shmkafka" else 0
+        done.wait(timeout=60)
+        for w in workers:
+            w.join(120)
+        records = sum(r["records"] for r in rows)
+        assert all(r["left"] == 0 for r in rows), rows
+        results[client] = {
+            "records_per_s": records / max(r["elapsed"] for r in rows),
+            "pss_mib": (sum(r["pss"] for r in rows) + sender) / 2**20,
+        }
+    return results
+
+
+def _create(bootstrap: str, names: list[str], partitions: int) -> None:
+    for i in range(0, len(names), 500):
+        errors = admin.create_topics(
+            bootstrap, [admin.NewTopic(n, partitions, 1) for n in names[i : i + 500]],
+            timeout_ms=120_000,
+        )  # fmt: skip
+        admin.raise_errors(errors)
+
+
+def topics_scenario(bootstrap: str, count: int, processes: int, records: int) -> dict[str, Any]:
+    names = [f"sc{uuid.uuid4().hex[:6]}-{i}" for i in range(count)]
+    _create(bootstrap, names, 1)
+    spec = {"producers": 1, "warm": names, "hot": names, "keys": 0, "records": records}
+    return {"topics": count, **run_clients(bootstrap, [spec] * processes)}
+
+
+def partitions_scenario(bootstrap: str, processes: int, records: int) -> dict[str, Any]:
+    names = [f"sp{uuid.uuid4().hex[:6]}-{i}" for i in range(1000)]
+    _create(bootstrap, names, 100)
+    spec = {"producers": 1, "warm": names, "hot": names[:10], "keys": 1000, "records": records}
+    return {"partitions": 100_000, "hot": 1000, **run_clients(bootstrap, [spec] * processes)}
+
+
+def producers_scenario(bootstrap: str, processes: int, per_process: int,
+                       records: int) -> dict[str, Any]:  # fmt: skip
+    (name,) = names = [f"so{uuid.uuid4().hex[:6]}"]
+    _create(bootstrap, names, 16)
+    spec = {"producers": per_process, "warm": [name], "hot": [name], "keys": 0,
+            "records": records}  # fmt: skip
+    result = run_clients(bootstrap, [spec] * processes)
+    return {"producers": processes * per_process, "processes": processes, **result}
+
+
+def _first_sends(client: str, bootstrap: str, names: list[str], out: Any) -> None:
+    producer = _producer(client, bootstrap, "first" + uuid.uuid4().hex[:8])
+    _produce(producer, names[0])  # connect and learn the cluster first
+    producer.flush(60)
+    times = []
+    for topic in names[1:]:
+        began = time.monotonic()
+        _produce(producer, topic)
+        assert producer.flush(60) == 0
+        times.append(time.monotonic() - began)
+    out.put(times)
+
+
+def first_send_scenario(bootstrap: str, count: int) -> dict[str, Any]:
+    result: dict[str, Any] = {"topics": count}
+    ctx = mp.get_context("spawn")
+    for client in CLIENTS:
+        names = [f"sf{uuid.uuid4().hex[:6]}-{i}" for i in range(count + 1)]
+        _create(bootstrap, names, 1)
+        out = ctx.Queue()
+        worker = ctx.Process(target=_first_sends, args=(client, bootstrap, names, out))
+        worker.start()
+        times = out.get(timeout=1800)
+        worker.join(60)
+        result[client] = {"median_ms": 1000 * statistics.median(times),
+                          "p90_ms": 1000 * statistics.quantiles(times, n=10)[-1]}  # fmt: skip
+    return result
+
+
+@contextmanager
+def _broker(name: str) -> Iterator[RunningBroker]:
+    runner = run_tansu() if name == "tansu" else run_broker_stub(nodes=1, partitions=1)
+    with runner as broker:
+        yield broker
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", action="append",
+                        choices=["topics", "partitions", "producers", "first-send"])  # fmt: skip
+    parser.add_argument("--broker", choices=["tansu", "broker-stub"], default="tansu")
+    parser.add_argument("--topics", default="10,1000,10000")
+    parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--records", type=int, default=50_000, help="per process")
+    parser.add_argument("--json", help="write the results here too")
+    args = parser.parse_args(argv)
+    scenarios = args.scenario or ["topics", "partitions", "producers", "first-send"]
+    results = []
+    with _broker(args.broker) as broker:
+        bootstrap = f"{broker.host}:{broker.port}"
+        for scenario in scenarios:
+            if scenario == "topics":
+                for count in (int(t) for t in args.topics.split(",")):
+                    results.append(
+                        {"scenario": "topics",
+                         **topics_scenario(bootstrap, count, args.processes, args.records)}
+                    )  # fmt: skip
+            elif scenario == "partitions":
+                results.append({"scenario": "partitions",
+                                **partitions_scenario(bootstrap, args.processes, args.records)})  # fmt: skip
+            elif scenario == "producers":
+                results.append({"scenario": "producers",
+                                **producers_scenario(bootstrap, 64, 16, 2000)})  # fmt: skip
+            else:
+                results.append({"scenario": "first-send", **first_send_scenario(bootstrap, 100)})
+            print(json.dumps(results[-1]), flush=True)
+    for row in results:
+        ours, theirs = row["shmkafka"], row["confluent-kafka"]
+        ratios = {k: round(ours[k] / theirs[k], 2) for k in ours if theirs.get(k)}
+        print(row["scenario"], {k: v for k, v in row.items() if k not in CLIENTS},
+              "shmkafka / confluent-kafka:", ratios)  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
