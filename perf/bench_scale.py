@@ -192,6 +192,19 @@ def first_send_scenario(bootstrap: str, count: int) -> dict[str, Any]:
     return result
 
 
+def _run(scenario: str, bootstrap: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    if scenario == "topics":
+        return [
+            topics_scenario(bootstrap, int(count), args.processes, args.records)
+            for count in args.topics.split(",")
+        ]
+    if scenario == "partitions":
+        return [partitions_scenario(bootstrap, args.processes, args.records)]
+    if scenario == "producers":
+        return [producers_scenario(bootstrap, 64, 16, 2000)]
+    return [first_send_scenario(bootstrap, 100)]
+
+
 @contextmanager
 def _broker(name: str) -> Iterator[RunningBroker]:
     runner = run_tansu() if name == "tansu" else run_broker_stub(nodes=1, partitions=1)
@@ -214,21 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     with _broker(args.broker) as broker:
         bootstrap = f"{broker.host}:{broker.port}"
         for scenario in scenarios:
-            if scenario == "topics":
-                for count in (int(t) for t in args.topics.split(",")):
-                    results.append(
-                        {"scenario": "topics",
-                         **topics_scenario(bootstrap, count, args.processes, args.records)}
-                    )  # fmt: skip
-            elif scenario == "partitions":
-                results.append({"scenario": "partitions",
-                                **partitions_scenario(bootstrap, args.processes, args.records)})  # fmt: skip
-            elif scenario == "producers":
-                results.append({"scenario": "producers",
-                                **producers_scenario(bootstrap, 64, 16, 2000)})  # fmt: skip
-            else:
-                results.append({"scenario": "first-send", **first_send_scenario(bootstrap, 100)})
-            print(json.dumps(results[-1]), flush=True)
+            for row in _run(scenario, bootstrap, args):
+                results.append({"scenario": scenario, **row})
+                print(json.dumps(results[-1]), flush=True)
     for row in results:
         ours, theirs = row["shmkafka"], row["confluent-kafka"]
         ratios = {k: round(ours[k] / theirs[k], 2) for k in ours if theirs.get(k)}
