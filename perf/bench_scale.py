@@ -1,25 +1,31 @@
 """Scale: shmkafka's confluent API (``shmkafka.confluent_kafka.Producer``) beside
 confluent-kafka's ``Producer``, each at its own defaults, in one run on one broker.
 
-    python perf/bench_scale.py                       # every scenario, on Tansu
-    python perf/bench_scale.py --scenario topics --topics 10,1000,10000
-    python perf/bench_scale.py --scenario partitions --broker broker-stub
+    python perf/bench_scale.py                       # every scenario
+    python perf/bench_scale.py --scenario topics --topics 10,1000,10000 --seconds 5
+
+The broker is librdkafka's 3-node mock cluster (through confluent_kafka, in this process):
+written in C, it auto-creates each topic with 4 partitions and keeps up with both clients,
+where Tansu's in-memory store slows down as it holds thousands of topics (``--broker
+tansu`` runs there anyway: topics are then created first, with the same partition counts).
 
 Scenarios (each client in turn, the same workload):
 - ``topics``: P processes, one producer each, send 100-byte values round-robin over T topics
-  of one partition. A warm-up first sends one record to every topic and flushes (so both
+  of 4 partitions. A warm-up first sends one record to every topic and flushes (so both
   clients know every topic: the timed phase is the steady state).
-- ``partitions``: 1,000 topics of 100 partitions (100,000 in total) warmed up the same way,
-  then records keyed over the 1,000 partitions of 10 of the topics (1% hot).
+- ``partitions``: 25,000 topics of 4 partitions (100,000 in total) warmed up the same way,
+  then records sent round-robin over the 1,000 partitions of 250 of the topics (1% hot).
 - ``producers``: 64 processes with 16 producer objects each (1,024), each process sending
   round-robin through its producers to one topic.
 - ``first-send``: one process sends one record to each of N new topics in turn and waits
   for it (produce, then flush): the time from a topic's first produce() to its delivery.
 
-Throughput is records acknowledged per second of the timed phase (from a barrier until every
-process flushed). PSS is summed over the app processes (and shmkafka's Sender), taken after
-every process flushed, while all are alive: shared pages (the pool's segment, libraries)
-count once. The broker runs in its own process and is not counted.
+Throughput is records acknowledged per second of the timed phase: from a barrier, every
+process sends for ``--seconds`` (or ``--records``, whichever ends first), then flushes; the
+phase ends when the last process has every record acknowledged. PSS is summed over the app
+processes (and shmkafka's Sender), taken after every process flushed, while all are alive:
+shared pages (the pool's segment, libraries) count once. The broker runs in its own process
+and is not counted.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -37,15 +44,20 @@ from typing import Any
 
 import psutil
 
-from shmkafka.perf.brokers import RunningBroker, run_broker_stub, run_tansu
+from shmkafka.perf.brokers import run_tansu
 from shmkafka.sender import admin
 
-CLIENTS = ("shmkafka", "confluent-kafka")
+# shmkafka's two APIs (KafkaProducer, and the confluent-kafka drop-in) and confluent-kafka
+CLIENTS = ("shmkafka", "shmkafka-confluent", "confluent-kafka")
 VALUE = b"v" * 100
 
 
 def _producer(client: str, bootstrap: str, pool: str) -> Any:
     if client == "shmkafka":
+        from shmkafka import KafkaProducer
+
+        return KafkaProducer(bootstrap_servers=bootstrap, pool=pool)
+    if client == "shmkafka-confluent":
         from shmkafka.confluent_kafka import Producer
 
         return Producer({"bootstrap.servers": bootstrap, "shmkafka.pool": pool})
@@ -54,7 +66,16 @@ def _producer(client: str, bootstrap: str, pool: str) -> Any:
     return confluent_kafka.Producer({"bootstrap.servers": bootstrap})
 
 
+def _flush(producer: Any, timeout: float) -> int:
+    """Records left after the flush (KafkaProducer's flush raises instead)."""
+    left = producer.flush(timeout)
+    return int(left or 0)
+
+
 def _produce(producer: Any, topic: str, key: bytes | None = None) -> None:
+    if not hasattr(producer, "produce"):  # KafkaProducer
+        producer.send(topic, VALUE, key=key)
+        return
     while True:
         try:
             producer.produce(topic, VALUE, key)
@@ -76,20 +97,23 @@ def _worker(client: str, bootstrap: str, pool: str, spec: dict[str, Any], start:
     for topic in spec["warm"]:  # every topic once: both clients then know them all
         _produce(producers[0], topic)
     for p in producers:
-        p.flush(300)
-    hot, keys, records = spec["hot"], spec["keys"], spec["records"]
+        _flush(p, 300)
+    hot, keys, limit = spec["hot"], spec["keys"], spec["records"]
     start.wait()
     began = time.monotonic()
-    for i in range(records):
-        key = b"k%d" % (i % keys) if keys else None
-        _produce(producers[i % len(producers)], hot[i % len(hot)], key)
-    left = sum(p.flush(300) for p in producers)
+    stop = began + spec["seconds"]
+    records = 0
+    while records < limit and (records % 1000 or time.monotonic() < stop):
+        key = b"k%d" % (records % keys) if keys else None
+        _produce(producers[records % len(producers)], hot[records % len(hot)], key)
+        records += 1
+    left = sum(_flush(p, 300) for p in producers)
     elapsed = time.monotonic() - began
     done.wait()  # every process flushed: measure the PSS of all at one moment
-    out.put({"elapsed": elapsed, "records": records, "left": left, "pss": _pss(0)})
+    out.put({"elapsed": elapsed, "records": records, "left": left, "pss": _pss(os.getpid())})
     done.wait()  # the parent measured the Sender; now exit together
     for p in producers:
-        p.flush(10)
+        _flush(p, 10)
 
 
 def _sender_pss(pool: str) -> int:
@@ -117,7 +141,7 @@ def run_clients(bootstrap: str, specs: list[dict[str, Any]]) -> dict[str, dict[s
         start.wait(timeout=1800)
         done.wait(timeout=1800)
         rows = [out.get(timeout=600) for _ in workers]
-        sender = _sender_pss(pool) if client == "shmkafka" else 0
+        sender = _sender_pss(pool) if client.startswith("shmkafka") else 0
         done.wait(timeout=60)
         for w in workers:
             w.join(120)
@@ -130,7 +154,12 @@ def run_clients(bootstrap: str, specs: list[dict[str, Any]]) -> dict[str, dict[s
     return results
 
 
+CREATE_TOPICS = True  # False on the mock cluster: it auto-creates them (4 partitions)
+
+
 def _create(bootstrap: str, names: list[str], partitions: int) -> None:
+    if not CREATE_TOPICS:
+        return
     for i in range(0, len(names), 500):
         errors = admin.create_topics(
             bootstrap, [admin.NewTopic(n, partitions, 1) for n in names[i : i + 500]],
@@ -139,26 +168,30 @@ def _create(bootstrap: str, names: list[str], partitions: int) -> None:
         admin.raise_errors(errors)
 
 
-def topics_scenario(bootstrap: str, count: int, processes: int, records: int) -> dict[str, Any]:
+def topics_scenario(bootstrap: str, count: int, processes: int, records: int,
+                    seconds: float) -> dict[str, Any]:  # fmt: skip
     names = [f"sc{uuid.uuid4().hex[:6]}-{i}" for i in range(count)]
-    _create(bootstrap, names, 1)
-    spec = {"producers": 1, "warm": names, "hot": names, "keys": 0, "records": records}
+    _create(bootstrap, names, 4)
+    spec = {"producers": 1, "warm": names, "hot": names, "keys": 0, "records": records,
+            "seconds": seconds}  # fmt: skip
     return {"topics": count, **run_clients(bootstrap, [spec] * processes)}
 
 
-def partitions_scenario(bootstrap: str, processes: int, records: int) -> dict[str, Any]:
-    names = [f"sp{uuid.uuid4().hex[:6]}-{i}" for i in range(1000)]
-    _create(bootstrap, names, 100)
-    spec = {"producers": 1, "warm": names, "hot": names[:10], "keys": 1000, "records": records}
+def partitions_scenario(bootstrap: str, processes: int, records: int,
+                        seconds: float) -> dict[str, Any]:  # fmt: skip
+    names = [f"sp{uuid.uuid4().hex[:6]}-{i}" for i in range(25_000)]
+    _create(bootstrap, names, 4)
+    spec = {"producers": 1, "warm": names, "hot": names[:250], "keys": 0, "records": records,
+            "seconds": seconds}  # fmt: skip
     return {"partitions": 100_000, "hot": 1000, **run_clients(bootstrap, [spec] * processes)}
 
 
-def producers_scenario(bootstrap: str, processes: int, per_process: int,
-                       records: int) -> dict[str, Any]:  # fmt: skip
+def producers_scenario(bootstrap: str, processes: int, per_process: int, records: int,
+                       seconds: float) -> dict[str, Any]:  # fmt: skip
     (name,) = names = [f"so{uuid.uuid4().hex[:6]}"]
     _create(bootstrap, names, 16)
     spec = {"producers": per_process, "warm": [name], "hot": [name], "keys": 0,
-            "records": records}  # fmt: skip
+            "records": records, "seconds": seconds}  # fmt: skip
     result = run_clients(bootstrap, [spec] * processes)
     return {"producers": processes * per_process, "processes": processes, **result}
 
@@ -166,12 +199,12 @@ def producers_scenario(bootstrap: str, processes: int, per_process: int,
 def _first_sends(client: str, bootstrap: str, names: list[str], out: Any) -> None:
     producer = _producer(client, bootstrap, "first" + uuid.uuid4().hex[:8])
     _produce(producer, names[0])  # connect and learn the cluster first
-    producer.flush(60)
+    _flush(producer, 60)
     times = []
     for topic in names[1:]:
         began = time.monotonic()
         _produce(producer, topic)
-        assert producer.flush(60) == 0
+        assert _flush(producer, 60) == 0
         times.append(time.monotonic() - began)
     out.put(times)
 
@@ -181,7 +214,7 @@ def first_send_scenario(bootstrap: str, count: int) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     for client in CLIENTS:
         names = [f"sf{uuid.uuid4().hex[:6]}-{i}" for i in range(count + 1)]
-        _create(bootstrap, names, 1)
+        _create(bootstrap, names, 4)
         out = ctx.Queue()
         worker = ctx.Process(target=_first_sends, args=(client, bootstrap, names, out))
         worker.start()
@@ -195,46 +228,60 @@ def first_send_scenario(bootstrap: str, count: int) -> dict[str, Any]:
 def _run(scenario: str, bootstrap: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     if scenario == "topics":
         return [
-            topics_scenario(bootstrap, int(count), args.processes, args.records)
+            topics_scenario(bootstrap, int(count), args.processes, args.records, args.seconds)
             for count in args.topics.split(",")
         ]
     if scenario == "partitions":
-        return [partitions_scenario(bootstrap, args.processes, args.records)]
+        return [partitions_scenario(bootstrap, args.processes, args.records, args.seconds)]
     if scenario == "producers":
-        return [producers_scenario(bootstrap, 64, 16, 2000)]
+        return [producers_scenario(bootstrap, 64, 16, args.records, args.seconds)]
     return [first_send_scenario(bootstrap, 100)]
 
 
 @contextmanager
-def _broker(name: str) -> Iterator[RunningBroker]:
-    runner = run_tansu() if name == "tansu" else run_broker_stub(nodes=1, partitions=1)
-    with runner as broker:
-        yield broker
+def _broker(name: str) -> Iterator[str]:
+    """The bootstrap of the chosen broker, running until the block ends."""
+    global CREATE_TOPICS
+    if name == "tansu":
+        with run_tansu() as broker:
+            yield f"{broker.host}:{broker.port}"
+        return
+    import confluent_kafka
+
+    CREATE_TOPICS = False
+    holder = confluent_kafka.Producer(
+        {"test.mock.num.brokers": 3, "bootstrap.servers": "unused", "log_level": 3}
+    )
+    brokers = holder.list_topics(timeout=10).brokers
+    yield ",".join(f"{b.host}:{b.port}" for b in sorted(brokers.values(), key=lambda b: b.id))
+    del holder
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", action="append",
                         choices=["topics", "partitions", "producers", "first-send"])  # fmt: skip
-    parser.add_argument("--broker", choices=["tansu", "broker-stub"], default="tansu")
+    parser.add_argument("--broker", choices=["mock", "tansu"], default="mock")
     parser.add_argument("--topics", default="10,1000,10000")
     parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--records", type=int, default=50_000, help="per process")
+    parser.add_argument("--records", type=int, default=1_000_000, help="at most, per process")
+    parser.add_argument("--seconds", type=float, default=5.0, help="of sending, per process")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     scenarios = args.scenario or ["topics", "partitions", "producers", "first-send"]
     results = []
-    with _broker(args.broker) as broker:
-        bootstrap = f"{broker.host}:{broker.port}"
+    with _broker(args.broker) as bootstrap:
         for scenario in scenarios:
             for row in _run(scenario, bootstrap, args):
                 results.append({"scenario": scenario, **row})
                 print(json.dumps(results[-1]), flush=True)
     for row in results:
-        ours, theirs = row["shmkafka"], row["confluent-kafka"]
-        ratios = {k: round(ours[k] / theirs[k], 2) for k in ours if theirs.get(k)}
-        print(row["scenario"], {k: v for k, v in row.items() if k not in CLIENTS},
-              "shmkafka / confluent-kafka:", ratios)  # fmt: skip
+        theirs = row["confluent-kafka"]
+        for client in CLIENTS[:2]:
+            ours = row[client]
+            ratios = {k: round(ours[k] / theirs[k], 2) for k in ours if theirs.get(k)}
+            print(row["scenario"], {k: v for k, v in row.items() if k not in CLIENTS},
+                  f"{client} / confluent-kafka:", ratios)  # fmt: skip
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
