@@ -23,6 +23,7 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
 import threading
@@ -32,7 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from shmkafka.errors import KafkaConfigurationError
+from shmkafka.errors import KafkaConfigurationError, KafkaTimeoutError
 from shmkafka.producer import confluent_config
 from shmkafka.producer.accumulator import record_size_bound
 from shmkafka.producer.callbacks import call_capturing, oauth_token_provider, weakly
@@ -61,6 +62,7 @@ from shmkafka.producer.settings import normalize_bootstrap
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.shm.events import Event
 
+UNASSIGNED_POLL_S = 0.0005  # how often poll() looks for the topics unassigned records wait for
 log = logging.getLogger("shmkafka.producer")
 _LOGGED_IGNORED: set[str] = set()
 NO_BOOTSTRAP = (
@@ -390,15 +392,21 @@ class Producer(ProduceEntry):
         self._check_open()
         deadline = None if timeout < 0 else time.monotonic() + timeout
         while True:
+            waiting = len(self._unassigned)
             try:
                 self._serve_unassigned(self._handle)
             except ProtocolKafkaError as exc:
                 raise confluent_exception(exc) from None
+            if waiting and not self._unassigned and deadline is not None:
+                break  # (their topics came: a flush() goes back to waiting on the handle)
+            # (records waiting for their topic's metadata: look again soon, the directory
+            # tells no one when it has the topic)
+            step = UNASSIGNED_POLL_S if self._unassigned else 0.05
             with self._reports_ready:
                 if not (self._reports or self._errors):
-                    remaining = 0.05 if deadline is None else deadline - time.monotonic()
+                    remaining = step if deadline is None else deadline - time.monotonic()
                     if remaining > 0:
-                        self._reports_ready.wait(min(remaining, 0.05))
+                        self._reports_ready.wait(min(remaining, step))
                 ready = bool(self._reports or self._errors)
             if ready or (deadline is not None and time.monotonic() >= deadline):
                 break
@@ -454,7 +462,15 @@ class Producer(ProduceEntry):
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 break
-            self.poll(0.05 if remaining is None else min(0.05, remaining))
+            step = 0.05 if remaining is None else min(0.05, remaining)
+            if handle is not None and not self._unassigned and handle.undelivered():
+                # Wait on the handle, which every completion wakes (a record without a
+                # delivery callback queues no report to wake poll), its slot flagged as
+                # flushing so the Sender sends at once, as librdkafka's flush does.
+                with contextlib.suppress(KafkaTimeoutError):
+                    handle.flush(step)
+                step = 0
+            self.poll(step)
         if not len(self):
             self._serve()  # errors and statistics due
         return len(self)

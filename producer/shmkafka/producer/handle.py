@@ -73,6 +73,7 @@ except ImportError:  # not built: futures.PyTracker serves
 
 SENDER_CHECK_S = 0.2
 ASK_AGAIN_S = 1.0  # how often a topic still waited for is asked for again
+METADATA_POLL_S = 0.0005  # how often a send waiting for its topic looks at the directory
 RECENT_EVENTS_S = 10.0
 RELEASE_WAIT_S = 0.2  # how long release() waits for the completion thread to detach
 sender_logger = logging.getLogger("shmkafka.sender")
@@ -239,7 +240,7 @@ class ProducerHandle:
                     f"topic {topic!r} not present in metadata after {self.max_block_ms} ms"
                 )
             self.keep_asking(topic)
-            time.sleep(0.005)
+            time.sleep(METADATA_POLL_S)
         self._asked.pop(topic, None)
         self._asked_at.pop(topic, None)
         return len(entries)
