@@ -54,7 +54,7 @@ VALUE = b"v" * 100
 
 def _producer(client: str, bootstrap: str, pool: str) -> Any:
     if client == "shmkafka":
-        from shmkafka import KafkaProducer
+        from shmkafka.kafka import KafkaProducer
 
         return KafkaProducer(bootstrap_servers=bootstrap, pool=pool)
     if client == "shmkafka-confluent":

@@ -4,7 +4,10 @@ fails alone (in each API's form, at once) while the other topics flow and the Se
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -144,3 +147,33 @@ def test_a_full_dev_shm_refuses_the_topic_that_needs_memory(
             p.send(wide, b"needs 3000 deques")
         p.send(narrow, b"still fits").get(30)
     assert os.environ["SHMKAFKA_FAULT_RESERVE_LIMIT"]  # (the test process was not limited)
+
+
+def test_the_producer_objects_of_a_process_share_its_slot(tansu: Peer, pool_name: str) -> None:
+    """16 producers in one process take one slot, and each gets every result of its own
+    records, including producers that begin to send while others' results flow."""
+    topic = unique_topic("shared")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 4)
+    producers = [
+        KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name, linger_ms=1)
+        for _ in range(16)
+    ]
+    try:
+        futures = []
+        for i in range(3200):  # producer k sends its first record after 200 * k of the others
+            p = producers[min(i // 200, 15 if i >= 3000 else i % (i // 200 + 1))]
+            futures.append((p, p.send(topic, b"%d" % i)))
+        for p in producers:
+            p.flush(30)
+        assert all(f.get(30).topic == topic for _, f in futures)
+        stat = subprocess.run(
+            [sys.executable, "-m", "shmkafka", "stat", "--pool", pool_name, "--json"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        pids = [p["pid"] for p in json.loads(stat.stdout)["processes"]]
+        assert pids.count(os.getpid()) == 1  # one slot for 16 producers
+    finally:
+        for p in producers:
+            p.close(10)
+    assert len(consume_all(tansu, topic, [0, 1, 2, 3], 3200)) == 3200

@@ -110,6 +110,11 @@ class Attachment:
             rings.wait(slot, RING_WAIT_S)
             completions = rings.poll(slot)
             if completions:
+                # (the producers as of now, not as of before the wait: one that began to
+                # send meanwhile is served before its record is appended, so it is listed
+                # by the time its record's completion can have been posted)
+                with self._lock:
+                    handles = list(self._handles)
                 for handle in handles:
                     handle.on_completions(completions)
         if detach:
