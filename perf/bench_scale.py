@@ -13,8 +13,9 @@ Scenarios (each client in turn, the same workload):
 - ``topics``: P processes, one producer each, send 100-byte values round-robin over T topics
   of 4 partitions. A warm-up first sends one record to every topic and flushes (so both
   clients know every topic: the timed phase is the steady state).
-- ``partitions``: 25,000 topics of 4 partitions (100,000 in total) warmed up the same way,
-  then records sent round-robin over the 1,000 partitions of 250 of the topics (1% hot).
+- ``partitions``: 100,000 partitions in total (1,000 topics of 100 on Tansu, 25,000 of 4
+  on the mock cluster) warmed up the same way, then records keyed over the 1,000
+  partitions of 10 (or 250) of the topics: 1% hot.
 - ``producers``: 64 processes with 16 producer objects each (1,024), each process sending
   round-robin through its producers to one topic.
 - ``first-send``: one process sends one record to each of N new topics in turn and waits
@@ -179,9 +180,13 @@ def topics_scenario(bootstrap: str, count: int, processes: int, records: int,
 
 def partitions_scenario(bootstrap: str, processes: int, records: int,
                         seconds: float) -> dict[str, Any]:  # fmt: skip
-    names = [f"sp{uuid.uuid4().hex[:6]}-{i}" for i in range(25_000)]
-    _create(bootstrap, names, 4)
-    spec = {"producers": 1, "warm": names, "hot": names[:250], "keys": 0, "records": records,
+    # 100,000 partitions: 1,000 topics of 100 where topics are created first (Tansu), else
+    # 25,000 auto-created topics of 4; the hot 1% are those of the first 10 or 250 topics
+    topics, partitions = (1000, 100) if CREATE_TOPICS else (25_000, 4)
+    names = [f"sp{uuid.uuid4().hex[:6]}-{i}" for i in range(topics)]
+    _create(bootstrap, names, partitions)
+    hot = names[: 1000 // partitions]
+    spec = {"producers": 1, "warm": names, "hot": hot, "keys": 1000, "records": records,
             "seconds": seconds}  # fmt: skip
     return {"partitions": 100_000, "hot": 1000, **run_clients(bootstrap, [spec] * processes)}
 
