@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from shmkafka import KafkaProducer, Producer
+from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.confluent_kafka import KafkaError, KafkaException
 from shmkafka.errors import PoolCapacityError
 from shmkafka.shm.pool import SharedPool
@@ -177,3 +178,25 @@ def test_the_producer_objects_of_a_process_share_its_slot(tansu: Peer, pool_name
         for p in producers:
             p.close(10)
     assert len(consume_all(tansu, topic, [0, 1, 2, 3], 3200)) == 3200
+
+
+def test_many_partitions_on_three_broker_stub_nodes(pool_name: str) -> None:
+    """5,000 partitions over 3 nodes (the stub's leaders spread them), with records keyed over
+    all of them, beside a small topic: every record is acknowledged at its own offset, and
+    the pool's directory holds every partition."""
+    with BrokerStub(nodes=3, partitions=1) as stub:
+        stub.create_topic("wide", 5000)
+        stub.create_topic("narrow", 2)
+        with KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool_name) as p:
+            wide = [p.send("wide", b"w%d" % i, key=b"k%d" % i) for i in range(10_000)]
+            narrow = [p.send("narrow", b"n%d" % i) for i in range(100)]
+            p.flush(60)
+            placed = {(m.partition, m.offset) for m in (f.get(30) for f in wide)}
+            assert len(placed) == 10_000 and len({part for part, _ in placed}) > 4000
+            assert all(f.get(30).topic == "narrow" for f in narrow)
+            pool = SharedPool.open(pool_name)
+            try:
+                assert len(pool.directory.partitions("wide") or ()) == 5000
+                assert pool.deques_used() == 5002
+            finally:
+                pool.detach()

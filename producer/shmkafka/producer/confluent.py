@@ -57,7 +57,7 @@ from shmkafka.producer.engine import Engine, Settings, legal_topic
 from shmkafka.producer.entry import PARTITIONER_CODES, ProduceEntry, c_tracked, serve_reports
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
-from shmkafka.producer.metadata_view import ClusterMetadata, cluster_metadata
+from shmkafka.producer.metadata_view import ClusterMetadata, cluster_metadata, wait_for_metadata
 from shmkafka.producer.settings import normalize_bootstrap
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.shm.events import Event
@@ -512,29 +512,15 @@ class Producer(ProduceEntry):
         self._check_open("Handle has been closed")
         handle = self._handle
         deadline = time.monotonic() + (300 if timeout is None or timeout < 0 else timeout)
-        if handle is None or not self._wait_metadata(handle, topic, deadline):
+        try:
+            known = handle is not None and wait_for_metadata(handle, topic, deadline)
+        except ProtocolKafkaError as exc:
+            raise confluent_exception(exc) from None
+        if handle is None or not known:
             raise KafkaException(KafkaError(
                 KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure"
             ))  # fmt: skip
         return cluster_metadata(handle.pool.directory.snapshot(), topic)
-
-    @staticmethod
-    def _wait_metadata(handle: ProducerHandle, topic: str | None, deadline: float) -> bool:
-        try:
-            directory = handle.pool.directory
-            if topic is not None and directory.partitions(topic) is None:
-                handle.request_topic(topic)
-            while (not (directory.version() > 0 or handle.cluster_reachable()) if topic is None
-                   else directory.partitions(topic) is None):  # fmt: skip
-                if time.monotonic() >= deadline:
-                    return False
-                refused = handle.refused(topic) if topic is not None else None
-                if refused is not None:
-                    raise refused
-                time.sleep(0.01)
-        except ProtocolKafkaError as exc:
-            raise confluent_exception(exc) from None
-        return True
 
     # Transactions are not supported (``transactional.id`` is refused): librdkafka's answer
     # on a producer without one.

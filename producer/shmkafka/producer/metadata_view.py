@@ -3,9 +3,15 @@ the pool's directory (the topics and partition leaders its Sender knows)."""
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 from shmkafka.shm.directory import DirectorySnapshot
+
+if TYPE_CHECKING:
+    from shmkafka.producer.handle import ProducerHandle
+
+METADATA_POLL_S = 0.01
 
 
 class PartitionMetadata:
@@ -50,3 +56,26 @@ def cluster_metadata(snapshot: DirectorySnapshot, topic: str | None) -> ClusterM
         })
         for name in names
     })  # fmt: skip
+
+
+def wait_for_metadata(handle: ProducerHandle, topic: str | None, deadline: float) -> bool:
+    """Wait until the pool's directory has ``topic`` (None: any metadata, or a reachable
+    cluster); False at ``deadline``. A topic a limit of the pool refused raises its
+    PoolCapacityError (shmkafka's KafkaError tree: the caller gives it its API's form)."""
+    directory = handle.pool.directory
+    if topic is not None and directory.partitions(topic) is None:
+        handle.request_topic(topic)
+    while (
+        not (directory.version() > 0 or handle.cluster_reachable())
+        if topic is None
+        else directory.partitions(topic) is None
+    ):
+        if time.monotonic() >= deadline:
+            return False
+        refused = handle.refused(topic) if topic is not None else None
+        if refused is not None:
+            raise refused
+        if topic is not None:
+            handle.keep_asking(topic)
+        time.sleep(METADATA_POLL_S)
+    return True
