@@ -200,3 +200,27 @@ def test_many_partitions_on_three_broker_stub_nodes(pool_name: str) -> None:
                 assert pool.deques_used() == 5002
             finally:
                 pool.detach()
+
+
+def test_a_callback_may_flush_another_producer_of_its_process(tansu: Peer, pool_name: str) -> None:
+    """Both producers share the process's completion thread, which runs the callback: the
+    other producer's flush() reads the results there instead of waiting for itself."""
+    topic = unique_topic("cbflush")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    first = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
+    second = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
+    try:
+        pending = second.send(topic, b"second")
+        flushed: list[bool] = []
+        first.send(topic, b"first").add_callback(
+            lambda _: flushed.append(second.flush(10) is None and pending.succeeded())
+        )
+        first.flush(30)
+        deadline = time.monotonic() + 15
+        while not flushed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert flushed == [True]
+    finally:
+        first.close(10)
+        second.close(10)

@@ -147,3 +147,15 @@ def test_readers_never_see_a_torn_entry(pool: SharedPool) -> None:
     writer.join(30)
     assert writer.exitcode == 0
     assert len(seen) > 10  # the reader really overlapped many versions
+
+
+def test_a_topic_that_grows_past_a_limit_keeps_its_leaders_current(pool_name: str) -> None:
+    config = dataclasses.replace(SMALL, max_partitions=8)
+    with SharedPool.open(pool_name, config) as pool:
+        with pool.locks.held(DIRECTORY_LOCK):
+            assert not pool.directory.publish({"t": [PartitionLeader(1, 0)] * 4})
+            refused = pool.directory.publish({"t": [PartitionLeader(2, 1)] * 12})
+        assert [r.limit for r in refused.values()] == [REFUSED_PARTITIONS]
+        entries = pool.directory.partitions("t") or ()
+        assert [(e.leader, e.leader_epoch) for e in entries] == [(2, 1)] * 4  # still moved
+        pool.destroy()

@@ -270,7 +270,7 @@ class RecordAccumulator:
         except BaseException:
             batches.clear(run.first)
             raise
-        full = result.batch_is_full or self._deques.length(deque_id) > 1
+        full = result.batch_is_full or self._deques.last_and_length(deque_id)[1] > 1
         return AppendResult(run.first, generation, 0, full, True)
 
     def _try_append(

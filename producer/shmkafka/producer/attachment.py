@@ -28,7 +28,20 @@ if TYPE_CHECKING:
 
 RING_WAIT_S = 0.05
 _attachments: dict[tuple[str, int], Attachment] = {}
-_registry = threading.Lock()
+# Re-entrant: a producer dropped without close() is released by a finalizer, which the
+# garbage collector may run in a thread that holds these locks already.
+_registry = threading.RLock()
+
+
+def _after_fork_in_child() -> None:
+    """The child starts with no attachment (the parent's are the parent's), and with locks
+    no thread of the parent may hold."""
+    global _registry
+    _registry = threading.RLock()
+    _attachments.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Attachment:
@@ -36,7 +49,7 @@ class Attachment:
         self.pool = pool
         self.users = 0  # producers that joined and have not left
         self._handles: list[ProducerHandle] = []  # producers the thread serves
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (re-entrant: see _registry)
         self._thread: threading.Thread | None = None
         self._detach_at_end = False  # the last producer left while the thread ran
         self._flushers = 0
@@ -95,6 +108,21 @@ class Attachment:
                     target=self._loop, name="shmkafka-completions", daemon=True
                 )
                 self._thread.start()
+
+    def on_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def pump(self, timeout: float) -> None:
+        """Read the ring here, on the completion thread: a callback running on it waits for
+        results (a flush or close from a future's callback) that nobody else would read."""
+        rings, slot = self.pool.rings, self.pool.slot
+        rings.wait(slot, timeout)
+        completions = rings.poll(slot)
+        if completions:
+            with self._lock:
+                handles = list(self._handles)
+            for handle in handles:
+                handle.on_completions(completions)
 
     def _loop(self) -> None:
         rings, slot = self.pool.rings, self.pool.slot

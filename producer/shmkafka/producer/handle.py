@@ -43,9 +43,9 @@ from shmkafka.producer import native
 from shmkafka.producer.accumulator import RecordAccumulator
 from shmkafka.producer.attachment import Attachment
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
-from shmkafka.producer.pool_errors import SHM_ERRORS, kafka_error, kafka_errors
+from shmkafka.producer.pool_errors import SHM_ERRORS, completion_error, kafka_error, kafka_errors
 from shmkafka.producer.supervisor import SENDER_STALL_MS, SenderSupervisor
-from shmkafka.protocol.broker_errors import error_for, for_code
+from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError
@@ -58,9 +58,6 @@ from shmkafka.shm.events import AUTHENTICATION, SSL, Event
 from shmkafka.shm.layout import DIRECTORY_LOCK, IN_FLIGHT
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import (
-    CORRUPT_DESCRIPTOR,
-    DELIVERY_TIMEOUT,
-    SSL_HANDSHAKE_FAILED,
     Completion,
 )
 from shmkafka.shm.sender_link import sender_semaphore, wake
@@ -453,7 +450,7 @@ class ProducerHandle:
 
     def _on_completion(self, completion: Completion, local: KafkaError | None = None) -> None:
         registration = (completion.batch_id << 32) | completion.generation
-        error = local or self._error(completion)
+        error = local or completion_error(completion)
         on_done = self.on_done
         with self._cond:
             covered = self._tracker.complete(
@@ -520,30 +517,16 @@ class ProducerHandle:
         with self._lock:
             self._tracker.retire(now)
 
-    @staticmethod
-    def _error(completion: Completion) -> KafkaError | None:
-        if completion.error_code == ErrorCode.NONE:
-            return None
-        if completion.error_code == DELIVERY_TIMEOUT:
-            return KafkaTimeoutError(
-                "delivery.timeout.ms expired before the record was acknowledged"
-            )
-        if completion.error_code == SSL_HANDSHAKE_FAILED:
-            return KafkaConnectionError(
-                "SSL handshake failed with every broker (error_cb / the log says why): not sent"
-            )
-        if completion.error_code == CORRUPT_DESCRIPTOR:
-            return KafkaError(
-                "the Sender found this record's batch corrupted in shared memory: not sent"
-            )
-        return error_for(completion.error_code)
-
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every record sent so far is done. Meanwhile our slot is flagged as
         flushing, so the Sender sends every batch at once instead of lingering."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._outstanding:
             self.start()
+        if self.attachment.on_thread():  # from a callback: the results come through us
+            with kafka_errors:
+                self._flush_on_thread(deadline, timeout)
+            return
         with kafka_errors, self._idle:
             if not self._outstanding:
                 return
@@ -556,6 +539,18 @@ class ProducerHandle:
                 self._flushers -= 1
                 if not self._flushers:
                     self.attachment.flushing(False)
+
+    def _flush_on_thread(self, deadline: float | None, timeout: float | None) -> None:
+        self.attachment.flushing(True)
+        try:
+            while self._outstanding:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise KafkaTimeoutError(f"{self._outstanding} records not done in {timeout} s")
+                self._wake_sender()
+                self.attachment.pump(min(0.05, remaining) if remaining is not None else 0.05)
+        finally:
+            self.attachment.flushing(False)
 
     def _wait_idle(self, deadline: float | None, timeout: float | None) -> None:
         while self._outstanding:

@@ -7,6 +7,7 @@ import posix_ipc
 
 from shmkafka.errors import (
     KafkaConfigurationError,
+    KafkaConnectionError,
     KafkaTimeoutError,
     MemoryExhaustedError,
     MessageSizeTooLargeError,
@@ -14,6 +15,8 @@ from shmkafka.errors import (
     PoolError,
     PoolSettingsMismatchError,
 )
+from shmkafka.protocol.broker_errors import error_for
+from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.errors import (
     BufferExhaustedError,
@@ -21,8 +24,15 @@ from shmkafka.shm.errors import (
     LayoutMismatchError,
     LockTimeoutError,
     RecordTooLargeError,
+    SegmentSpaceError,
     ShmConfigError,
     ShmError,
+)
+from shmkafka.shm.rings import (
+    CORRUPT_DESCRIPTOR,
+    DELIVERY_TIMEOUT,
+    SSL_HANDSHAKE_FAILED,
+    Completion,
 )
 
 SHM_ERRORS = (ShmError, posix_ipc.Error, OSError)  # what the pool under us may raise
@@ -41,7 +51,7 @@ def kafka_error(exc: ShmError | posix_ipc.Error | OSError) -> KafkaError:
         return PoolSettingsMismatchError(text)
     if isinstance(exc, ShmConfigError):
         return KafkaConfigurationError(text)
-    if isinstance(exc, CapacityError):
+    if isinstance(exc, (CapacityError, SegmentSpaceError)):  # (a full /dev/shm is a limit)
         return PoolCapacityError(text)
     return PoolError(text or type(exc).__name__)
 
@@ -60,3 +70,20 @@ class _KafkaErrors:
 
 
 kafka_errors = _KafkaErrors()
+
+
+def completion_error(completion: Completion) -> KafkaError | None:
+    """The error a record's future gets for its batch's result (None: delivered)."""
+    if completion.error_code == ErrorCode.NONE:
+        return None
+    if completion.error_code == DELIVERY_TIMEOUT:
+        return KafkaTimeoutError("delivery.timeout.ms expired before the record was acknowledged")
+    if completion.error_code == SSL_HANDSHAKE_FAILED:
+        return KafkaConnectionError(
+            "SSL handshake failed with every broker (error_cb / the log says why): not sent"
+        )
+    if completion.error_code == CORRUPT_DESCRIPTOR:
+        return KafkaError(
+            "the Sender found this record's batch corrupted in shared memory: not sent"
+        )
+    return error_for(completion.error_code)

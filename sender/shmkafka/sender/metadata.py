@@ -2,7 +2,7 @@
 
 Rules:
 - The Sender is the directory's only writer: each Metadata response that changes leaders,
-  epochs or partition counts becomes a new directory version (copy-on-write, see
+  epochs or partition counts becomes a new directory version (append-only, see
   shm/directory.py), under the directory lock.
 - A full refresh (every known topic) is due when ``metadata.max.age.ms`` has passed or
   something asked for one (an invalid-metadata error, an unknown leader, a broker that left
@@ -40,6 +40,7 @@ class Metadata:
     wanted: set[str] = field(default_factory=set)
     last_refresh_ms: int = -(2**62)
     last_attempt_ms: int = -(2**62)
+    last_full_attempt_ms: int = -(2**62)
     need_update: bool = True
     in_flight: bool = False
     requested: frozenset[str] = frozenset()  # the topics of the request in flight
@@ -47,6 +48,7 @@ class Metadata:
     retry: set[str] = field(default_factory=set)  # answered incomplete: ask after the backoff
     full_in_flight: bool = False
     refused: list[Refusal] = field(default_factory=list)  # new refusals, for the Sender
+    reported: set[tuple[str, int]] = field(default_factory=set)  # (topic, partitions) told
 
     def request_update(self) -> None:
         self.need_update = True
@@ -74,16 +76,20 @@ class Metadata:
             return False
         if self.fresh:
             return True
-        if now_ms - self.last_attempt_ms < self.backoff_ms:
-            return False
-        return bool(self.retry) or self._full_due(now_ms)
+        if self._full_due(now_ms) and now_ms - self.last_full_attempt_ms >= self.backoff_ms:
+            return True
+        return bool(self.retry) and now_ms - self.last_attempt_ms >= self.backoff_ms
 
     def request(self, now_ms: int) -> MetadataRequest:
         self.in_flight = True
-        self.full_in_flight = self._full_due(now_ms) and now_ms - self.last_attempt_ms >= (
+        # (a full refresh's backoff counts from the last full one: requests for new topics
+        # arriving faster than the backoff never hold it back)
+        self.full_in_flight = self._full_due(now_ms) and now_ms - self.last_full_attempt_ms >= (
             self.backoff_ms
         )
         self.last_attempt_ms = now_ms
+        if self.full_in_flight:
+            self.last_full_attempt_ms = now_ms
         if self.full_in_flight:
             self.wanted |= set(self.pool.directory.snapshot().topics)
             self.need_update = False
@@ -135,9 +141,14 @@ class Metadata:
                 for refusal in refused.values():
                     self.pool.directory.record_refusal(refusal)
             for name, refusal in refused.items():
-                del changed_leaders[name]
-                self.wanted.discard(name)
-                self.refused.append(refusal)
+                if name not in self.leaders:  # a new topic: it fails, and is not asked again
+                    del changed_leaders[name]
+                    self.wanted.discard(name)
+                # (a known topic that grew past a limit keeps its partitions so far, their
+                # leaders published; it is reported once, not at every refresh)
+                if (name, refusal.needed) not in self.reported:
+                    self.reported.add((name, refusal.needed))
+                    self.refused.append(refusal)
         self.leaders.update(changed_leaders)
         if self.full_in_flight:
             self.last_refresh_ms = now_ms

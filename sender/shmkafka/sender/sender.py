@@ -475,8 +475,10 @@ class Sender:
             return True
         log.warning("producer state lost on the broker: new producer id, sequences from 0")
         self.pool.set_producer_identity(-1, -1)
-        for deque_id in range(self.pool.deques_used()):
+        used = self.pool.deques_used()
+        for deque_id in range(used):  # (every partition's sequence: idle ones too)
             self.pool.deques.set_next_sequence(deque_id, 0)
+        for deque_id in self.pool.deques.active(used):
             for batch_id in self.pool.deques.batch_ids(deque_id):
                 self.pool.batches.set_producer_state(batch_id, -1, -1, -1)
         self._reset_producer = False

@@ -56,7 +56,6 @@ from shmkafka.shm.layout import (
     PARENT,
     PUBLISH_TIMES,
     U32,
-    U64,
     Layout,
 )
 from shmkafka.shm.segment import Segment
@@ -260,7 +259,7 @@ class Deques:
     def _ends(self, deque_id: int) -> tuple[int, int, int]:
         """(where the deque is, its first batch, its last batch): NO_BATCH when empty."""
         at = self._base + deque_id * self._size
-        ends: int = U64.unpack_from(self.segment.buf, at + D_ENDS)[0]
+        ends: int = self.segment.words[(at + D_ENDS) >> 3]  # (one load: read without locks)
         return at, ends & 0xFFFFFFFF, ends >> 32
 
     def _next(self, batch_id: int) -> int:
@@ -287,8 +286,11 @@ class Deques:
             batch_id = self._next(batch_id)
 
     def _store(self, at: int, ids: list[int]) -> None:
-        """Link ``ids`` in order, then publish them as the deque in one store."""
-        for batch_id, nxt in itertools.pairwise(ids):
+        """Link ``ids`` in order, then publish them as the deque in one store. The links
+        are written last to first: a batch's link is set before any batch links to it, so
+        a kill midway leaves a walk that still ends at the last batch (a batch inserted is
+        reached only once its own link is right)."""
+        for batch_id, nxt in reversed(list(itertools.pairwise(ids))):
             self.segment.store_u32(self._batches + batch_id * BATCH_SIZE_BYTES + B_NEXT, nxt)
         ends = ids[0] | ids[-1] << 32 if ids else EMPTY_ENDS
         self.segment.store_u64(at + D_ENDS, ends)

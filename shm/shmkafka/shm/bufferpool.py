@@ -216,12 +216,12 @@ class BufferPool:
         buf = self.segment.buf
         head = U64.unpack_from(buf, H_WAITQ_HEAD)[0]
         tail = U64.unpack_from(buf, H_WAITQ_TAIL)[0]
-        cap = self.layout.config.max_processes
+        cap, high = self.layout.config.max_processes, self.slots.high()
         if head <= tail <= head + cap:
             queue = [
                 U32.unpack_from(buf, self.layout.waitq_entry_at(i))[0] for i in range(head, tail)
             ]
-            if all(slot < cap for slot in queue):
+            if all(slot < high for slot in queue):  # (no slot past the reserved ones)
                 return queue
         return self._rebuild_queue()
 

@@ -239,17 +239,17 @@ class Directory:
         count, first = _shape(words[(layout.topic_at(index) + TOPIC_SHAPE) >> 3])
         if first + count > layout.partition_capacity:
             return ()  # memory damage: a topic with no partitions is never sent to
+        used = self.segment.halfwords[H_DEQUES_USED >> 2]
         out = []
         at = layout.partition_entry_at(first) >> 3
         for p in range(count):
             word = words[at + 2 * p + 1]  # P_LEADER
             leader, epoch = word & 0xFFFFFFFF, word >> 32
+            deque_id = words[at + 2 * p] & 0xFFFFFFFF  # P_DEQUE
+            if deque_id >= used:
+                return ()  # memory damage: never a deque past the published ones
             out.append(
-                PartitionEntry(
-                    words[at + 2 * p] & 0xFFFFFFFF,  # P_DEQUE
-                    leader - (leader >> 31 << 32),
-                    epoch - (epoch >> 31 << 32),
-                )
+                PartitionEntry(deque_id, leader - (leader >> 31 << 32), epoch - (epoch >> 31 << 32))
             )
         return tuple(out)
 
@@ -289,14 +289,21 @@ class Directory:
         self.segment.store_u32(H_TOPIC_COUNT, index + 1)  # publish last
 
     def _update_topic(self, index: int, leaders: Sequence[PartitionLeader]) -> None:
-        buf, layout = self.segment.buf, self.layout
-        shape_at = layout.topic_at(index) + TOPIC_SHAPE
+        shape_at = self.layout.topic_at(index) + TOPIC_SHAPE
         count, first = _shape(self.segment.words[shape_at >> 3])
         if len(leaders) > count:  # the topic grew: a new range, then the shape in one store
             existing = [e.deque_id for e in self.read_partitions(index)]
-            first = self._new_partitions(existing, leaders, index)
+            try:
+                first = self._new_partitions(existing, leaders, index)
+            except _Refused:  # (its partitions so far keep their leaders current)
+                self._store_leaders(first, leaders[:count])
+                raise
             self.segment.store_u64(shape_at, len(leaders) | first << 32)
             return
+        self._store_leaders(first, leaders)
+
+    def _store_leaders(self, first: int, leaders: Sequence[PartitionLeader]) -> None:
+        buf, layout = self.segment.buf, self.layout
         for p, leader in enumerate(leaders):
             at = layout.partition_entry_at(first + p) + P_LEADER
             word = _leader_word(leader)

@@ -97,7 +97,7 @@ Region 4 - SLOTS (grows): per process slot, SLOT_HEADER then the intent bytes th
     then n_locks intent bytes: byte X is 1 while the owner acquires, holds or releases lock X
     (written by that process only; lets a waiter recover a lock whose holder died between
     taking the semaphore and recording itself as owner). Then ring_capacity completion
-    entries of RING_ENTRY (min(num_slabs, RING_CAP): 256 slots stay small; when a process's
+    entries of RING_ENTRY (min(num_slabs, RING_CAP): slots stay small; when a process's
     ring is full the Sender holds the completion, and the batch's slabs, and posts it later).
 Region 5 - TOPICS (grows): max_topics TOPIC entries, append-only, written by the directory
     writer (the Sender) under the directory lock; entry i is visible once topic_count > i:
