@@ -156,6 +156,7 @@ def run_clients(bootstrap: str, specs: list[dict[str, Any]]) -> dict[str, dict[s
 
 
 CREATE_TOPICS = True  # False on the mock cluster: it auto-creates them (4 partitions)
+SETTLE_S = 20.0
 
 
 def _create(bootstrap: str, names: list[str], partitions: int) -> None:
@@ -186,6 +187,8 @@ def partitions_scenario(bootstrap: str, processes: int, records: int,
     names = [f"sp{uuid.uuid4().hex[:6]}-{i}" for i in range(topics)]
     _create(bootstrap, names, partitions)
     hot = names[: 1000 // partitions]
+    if CREATE_TOPICS:
+        time.sleep(SETTLE_S)  # (the broker settles after creating 100,000 partitions)
     spec = {"producers": 1, "warm": names, "hot": hot, "keys": 1000, "records": records,
             "seconds": seconds}  # fmt: skip
     return {"partitions": 100_000, "hot": 1000, **run_clients(bootstrap, [spec] * processes)}
