@@ -115,9 +115,14 @@ class Attachment:
     def pump(self, timeout: float) -> None:
         """Read the ring here, on the completion thread: a callback running on it waits for
         results (a flush or close from a future's callback) that nobody else would read."""
-        rings, slot = self.pool.rings, self.pool.slot
-        rings.wait(slot, timeout)
-        completions = rings.poll(slot)
+        self.pool.rings.wait(self.pool.slot, timeout)
+        self._deliver()
+
+    def _deliver(self) -> None:
+        """Hand the ring's completions to the producers listed now, not as of before the
+        wait: one that began to send meanwhile is served before its record is appended, so
+        it is listed by the time its record's completion can have been posted."""
+        completions = self.pool.rings.poll(self.pool.slot)
         if completions:
             with self._lock:
                 handles = list(self._handles)
@@ -125,7 +130,6 @@ class Attachment:
                 handle.on_completions(completions)
 
     def _loop(self) -> None:
-        rings, slot = self.pool.rings, self.pool.slot
         while True:
             with self._lock:
                 handles = list(self._handles)
@@ -135,16 +139,7 @@ class Attachment:
                     break
             for handle in handles:
                 handle.housekeeping()
-            rings.wait(slot, RING_WAIT_S)
-            completions = rings.poll(slot)
-            if completions:
-                # (the producers as of now, not as of before the wait: one that began to
-                # send meanwhile is served before its record is appended, so it is listed
-                # by the time its record's completion can have been posted)
-                with self._lock:
-                    handles = list(self._handles)
-                for handle in handles:
-                    handle.on_completions(completions)
+            self.pump(RING_WAIT_S)
         if detach:
             self.pool.detach()
 

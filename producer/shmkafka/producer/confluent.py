@@ -265,10 +265,10 @@ class Producer(ProduceEntry):
                 KafkaError.MSG_SIZE_TOO_LARGE,
                 "Unable to produce message: Broker: Message size too large",
             ))  # fmt: skip
-        report = (callback or self._settings["on_delivery"], key_bytes, value_bytes,
-                  time.monotonic())  # fmt: skip
+        now = time.monotonic()
+        report = (callback or self._settings["on_delivery"], key_bytes, value_bytes, now)
         record = Unassigned(topic, value_bytes, key_bytes, header_list, partition, timestamp,
-                            report, time.monotonic() + self._timeout_s())  # fmt: skip
+                            report, now + self._settings["delivery_timeout_ms"] / 1000)  # fmt: skip
         if not legal_topic(topic):
             self._fail_now(record, KafkaError(KafkaError.TOPIC_EXCEPTION))  # as a broker would
             return
@@ -283,9 +283,6 @@ class Producer(ProduceEntry):
                 self._unassigned.append(record)
         except ProtocolKafkaError as exc:
             raise confluent_exception(exc) from None
-
-    def _timeout_s(self) -> float:
-        return float(self._settings["delivery_timeout_ms"]) / 1000
 
     def _append(self, handle: ProducerHandle, record: Unassigned) -> bool:
         """Append a record whose topic the pool knows; False if it does not know it yet."""
@@ -315,22 +312,20 @@ class Producer(ProduceEntry):
             return
         now = time.monotonic()
         failure = handle.connect_failure() if handle is not None else None
-        refused: dict[str, Any] = {}
+        refused: dict[str, Any] = {}  # topics a limit of the pool refused: their records fail
+        if handle is not None and failure is None:
+            for topic in {r.topic for r in self._unassigned}:
+                if (error := handle.still_waiting(topic)) is not None:
+                    refused[topic] = kafka_error_of(error)
         waiting: deque[Unassigned] = deque()
         while self._unassigned:
             record = self._unassigned.popleft()
             if failure is not None:  # a refused login or TLS handshake: no metadata comes
                 self._fail_now(record, kafka_error_of(failure))
                 continue
-            if record.topic not in refused and handle is not None:
-                error = handle.refused(record.topic)  # (read once per refusal)
-                if error is not None:
-                    refused[record.topic] = kafka_error_of(error)
-            if record.topic in refused:  # a limit of the pool: this topic's records fail now
+            if record.topic in refused:
                 self._fail_now(record, refused[record.topic])
                 continue
-            if handle is not None:
-                handle.keep_asking(record.topic)
             try:
                 if handle is not None and self._append(handle, record):
                     continue
@@ -343,9 +338,6 @@ class Producer(ProduceEntry):
                     continue
             else:
                 waiting.append(record)
-        for record in [r for r in waiting if r.topic in refused]:
-            waiting.remove(record)
-            self._fail_now(record, refused[record.topic])
         self._unassigned.extend(waiting)  # (in place: the C entry holds this deque)
 
     def produce_batch(
@@ -399,9 +391,7 @@ class Producer(ProduceEntry):
                 raise confluent_exception(exc) from None
             if waiting and not self._unassigned and deadline is not None:
                 break  # (their topics came: a flush() goes back to waiting on the handle)
-            # (records waiting for their topic's metadata: look again soon, the directory
-            # tells no one when it has the topic)
-            step = UNASSIGNED_POLL_S if self._unassigned else 0.05
+            step = UNASSIGNED_POLL_S if self._unassigned else 0.05  # (no one tells of topics)
             with self._reports_ready:
                 if not (self._reports or self._errors):
                     remaining = step if deadline is None else deadline - time.monotonic()
@@ -464,9 +454,8 @@ class Producer(ProduceEntry):
                 break
             step = 0.05 if remaining is None else min(0.05, remaining)
             if handle is not None and not self._unassigned and handle.undelivered():
-                # Wait on the handle, which every completion wakes (a record without a
-                # delivery callback queues no report to wake poll), its slot flagged as
-                # flushing so the Sender sends at once, as librdkafka's flush does.
+                # Wait on the handle, which every completion wakes (a record without a callback
+                # queues no report for poll), flushing: the Sender sends at once, as librdkafka.
                 with contextlib.suppress(KafkaTimeoutError):
                     handle.flush(step)
                 step = 0

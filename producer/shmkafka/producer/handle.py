@@ -196,13 +196,18 @@ class ProducerHandle:
                 self._asked_again.add(topic)
             self._sender_sem.release()
 
-    def keep_asking(self, topic: str) -> None:
-        """Ask again for a topic still waited for: at once if the requests were full, else
+    def still_waiting(self, topic: str) -> PoolCapacityError | None:
+        """One step of waiting for ``topic``'s metadata: its refusal, if the Sender refused
+        it; else None, having asked again if due: at once if the requests were full, else
         every ASK_AGAIN_S (a Sender killed after it took the request never answers it)."""
+        refused = self.refused(topic)
+        if refused is not None:
+            return refused
         now = time.monotonic()
         if topic in self._asked_again or now - self._asked_at.get(topic, now) >= ASK_AGAIN_S:
             self._asked_again.discard(topic)
             self.request_topic(topic)
+        return None
 
     def refused(self, topic: str) -> PoolCapacityError | None:
         """The error of ``topic`` if the Sender refused it (a limit of the pool) since this
@@ -229,14 +234,13 @@ class ProducerHandle:
         faultpoints.reached("topic.waiting")
         deadline = time.monotonic() + self.max_block_ms / 1000
         while (entries := self.pool.directory.partitions(topic)) is None:
-            failure = self.connect_failure() or self.refused(topic)
+            failure = self.connect_failure() or self.still_waiting(topic)
             if failure is not None:
                 raise failure
             if time.monotonic() > deadline:
                 raise KafkaTimeoutError(
                     f"topic {topic!r} not present in metadata after {self.max_block_ms} ms"
                 )
-            self.keep_asking(topic)
             time.sleep(METADATA_POLL_S)
         self._asked.pop(topic, None)
         self._asked_at.pop(topic, None)
@@ -534,7 +538,7 @@ class ProducerHandle:
             if self._flushers == 1:
                 self.attachment.flushing(True)
             try:
-                self._wait_idle(deadline, timeout)
+                self._wait_idle(deadline, timeout, None)
             finally:
                 self._flushers -= 1
                 if not self._flushers:
@@ -543,22 +547,21 @@ class ProducerHandle:
     def _flush_on_thread(self, deadline: float | None, timeout: float | None) -> None:
         self.attachment.flushing(True)
         try:
-            while self._outstanding:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise KafkaTimeoutError(f"{self._outstanding} records not done in {timeout} s")
-                self._wake_sender()
-                self.attachment.pump(min(0.05, remaining) if remaining is not None else 0.05)
+            self._wait_idle(deadline, timeout, self.attachment.pump)
         finally:
             self.attachment.flushing(False)
 
-    def _wait_idle(self, deadline: float | None, timeout: float | None) -> None:
+    def _wait_idle(
+        self, deadline: float | None, timeout: float | None, wait: Callable[[float], Any] | None
+    ) -> None:
+        """Until every record is done; ``wait(seconds)`` waits for results (None: for the
+        completion thread's notification)."""
         while self._outstanding:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise KafkaTimeoutError(f"{self._outstanding} records not done in {timeout} s")
             self._wake_sender()
-            self._idle.wait(min(0.05, remaining) if remaining is not None else 0.05)
+            (wait or self._idle.wait)(min(0.05, remaining) if remaining is not None else 0.05)
 
     def close(self, timeout: float | None = None) -> None:
         if self._closed:

@@ -72,10 +72,8 @@ def wait_for_metadata(handle: ProducerHandle, topic: str | None, deadline: float
     ):
         if time.monotonic() >= deadline:
             return False
-        refused = handle.refused(topic) if topic is not None else None
+        refused = handle.still_waiting(topic) if topic is not None else None
         if refused is not None:
             raise refused
-        if topic is not None:
-            handle.keep_asking(topic)
         time.sleep(METADATA_POLL_S)
     return True

@@ -370,12 +370,12 @@ class Directory:
     def refusal(self, topic: str, after: int = 0) -> Refusal | None:
         """The latest refusal of ``topic`` numbered above ``after``, among the last
         REFUSAL_SLOTS recorded."""
-        last = self.refusals()
+        last, encoded = self.refusals(), topic.encode("utf-8")
         for number in range(last, max(after, last - REFUSAL_SLOTS), -1):
             length, raw, limit, needed = REFUSAL.unpack_from(
                 self.segment.buf, self.layout.refusal_at(number)
             )
-            if raw[: min(length, MAX_TOPIC_NAME)] == topic.encode("utf-8"):
+            if raw[: min(length, MAX_TOPIC_NAME)] == encoded:
                 return Refusal(topic, limit, needed, number)
         return None
 

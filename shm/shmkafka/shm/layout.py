@@ -55,10 +55,8 @@ Region 1 - HEADER (512 bytes)
                                          retried, produce responses, the sum of their
                                          latencies in ms, record batch bytes sent
                                          (sender_counters.py; each field one aligned store)
-    272  u64      refusals               the Sender, under the directory lock: topics it
-                                         could not add (REFUSALS; stored after the entry)
-    280  u32      topic_count            directory writer, under the directory lock: the
-                                         TOPICS entries in use (stored after the entry)
+    272  u64      refusals               the Sender, under the directory lock (REFUSALS)
+    280  u32      topic_count            directory writer, under its lock: TOPICS in use
     284  u32      partition_entries      directory writer: PARTITIONS entries in use
 Reservation. The segment file is sized for every region at creation, but only the fixed
     regions' memory is taken then (posix_fallocate). SLOTS, TOPICS, PARTITIONS, DEQUES and
@@ -105,13 +103,12 @@ Region 5 - TOPICS (grows): max_topics TOPIC entries, append-only, written by the
     256  u64 shape                        partition_count | first_entry << 32: the topic's
                                           PARTITIONS range, replaced whole (one store) when
                                           the topic grows: its new range is written first
-Region 5b - PARTITIONS (grows): 2 x max_partitions PARTITION entries, append-only (a topic
-    that grows takes a new range; its old one is left unused):
+Region 5b - PARTITIONS (grows): 2 x max_partitions PARTITION entries, append-only (a grown
+    topic takes a new range):
       0  u32 deque_id                     written before the shape that covers the entry
       4  u32 reserved
       8  i32 leader, i32 leader_epoch     one u64 store, by the directory writer
-    After each change the writer bumps directory_version (stored last): readers cache what
-    they parsed per version and parse only topics added since (directory.py).
+    After each change the writer bumps directory_version, stored last (see directory.py).
 Region 6 - DEQUES (grows): per deque a DEQUE_HEADER, under the deque's stripe lock unless
     said otherwise. A deque is a linked list of batches through their descriptors' B_NEXT:
       0  u64 ends                         D_ENDS: first batch id | last batch id << 32
@@ -162,7 +159,6 @@ Region 7 - BATCHES: one BATCH descriptor per slab (a batch owns a run of >= 1 sl
     120  u32 parent delta                 B_PARENT_DELTA
     124  u32 next batch of its deque     B_NEXT (under the stripe lock; meaningless
                                           for the deque's last batch)
-    State 4 was DONE, which nothing set; the number is not reused.
 Region 7b - APPENDERS: per batch a bit set of the process slots that appended to it
     (appenders_size = max_processes / 8 bytes, rounded up to 8), under the stripe lock.
 Region 8 - FREEMAP: one byte per slab, 0 free / 1 used, under the pool lock.
@@ -208,11 +204,11 @@ Region 14 - SLABS: num_slabs x slab_size bytes of record batches (config.py: SLA
 
 from __future__ import annotations
 
-import re
 import struct
 from dataclasses import dataclass
 
 from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.struct_fields import field_offsets, names_match
 
 MAGIC = b"SHMKAFKA"
 # 2: the EVENTS, BROKER STATS and TOKEN regions; 3: rings of RING_CAP; 4: slabs of slab_size
@@ -568,56 +564,34 @@ class Layout:
         }
 
 
-def _field_offsets(layout: struct.Struct, at: int = 0) -> list[int]:
-    """Where each field of a little-endian struct starts (pad bytes are no field)."""
-    offsets, size = [], 0
-    for count, code in re.findall(r"(\d*)([a-zA-Z?])", layout.format.lstrip("<")):
-        n = int(count or 1)
-        repeat = 1 if code == "s" else 0 if code == "x" else n
-        for _ in range(repeat):
-            offsets.append(at + size)
-            size += struct.calcsize("<" + code) if code != "s" else n
-        size += n if code == "x" else 0
-    assert size == layout.size
-    return offsets
-
-
-def _names_match(layout: struct.Struct, names: tuple[int | None, ...], at: int = 0) -> bool:
-    """The named offsets are the struct's fields, in order (None: a reserved field)."""
-    found = _field_offsets(layout, at)
-    return len(found) == len(names) and all(
-        n in (None, f) for f, n in zip(found, names, strict=True)
-    )
-
-
 # Every named offset is checked against the struct that lays its field out.
-assert _names_match(LOCK, (LOCK_OWNER_SLOT, LOCK_OWNER_PID, LOCK_OWNER_START))
-assert _names_match(
+assert names_match(LOCK, (LOCK_OWNER_SLOT, LOCK_OWNER_PID, LOCK_OWNER_START))
+assert names_match(
     SLOT_HEADER,
     (S_STATE, S_PID, S_START, S_PENDING, S_PENDING_COUNT, S_RING_HEAD, S_RING_TAIL, None,
      None, S_WAITING_ALLOC, S_FLUSHING),
 )  # fmt: skip
-assert _names_match(PENDING, (S_PENDING, S_PENDING_COUNT), S_PENDING)
-assert _names_match(
+assert names_match(PENDING, (S_PENDING, S_PENDING_COUNT), S_PENDING)
+assert names_match(
     DEQUE_HEADER, (D_ENDS, D_TOPIC, None, D_PARTITION, D_RUN_HINT, D_NEXT_SEQUENCE, D_STICKY)
 )
 assert DEQUE_HEADER.size == DEQUE_SIZE and D_ENDS % 8 == 0
 assert TOPIC_NAME.size <= TOPIC_SHAPE and TOPIC_SHAPE + 8 == TOPIC_ENTRY_SIZE
 assert P_DEQUE == 0 and P_LEADER == 8 and PARTITION_ENTRY_SIZE == 16  # read as u64 words
-assert _names_match(
+assert names_match(
     BATCH,
     (B_STATE, B_GENERATION, B_DEQUE, B_FIRST_SLAB, B_SLAB_COUNT, B_ATTEMPTS, B_WRITE_POS,
      B_RECORD_COUNT, B_MAX_TS, B_LAST_APPEND, B_BASE_TS, B_CREATED, B_PRODUCER_ID,
      B_PRODUCER_EPOCH, B_BASE_SEQUENCE),
 )  # fmt: skip
-assert _names_match(BATCH_BODY, tuple(_field_offsets(BATCH)[2:]), B_DEQUE)
-assert _names_match(PUBLISH, (B_WRITE_POS, B_RECORD_COUNT, B_MAX_TS, B_LAST_APPEND), B_PUBLISH)
-assert _names_match(PUBLISH_TIMES, (B_MAX_TS, B_LAST_APPEND), B_PUBLISH_TIMES)
-assert _names_match(PARENT, (B_PARENT, B_PARENT_GENERATION, B_PARENT_DELTA), B_PARENT)
+assert names_match(BATCH_BODY, tuple(field_offsets(BATCH)[2:]), B_DEQUE)
+assert names_match(PUBLISH, (B_WRITE_POS, B_RECORD_COUNT, B_MAX_TS, B_LAST_APPEND), B_PUBLISH)
+assert names_match(PUBLISH_TIMES, (B_MAX_TS, B_LAST_APPEND), B_PUBLISH_TIMES)
+assert names_match(PARENT, (B_PARENT, B_PARENT_GENERATION, B_PARENT_DELTA), B_PARENT)
 assert BATCH.size == B_RESERVED_80 + 32 <= B_PARENT
 assert B_PARENT + PARENT.size == B_NEXT and B_NEXT + 4 == BATCH_SIZE_BYTES
 assert B_PARENT + PARENT.size <= BATCH_SIZE_BYTES
-assert EVENT.size == 256 and _field_offsets(EVENT)[0] == E_SEQ
+assert EVENT.size == 256 and field_offsets(EVENT)[0] == E_SEQ
 assert BROKER.size == 168
 assert SLOT_HEADER.size == SLOT_HEADER_SIZE
 # The publish word: write_pos | record_count << 32 in one aligned little-endian u64.
