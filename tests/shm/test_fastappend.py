@@ -47,15 +47,21 @@ def test_a_second_init_raises_and_changes_nothing(pool: SharedPool, args: tuple[
         fast.__init__(args[0], args[1], other, args[3])  # type: ignore[misc]
     assert fast.offsets() == before
     # it still works: no batch is open, so it asks for one; then it appends to one
-    assert fast.append_kv(deque_id, 1000, b"k", b"v", 0) is None
+    assert fast.append_kv(deque_id, 1000, b"k", b"v", 0, -1) is None
     route = (pool.directory.version(), (deque_id,))
     assert isinstance(fast.send_kv(route, 0, b"k", b"v"), tuple)
-    hit = fast.append_kv(deque_id, 1000, b"k", b"v", 0)
+    hit = fast.append_kv(deque_id, 1000, b"k", b"v", 0, -1)
     assert hit is not None and hit[2] == 1  # the second record of the batch
+    # resolved at an older version: nothing is written, the slow path resolves again
+    version = pool.directory.version()
+    assert fast.append_kv(deque_id, 1000, b"k", b"v", 0, version - 1) is None
+    assert fast.send_kv((version - 1, (deque_id,)), 0, b"k", b"v") is None
+    hit = fast.append_kv(deque_id, 1000, b"k", b"v", 0, version)
+    assert hit is not None and hit[2] == 2  # the stale calls appended nothing
     fast.close()
     fast.close()  # a second close is harmless
     with pytest.raises(ValueError, match=r"append_kv\(\) on a closed FastAppend"):
-        fast.append_kv(deque_id, 1000, b"k", b"v", 0)
+        fast.append_kv(deque_id, 1000, b"k", b"v", 0, -1)
     with pytest.raises(RuntimeError, match="called twice"):
         fast.__init__(*args)  # type: ignore[misc]
 
@@ -65,7 +71,7 @@ def test_a_failed_init_releases_what_it_took(args: tuple[Any, ...]) -> None:
     with pytest.raises(OSError):
         fast.__init__(args[0], args[1], args[2], args[3] + "-missing")  # type: ignore[misc]
     with pytest.raises(ValueError, match=r"append\(\) on an uninitialized FastAppend"):
-        fast.append(0, 0, b"", 0)
+        fast.append(0, 0, b"", 0, -1)
     fast.__init__(*args)  # type: ignore[misc]  # it may still be initialised, once
     fast.close()
 
@@ -116,30 +122,30 @@ def test_argument_errors_name_the_function_and_the_argument(args: tuple[Any, ...
     fast = FastAppend(*args)
     try:
         calls: list[tuple[Any, str]] = [
-            (lambda: fast.append(1, 2), r"append\(\) takes exactly 4 arguments \(2 given\)"),
+            (lambda: fast.append(1, 2), r"append\(\) takes exactly 5 arguments \(2 given\)"),
             (
                 lambda: fast.append_kv(1, 2, 3),
-                r"append_kv\(\) takes exactly 5 arguments \(3 given\)",
+                r"append_kv\(\) takes exactly 6 arguments \(3 given\)",
             ),
             (lambda: fast.send_kv(), r"send_kv\(\) takes exactly 4 arguments \(0 given\)"),
             (
-                lambda: fast.append("0", 0, b"", 0),
+                lambda: fast.append("0", 0, b"", 0, -1),
                 r"append\(\) argument 'deque_id' must be int, not str",
             ),
             (
-                lambda: fast.append(0, 0.5, b"", 0),
+                lambda: fast.append(0, 0.5, b"", 0, -1),
                 r"append\(\) argument 'timestamp_ms' must be int, not float",
             ),
             (
-                lambda: fast.append(0, 0, "", 0),
+                lambda: fast.append(0, 0, "", 0, -1),
                 r"append\(\) argument 'tail' must be bytes, not str",
             ),
             (
-                lambda: fast.append_kv(0, 0, "k", None, 0),
+                lambda: fast.append_kv(0, 0, "k", None, 0, -1),
                 r"append_kv\(\) argument 'key' must be bytes or None, not str",
             ),
             (
-                lambda: fast.append_kv(0, 0, None, 1, 0),
+                lambda: fast.append_kv(0, 0, None, 1, 0, -1),
                 r"append_kv\(\) argument 'value' must be bytes or None, not int",
             ),
             (

@@ -862,15 +862,19 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
     return APPENDED;
 }
 
-/* The fast path proper: lock the stripe, append one record whose part after
- * the offset delta is the concatenation of ``pieces`` (opening a batch for
- * it when ``may_open`` and the last one has no room), publish, unlock.
- * Returns APPENDED with ``hit`` filled, or BUSY / NEEDS_NEW_BATCH when
- * Python must take the slow path. */
+/* The fast path proper: lock the stripe, check that the directory is still
+ * at ``version`` (the one the caller resolved the deque at; -1: unchecked),
+ * append one record whose part after the offset delta is the concatenation
+ * of ``pieces`` (opening a batch for it when ``may_open`` and the last one
+ * has no room), publish, unlock. Returns APPENDED with ``hit`` filled, or
+ * BUSY (also: the directory moved) / NEEDS_NEW_BATCH when Python must take
+ * the slow path. The version is read under the lock: a topic is retired,
+ * its deques given back, only under their stripe locks and with a new
+ * version (directory.py), so no record reaches a deque given back. */
 static int
-fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp,
-            int64_t now_ms, const Piece *pieces, int n_pieces, int may_open,
-            Hit *hit)
+fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t version,
+            int64_t timestamp, int64_t now_ms, const Piece *pieces,
+            int n_pieces, int may_open, Hit *hit)
 {
     Py_ssize_t tail_len = 0;
 
@@ -880,6 +884,13 @@ fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp,
     Py_ssize_t stripe = deque_id % self->n_sems;
     Py_ssize_t lock = self->first_stripe + stripe;
     if (!take_lock(self, lock, self->sems[stripe])) {
+        return BUSY;
+    }
+    if (version >= 0
+        && rd64((const char *)self->view.buf + self->directory_version_at)
+               != (uint64_t)version)
+    {
+        drop_lock(self, lock, self->sems[stripe]);
         return BUSY;
     }
     char *deque = ((char *)self->view.buf + self->deques_at
@@ -942,17 +953,18 @@ hit_tuple(int appended, const Hit *hit)
 }
 
 /* The arguments append() and append_kv() share: deque_id and timestamp_ms
- * first, now_ms last. */
+ * first, now_ms and version last. */
 static inline int
 append_args(FastAppend *self, const char *fname, PyObject *const *args,
             Py_ssize_t nargs, Py_ssize_t expected, Py_ssize_t *deque_id,
-            int64_t *timestamp, int64_t *now_ms)
+            int64_t *timestamp, int64_t *now_ms, int64_t *version)
 {
     if (check_nargs(fname, nargs, expected) < 0
         || check_open(self, fname) < 0
         || ssize_arg(fname, "deque_id", args[0], deque_id) < 0
         || int64_arg(fname, "timestamp_ms", args[1], timestamp) < 0
-        || int64_arg(fname, "now_ms", args[expected - 1], now_ms) < 0)
+        || int64_arg(fname, "now_ms", args[expected - 2], now_ms) < 0
+        || int64_arg(fname, "version", args[expected - 1], version) < 0)
     {
         return -1;
     }
@@ -960,23 +972,25 @@ append_args(FastAppend *self, const char *fname, PyObject *const *args,
 }
 
 PyDoc_STRVAR(FastAppend_append__doc__,
-"append($self, deque_id, timestamp_ms, tail, now_ms, /)\n"
+"append($self, deque_id, timestamp_ms, tail, now_ms, version, /)\n"
 "--\n"
 "\n"
 "Append a record whose part after the offset delta (key, value and\n"
-"headers, encoded) is tail. Returns (batch_id, generation, offset_delta,\n"
-"batch_is_full, queued), or None: take the slow path.");
+"headers, encoded) is tail, if the directory is still at version (the\n"
+"one deque_id was resolved at; -1: unchecked). Returns (batch_id,\n"
+"generation, offset_delta, batch_is_full, queued), or None: take the\n"
+"slow path.");
 
 static PyObject *
 FastAppend_append(FastAppend *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_ssize_t deque_id;
-    int64_t timestamp, now_ms;
+    int64_t timestamp, now_ms, version;
     Piece piece;
     Hit hit;
 
-    if (append_args(self, "append", args, nargs, 4, &deque_id, &timestamp,
-                    &now_ms) < 0)
+    if (append_args(self, "append", args, nargs, 5, &deque_id, &timestamp,
+                    &now_ms, &version) < 0)
     {
         return NULL;
     }
@@ -986,16 +1000,16 @@ FastAppend_append(FastAppend *self, PyObject *const *args, Py_ssize_t nargs)
     }
     piece.ptr = PyBytes_AS_STRING(args[2]);
     piece.len = PyBytes_GET_SIZE(args[2]);
-    return hit_tuple(fast_append(self, deque_id, timestamp, now_ms, &piece,
-                                 1, 0, &hit), &hit);
+    return hit_tuple(fast_append(self, deque_id, version, timestamp, now_ms,
+                                 &piece, 1, 0, &hit), &hit);
 }
 
 /* Append a record without headers: its key and value (bytes or None)
  * encoded here. */
 static int
-append_kv(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp,
-          int64_t now_ms, PyObject *key, PyObject *value, int may_open,
-          Hit *hit)
+append_kv(FastAppend *self, Py_ssize_t deque_id, int64_t version,
+          int64_t timestamp, int64_t now_ms, PyObject *key, PyObject *value,
+          int may_open, Hit *hit)
 {
     static const char no_headers = 0;
     unsigned char key_len[10], value_len[10];
@@ -1016,12 +1030,12 @@ append_kv(FastAppend *self, Py_ssize_t deque_id, int64_t timestamp,
     }
     pieces[n].ptr = &no_headers;
     pieces[n++].len = 1;
-    return fast_append(self, deque_id, timestamp, now_ms, pieces, n,
+    return fast_append(self, deque_id, version, timestamp, now_ms, pieces, n,
                        may_open, hit);
 }
 
 PyDoc_STRVAR(FastAppend_append_kv__doc__,
-"append_kv($self, deque_id, timestamp_ms, key, value, now_ms, /)\n"
+"append_kv($self, deque_id, timestamp_ms, key, value, now_ms, version, /)\n"
 "--\n"
 "\n"
 "Append a record without headers (key and value: bytes or None). Same\n"
@@ -1032,11 +1046,11 @@ FastAppend_append_kv(FastAppend *self, PyObject *const *args,
                      Py_ssize_t nargs)
 {
     Py_ssize_t deque_id;
-    int64_t timestamp, now_ms;
+    int64_t timestamp, now_ms, version;
     Hit hit;
 
-    if (append_args(self, "append_kv", args, nargs, 5, &deque_id,
-                    &timestamp, &now_ms) < 0)
+    if (append_args(self, "append_kv", args, nargs, 6, &deque_id,
+                    &timestamp, &now_ms, &version) < 0)
     {
         return NULL;
     }
@@ -1048,8 +1062,8 @@ FastAppend_append_kv(FastAppend *self, PyObject *const *args,
         bad_argument("append_kv", "value", "bytes or None", args[3]);
         return NULL;
     }
-    return hit_tuple(append_kv(self, deque_id, timestamp, now_ms, args[2],
-                               args[3], 0, &hit), &hit);
+    return hit_tuple(append_kv(self, deque_id, version, timestamp, now_ms,
+                               args[2], args[3], 0, &hit), &hit);
 }
 
 /* Kafka's murmur2 (the Java client's Utils.murmur2: seed 0x9747b28c, 4-byte
@@ -1172,8 +1186,8 @@ fastappend_send_kv(PyObject *fast, PyObject *route, Py_ssize_t partition,
     out->partition = partition;
     out->timestamp = clock_ms(CLOCK_REALTIME);
     int64_t now_ms = clock_ms(CLOCK_MONOTONIC);  /* = time.monotonic() */
-    int appended = append_kv(self, deque_id, out->timestamp, now_ms, key,
-                             value, 1, &out->hit);
+    int appended = append_kv(self, deque_id, (int64_t)version, out->timestamp,
+                             now_ms, key, value, 1, &out->hit);
     return appended == BUSY ? SEND_SLOW : appended;
 }
 

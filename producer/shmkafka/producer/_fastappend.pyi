@@ -5,10 +5,16 @@ class FastAppend:
         self, buffer: memoryview, semaphores: list[str], layout: dict[str, int], pool_lock: str
     ) -> None: ...
     def append(
-        self, deque_id: int, timestamp_ms: int, tail: bytes, now_ms: int
+        self, deque_id: int, timestamp_ms: int, tail: bytes, now_ms: int, version: int
     ) -> tuple[int, int, int, int, int] | None: ...
     def append_kv(
-        self, deque_id: int, timestamp_ms: int, key: bytes | None, value: bytes | None, now_ms: int
+        self,
+        deque_id: int,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        now_ms: int,
+        version: int,
     ) -> tuple[int, int, int, int, int] | None: ...
     def send_kv(
         self,

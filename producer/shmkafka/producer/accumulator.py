@@ -10,6 +10,10 @@ Rules:
   (max_timestamp and last_append_ms, then write_pos and record_count in one 8-byte store).
 - Bad input (unknown topic or partition, a record that can never fit) is rejected before
   anything is written to shared memory.
+- A caller that resolved the deque at a directory version passes it: under the stripe lock
+  the append first checks the directory is still there (StaleRouteError otherwise: resolve
+  again), since the Sender gives an idle topic's deques back only under their stripe locks
+  and with a new version (shm/directory.py).
 - Only the last batch of a deque accepts appends, and only while OPEN. Drained batches are
   SEALED (then IN_FLIGHT); a re-enqueued batch stays SEALED and goes back in sequence order.
 """
@@ -63,6 +67,11 @@ def record_size_bound(
     for name, data in headers:
         size += HEADER_ROOM + len(name.encode()) + len(data or b"")
     return size
+
+
+class StaleRouteError(Exception):
+    """The directory moved since the caller resolved the deque (its topic may be retired):
+    nothing was written; resolve the topic again."""
 
 
 class AppendResult(NamedTuple):
@@ -156,7 +165,8 @@ class RecordAccumulator:
         *,
         now_ms: int,
     ) -> AppendResult:
-        entries = self._directory.snapshot().topics.get(topic)
+        snapshot = self._directory.snapshot()
+        entries = snapshot.topics.get(topic)
         if entries is None:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} is not in the pool's directory")
         if not 0 <= partition < len(entries):
@@ -164,8 +174,9 @@ class RecordAccumulator:
                 f"partition {partition} of {topic!r} does not exist ({len(entries)} partitions)"
             )
         return self.append_to(
-            entries[partition].deque_id, timestamp_ms, key, value, headers, now_ms=now_ms
-        )
+            entries[partition].deque_id, timestamp_ms, key, value, headers, now_ms=now_ms,
+            version=snapshot.version,
+        )  # fmt: skip
 
     def append_to(
         self,
@@ -177,10 +188,12 @@ class RecordAccumulator:
         *,
         now_ms: int,
         new_batch: bool = False,
+        version: int = -1,
     ) -> AppendResult:
-        """``append`` for a caller that already resolved the partition's deque.
-        ``new_batch``: the caller just saw the partition without an open batch with room, so
-        go straight to opening one (which still appends to a batch another opened meanwhile)."""
+        """``append`` for a caller that already resolved the partition's deque, at directory
+        ``version`` (-1: unchecked; see the rules). ``new_batch``: the caller just saw the
+        partition without an open batch with room, so go straight to opening one (which
+        still appends to a batch another opened meanwhile)."""
         if self.pool.forked:
             self.pool.check_owner()
         fast = self._fast
@@ -190,7 +203,7 @@ class RecordAccumulator:
             if plain:
                 if (size := record_size_bound(key, value)) > self._limit:
                     self._too_large(size)
-                hit = fast.append_kv(deque_id, timestamp_ms, key, value, now_ms)
+                hit = fast.append_kv(deque_id, timestamp_ms, key, value, now_ms, version)
                 if hit is not None:
                     batch_id, generation, offset_delta, full, queued = hit
                     return AppendResult(
@@ -202,9 +215,11 @@ class RecordAccumulator:
             self._too_large(needed)
         stripe = FIRST_STRIPE_LOCK + deque_id % self._stripes
         if new_batch:
-            return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, needed, now_ms)
+            return self._append_new_batch(
+                deque_id, stripe, timestamp_ms, tail, needed, now_ms, version
+            )
         if fast is not None:
-            hit = fast.append(deque_id, timestamp_ms, tail, now_ms)
+            hit = fast.append(deque_id, timestamp_ms, tail, now_ms, version)
             if hit is not None:
                 batch_id, generation, offset_delta, full, queued = hit
                 return AppendResult(
@@ -213,12 +228,18 @@ class RecordAccumulator:
         locks = self._locks
         locks.acquire(stripe)
         try:
+            self._check_version(version)
             result = self._try_append(deque_id, timestamp_ms, tail, now_ms)
         finally:
             locks.release(stripe)
         if result is not None:
             return result
-        return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, needed, now_ms)
+        return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, needed, now_ms, version)
+
+    def _check_version(self, version: int) -> None:
+        """Under the stripe lock: the directory is still at the caller's ``version``."""
+        if version >= 0 and self._directory.version() != version:
+            raise StaleRouteError(version)
 
     def _too_large(self, size: int) -> NoReturn:
         """Reject, before anything is written, a record no batch could ever hold."""
@@ -227,8 +248,9 @@ class RecordAccumulator:
         )
 
     def _append_new_batch(
-        self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, needed: int, now_ms: int
-    ) -> AppendResult:
+        self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, needed: int,
+        now_ms: int, version: int = -1,
+    ) -> AppendResult:  # fmt: skip
         buffers = self.pool.buffers
         run = buffers.allocate(needed, self.max_block_ms, self._run_wanted(deque_id))
         faultpoints.reached("append.after_allocate")
@@ -236,6 +258,7 @@ class RecordAccumulator:
         try:
             with self.pool.locks.held(stripe):
                 faultpoints.reached("append.holding_stripe")
+                self._check_version(version)
                 result = self._try_append(deque_id, timestamp_ms, tail, now_ms)
                 if result is None:
                     result = self._open_batch(deque_id, run, timestamp_ms, tail, now_ms)

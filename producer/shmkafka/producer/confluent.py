@@ -133,8 +133,8 @@ class Producer(ProduceEntry):
         keys = ("client_id", "acks", "linger_ms", "enable_idempotence", "delivery_timeout_ms",
                 "request_timeout_ms", "retries", "retry_backoff_ms", "retry_backoff_max_ms",
                 "max_in_flight_requests_per_connection", "max_request_size",
-                "metadata_max_age_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
-                "compression_type")  # fmt: skip
+                "metadata_max_age_ms", "metadata_max_idle_ms", "reconnect_backoff_ms",
+                "reconnect_backoff_max_ms", "compression_type")  # fmt: skip
         out = {k: s[k] for k in keys}
         out["compression_level"] = None if s["compression_level"] == -1 else s["compression_level"]
         out["bootstrap_servers"] = normalize_bootstrap(s["bootstrap_servers"])

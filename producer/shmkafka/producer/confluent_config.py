@@ -126,6 +126,7 @@ DEFAULTS: dict[str, Any] = {
     "max_in_flight_requests_per_connection": 5,
     "max_request_size": 1_000_000,
     "metadata_max_age_ms": 900_000,
+    "metadata_max_idle_ms": 300_000,  # shmkafka.metadata.max.idle.ms
     "reconnect_backoff_ms": 100,
     "reconnect_backoff_max_ms": 10_000,
     "buffer_kbytes": 32 * 1024,
@@ -298,7 +299,8 @@ def _own(conf: dict[str, Any], settings: dict[str, Any]) -> None:
             settings[setting] = value
     for key, setting in (("shmkafka.max.topics", "max_topics"),
                          ("shmkafka.max.partitions", "max_partitions"),
-                         ("shmkafka.max.processes", "max_processes")):  # fmt: skip
+                         ("shmkafka.max.processes", "max_processes"),
+                         ("shmkafka.metadata.max.idle.ms", "metadata_max_idle_ms")):  # fmt: skip
         if key in conf:
             settings[setting] = _int(Property(key, "G", "P", "int", f"1..{INT32_MAX}", "", ""),
                                      str(conf.pop(key)))  # fmt: skip

@@ -40,7 +40,7 @@ from shmkafka.errors import (
     UnknownTopicOrPartitionError,
 )
 from shmkafka.producer import native
-from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.producer.accumulator import RecordAccumulator, StaleRouteError
 from shmkafka.producer.attachment import Attachment
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
 from shmkafka.producer.pool_errors import SHM_ERRORS, completion_error, kafka_error, kafka_errors
@@ -336,34 +336,34 @@ class ProducerHandle:
         *,
         new_batch: bool = False,
     ) -> Future | None:
-        snapshot = self.pool.directory.snapshot()
-        entries = snapshot.topics.get(topic)
-        if entries is None:
-            self.partitions_for(topic)
-            snapshot = self.pool.directory.snapshot()
-            entries = snapshot.topics[topic]
-        self._routes[topic] = (snapshot.version, tuple(e.deque_id for e in entries))
-        count = len(entries)
         partition_arg = partition
-        if partition is None:
-            if key is not None:
-                partition = murmur2_partition(key, count)
-            else:
-                partition = self._sticky_for(topic, self._routes[topic])
         timestamp = wall_ms() if timestamp_ms is None else timestamp_ms
-        if not 0 <= partition < count:
-            raise UnknownTopicOrPartitionError(
-                f"partition {partition} of {topic!r} does not exist ({count} partitions)"
-            )
-        result = self.accumulator.append_to(
-            entries[partition].deque_id,
-            timestamp,
-            key,
-            value,
-            headers,
-            now_ms=monotonic_ms(),
-            new_batch=new_batch,
-        )
+        while True:  # (again when the directory moved under the append: StaleRouteError)
+            snapshot = self.pool.directory.snapshot()
+            entries = snapshot.topics.get(topic)
+            if entries is None:
+                self.partitions_for(topic)
+                continue
+            self._routes[topic] = (snapshot.version, tuple(e.deque_id for e in entries))
+            count = len(entries)
+            if partition_arg is None:
+                if key is not None:
+                    partition = murmur2_partition(key, count)
+                else:
+                    partition = self._sticky_for(topic, self._routes[topic])
+            assert partition is not None
+            if not 0 <= partition < count:
+                raise UnknownTopicOrPartitionError(
+                    f"partition {partition} of {topic!r} does not exist ({count} partitions)"
+                )
+            try:
+                result = self.accumulator.append_to(
+                    entries[partition].deque_id, timestamp, key, value, headers,
+                    now_ms=monotonic_ms(), new_batch=new_batch, version=snapshot.version,
+                )  # fmt: skip
+                break
+            except StaleRouteError:
+                new_batch = False
         if key is None and partition_arg is None and result.batch_is_full:
             self._next_sticky(topic, partition)
         facts = (

@@ -58,7 +58,7 @@ SENDER_ARGS = (
     "client_id", "acks", "compression_type", "compression_level", "linger_ms", "retries",
     "retry_backoff_ms", "retry_backoff_max_ms", "request_timeout_ms", "delivery_timeout_ms",
     "max_in_flight_requests_per_connection", "enable_idempotence", "metadata_max_age_ms",
-    "reconnect_backoff_ms", "reconnect_backoff_max_ms", "max_request_size",
+    "metadata_max_idle_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms", "max_request_size",
 )  # fmt: skip
 POOL_ARGS = ("batch_size", "buffer_memory", "max_topics", "max_partitions", "max_processes",
              "lock_stripes")  # fmt: skip
@@ -80,6 +80,7 @@ DEFAULTS: dict[str, Any] = {
     "max_block_ms": 60_000,
     "max_request_size": 1_048_576,
     "metadata_max_age_ms": 300_000,
+    "metadata_max_idle_ms": 300_000,  # the Java client's: an idle topic is retired (shmkafka)
     "retry_backoff_ms": 100,
     "retry_backoff_max_ms": 1000,
     "request_timeout_ms": 30_000,

@@ -57,6 +57,7 @@ class SenderConfig:
     max_in_flight_requests_per_connection: int = 5
     enable_idempotence: bool = True
     metadata_max_age_ms: int = 300_000
+    metadata_max_idle_ms: int = 300_000  # an idle topic's deques go back to the pool
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1000
     max_request_size: int = 1024 * 1024
@@ -98,6 +99,10 @@ class SenderConfig:
                      "metadata_max_age_ms", "reconnect_backoff_ms"):  # fmt: skip
             if getattr(self, name) < 0:
                 raise SenderConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.metadata_max_idle_ms < 1:
+            raise SenderConfigError(
+                f"metadata_max_idle_ms must be >= 1, got {self.metadata_max_idle_ms}"
+            )
         if self.retry_backoff_max_ms < self.retry_backoff_ms:
             raise SenderConfigError("retry_backoff_max_ms must be >= retry_backoff_ms")
         if self.delivery_timeout_ms < 1:

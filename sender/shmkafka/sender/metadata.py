@@ -59,6 +59,15 @@ class Metadata:
         self.wanted |= topics
         self.fresh |= new
 
+    def forget(self, topic: str) -> None:
+        """A topic retired for being idle: no refresh asks for it until an app does."""
+        self.leaders.pop(topic, None)
+        self.topic_errors.pop(topic, None)
+        self.wanted.discard(topic)
+        self.fresh.discard(topic)
+        self.retry.discard(topic)
+        self.reported = {r for r in self.reported if r[0] != topic}
+
     def poll_topic_requests(self) -> None:
         """Pick up topics app processes asked for through the pool."""
         directory = self.pool.directory

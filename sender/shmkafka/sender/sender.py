@@ -42,6 +42,7 @@ from shmkafka.protocol.messages.produce import PartitionProduceData, TopicProduc
 from shmkafka.protocol.records import HEADER_SIZE, BatchMeta
 from shmkafka.sender.authentication import SaslSettings
 from shmkafka.sender.connection import ClientResponse, Network, NetworkClient
+from shmkafka.sender.idle import IdleTopics
 from shmkafka.sender.integrity import quarantine_damaged
 from shmkafka.sender.metadata import Metadata
 from shmkafka.sender.ready import CompressionRatio, Drainer, ReadyContext, ready
@@ -51,6 +52,7 @@ from shmkafka.sender.tokens import token_source
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import BufferExhaustedError
 from shmkafka.shm.events import AUTHENTICATION, SSL
+from shmkafka.shm.layout import DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import (
     CORRUPT_DESCRIPTOR,
@@ -132,6 +134,10 @@ class Sender:
         )
         if (leaked := pool.reclaim_unowned()) > 0:
             log.info("reclaimed %d slabs a killed Sender left unowned", leaked)
+        with pool.locks.held(DIRECTORY_LOCK):
+            if revived := pool.directory.recover():
+                log.info("topics a killed Sender was retiring kept their batches: %s", revived)
+        self.idle = IdleTopics(pool, config.metadata_max_idle_ms, self.clock.monotonic_ms())
         self._resume_in_flight()
         self._new_batches_seen = pool.new_batches()
         pool.set_sender_linger(config.linger_ms)
@@ -143,6 +149,9 @@ class Sender:
         """One round; returns how long the caller may wait before the next (ms)."""
         self._new_batches_seen = self.pool.new_batches()  # before we look at the deques
         self._maybe_update_metadata(now_ms)
+        if self.pool.directory.forgot:  # (retired topics' sequences are gone: a new id)
+            self.pool.directory.forgot = False
+            self._reset_producer |= self.config.enable_idempotence
         if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
             # (no producer id yet, the cluster unreachable: records still expire in time)
             self._post_pending()
@@ -163,6 +172,8 @@ class Sender:
             self._can_drain,
         )  # fmt: skip
         self._expire(states, now_ms)
+        self.idle.used((s.topic for s in states), now_ms)
+        self.idle.sweep(now_ms, self.metadata.forget)
         for node, batches in drained.items():
             faultpoints.reached("sender.after_drain")
             self._send_produce(node, batches, now_ms)
@@ -481,6 +492,8 @@ class Sender:
         for deque_id in self.pool.deques.active(used):
             for batch_id in self.pool.deques.batch_ids(deque_id):
                 self.pool.batches.set_producer_state(batch_id, -1, -1, -1)
+        with self.pool.locks.held(DIRECTORY_LOCK):  # (retired topics' saved sequences too)
+            self.pool.directory.forget_retired()
         self._reset_producer = False
         return False
 

@@ -58,6 +58,8 @@ Region 1 - HEADER (512 bytes)
     272  u64      refusals               the Sender, under the directory lock (REFUSALS)
     280  u32      topic_count            directory writer, under its lock: TOPICS in use
     284  u32      partition_entries      directory writer: PARTITIONS entries in use
+    288  u64      names_epoch            directory writer: odd while it rewrites the name
+                                         of a forgotten topic's entry (readers re-read)
 Reservation. The segment file is sized for every region at creation, but only the fixed
     regions' memory is taken then (posix_fallocate). SLOTS, TOPICS, PARTITIONS, DEQUES and
     ACTIVE grow: whoever first uses a page of them reserves it first (``Segment.reserve``),
@@ -102,20 +104,27 @@ Region 5 - TOPICS (grows): max_topics TOPIC entries, append-only, written by the
       0  u16 name_len, 250s name          written once, before topic_count publishes it
     256  u64 shape                        partition_count | first_entry << 32: the topic's
                                           PARTITIONS range, replaced whole (one store) when
-                                          the topic grows: its new range is written first
+                                          the topic grows: its new range is written first.
+                                          RETIRED (bit 31 of the count): an idle topic whose
+                                          deques went back to the writer; its range keeps
+                                          the partitions' sequences for when it comes back
 Region 5b - PARTITIONS (grows): 2 x max_partitions PARTITION entries, append-only (a grown
     topic takes a new range):
       0  u32 deque_id                     written before the shape that covers the entry
-      4  u32 reserved
+      4  u32 saved sequence + 1           a retired topic's next_sequence (0: none)
       8  i32 leader, i32 leader_epoch     one u64 store, by the directory writer
     After each change the writer bumps directory_version, stored last (see directory.py).
+    Appenders compare the version they resolved a route at with the current one under the
+    deque's stripe lock: the writer retires a topic holding its stripe locks and bumps the
+    version before it lets go, so no record reaches a deque after it was given back.
 Region 6 - DEQUES (grows): per deque a DEQUE_HEADER, under the deque's stripe lock unless
     said otherwise. A deque is a linked list of batches through their descriptors' B_NEXT:
       0  u64 ends                         D_ENDS: first batch id | last batch id << 32
                                           (NO_BATCH | NO_BATCH << 32 when empty), one
                                           store: a push writes the old last's B_NEXT, then
                                           ends; readers walk from first and stop at last
-      8  u32 topic                        D_TOPIC: the topic's TOPICS index (written once)
+      8  u32 topic                        D_TOPIC: the topic's TOPICS index (written when
+                                          the deque is given to a partition)
      12  u32 reserved
      16  i32 partition                    D_PARTITION
      20  u32 run_hint                     D_RUN_HINT: how many slabs the partition's next
@@ -214,8 +223,9 @@ MAGIC = b"SHMKAFKA"
 # 2: the EVENTS, BROKER STATS and TOKEN regions; 3: rings of RING_CAP; 4: slabs of slab_size
 # (batches are runs that grow up to batch_size), the deques' run_hint; 5: regions that grow
 # (reserved on first use), an append-only directory, deques as linked lists, ACTIVE,
-# APPENDERS sized by max_processes, REFUSALS
-LAYOUT_VERSION = 5
+# APPENDERS sized by max_processes, REFUSALS; 6: idle topics retired (RETIRED shapes, saved
+# sequences), their deques reused; appenders check the directory version under the stripe lock
+LAYOUT_VERSION = 6
 RING_CAP = 512  # completion entries per process slot at most (a full ring: the Sender retries)
 PAGE = 4096
 
@@ -247,6 +257,7 @@ SENDER_RECORD_STATS = struct.Struct("<5Q")
 H_REFUSALS = 272
 H_TOPIC_COUNT = 280
 H_PARTITION_ENTRIES = 284
+H_NAMES_EPOCH = 288
 U32 = struct.Struct("<I")
 I32 = struct.Struct("<i")
 U64 = struct.Struct("<Q")
@@ -301,6 +312,7 @@ TOPIC_REQUEST = struct.Struct("<H250s")
 TOPIC_REQUEST_SLOTS = 1024
 TOPIC_NAME = struct.Struct("<H250s")  # a TOPICS entry's name, at its offset 0
 TOPIC_SHAPE = 256  # u64 partition_count | first_entry << 32
+RETIRED = 1 << 31  # in a shape's partition count: the topic was retired (directory.py)
 TOPIC_ENTRY_SIZE = 264
 PARTITION_ENTRY_SIZE = 16
 P_DEQUE = 0
