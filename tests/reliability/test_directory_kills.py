@@ -110,3 +110,43 @@ def test_an_app_killed_in_its_first_send_to_a_new_topic(
         values = _read_back(stub, "fresh", 2, 40)
     assert sorted(values) == sorted(b"after:%d" % i for i in range(40))
     ledger.note(f"app killed at {point}", app_kills=1, records=41)
+
+
+@pytest.mark.parametrize("point", ["directory.retiring", "directory.retired"])
+def test_a_sender_killed_while_it_retires_an_idle_topic(
+    pool_name: str, point: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed holding the directory and stripe locks, the topic's sequences saved (and its
+    shape RETIRED, the version not yet moved): the app's next records to the topic wait for
+    the locks, go in, and the next Sender delivers them after the first ones, exactly once,
+    and in order (its idempotent sequences carry on)."""
+    marker = tmp_path / "fired"
+    with BrokerStub(nodes=1, partitions=1) as stub:
+        stub.create_topic("quiet", 1)
+        config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5,
+                  "metadata_max_idle_ms": 200}  # fmt: skip
+        with monkeypatch.context() as armed:
+            _arm(armed, point, marker)
+            handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=500)
+        try:
+            first_sender = handle.pool.sender()[0]
+            for i in range(30):
+                handle.send("quiet", b"%d" % i, partition=0)
+            handle.flush(30)
+            deadline = time.monotonic() + 30
+            while not marker.exists():  # the Sender retires the topic once it is idle
+                assert time.monotonic() < deadline, "the idle topic was never retired"
+                handle.pool.directory.snapshot()  # (the app keeps reading the directory)
+                time.sleep(0.05)
+            assert marker.read_text() == point
+            futures = [handle.send("quiet", b"%d" % i, partition=0) for i in range(30, 60)]
+            handle.flush(60)
+            assert all(f.succeeded() for f in futures), [f.exception for f in futures][:3]
+            assert handle.pool.sender()[0] != first_sender
+            handle.pool.reclaim_dead()
+            assert handle.pool.check_invariants() == []
+        finally:
+            handle.close(10)
+        values = _read_back(stub, "quiet", 1, 60)
+    assert values == [b"%d" % i for i in range(60)]
+    ledger.note(f"Sender killed at {point}", sender_kills=1, records=60)

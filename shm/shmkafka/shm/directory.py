@@ -476,6 +476,7 @@ class Directory:
             self.segment.store_u64(layout.partition_entry_at(first + p) + P_DEQUE, word)
             buf[layout.active_byte_at(entry.deque_id)] = 0
         shape = (count | RETIRED) | first << 32
+        faultpoints.reached("directory.retiring")
         self.segment.store_u64(layout.topic_at(index) + TOPIC_SHAPE, shape)
         faultpoints.reached("directory.retired")
         self.segment.store_u64(H_DIRECTORY_VERSION, self.version() + 1)
