@@ -7,18 +7,20 @@
 - lz4: an LZ4 frame with independent 64 KiB blocks and no content size, which Kafka's
   ``Lz4BlockInputStream`` and librdkafka both read; levels 0–16.
 - zstd: a zstd frame (``zstandard``), levels -131072–22.
+
+The codec libraries are imported on first use: app processes never compress (the Sender
+does), and each one would cost every app process its memory.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import gzip
+import importlib
 import struct
 import zlib
-
-import lz4.frame
-import snappy
-import zstandard
+from types import ModuleType
 
 from shmkafka.protocol.errors import DecodeError, EncodeError, UnsupportedCompressionError
 
@@ -55,6 +57,12 @@ _XERIAL_BLOCK = 32 * 1024
 _I32 = struct.Struct(">i")
 
 
+@functools.cache
+def _library(name: str) -> ModuleType:
+    """``lz4.frame``, ``snappy`` or ``zstandard``, imported the first time it is needed."""
+    return importlib.import_module(name)
+
+
 def check_level(codec: CompressionType, level: int | None) -> None:
     if level is None or codec not in LEVELS:
         return
@@ -72,17 +80,20 @@ def compress(codec: CompressionType, data: bytes | memoryview, level: int | None
     if codec == CompressionType.SNAPPY:
         return _xerial_compress(data)
     if codec == CompressionType.LZ4:
-        out: bytes = lz4.frame.compress(
+        lz4_frame = _library("lz4.frame")
+        out: bytes = lz4_frame.compress(
             data,
             compression_level=level or 0,
-            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_size=lz4_frame.BLOCKSIZE_MAX64KB,
             block_linked=False,
             content_checksum=False,
             store_size=False,
         )
         return out
     if codec == CompressionType.ZSTD:
-        cctx = zstandard.ZstdCompressor(level=LEVELS[codec][2] if level is None else level)
+        cctx = _library("zstandard").ZstdCompressor(
+            level=LEVELS[codec][2] if level is None else level
+        )
         result: bytes = cctx.compress(data)
         return result
     raise EncodeError(f"unknown compression codec {codec!r}")
@@ -97,12 +108,16 @@ def decompress(codec: int, data: bytes | memoryview, where: str = "record batch"
         if codec == CompressionType.SNAPPY:
             return _snappy_decompress(bytes(data))
         if codec == CompressionType.LZ4:
-            out: bytes = lz4.frame.decompress(bytes(data))
+            out: bytes = _library("lz4.frame").decompress(bytes(data))
             return out
         if codec == CompressionType.ZSTD:
             # Kafka's zstd frames may omit the content size; stream-decode to be safe.
-            return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
-    except (OSError, EOFError, RuntimeError, ValueError, zlib.error, zstandard.ZstdError) as exc:
+            zstandard = _library("zstandard")
+            try:
+                return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data)))
+            except zstandard.ZstdError as exc:
+                raise ValueError(str(exc)) from None
+    except (OSError, EOFError, RuntimeError, ValueError, zlib.error) as exc:
         name = CompressionType(codec).name.lower()
         raise DecodeError(where, 0, f"{name} data is corrupt: {exc}") from None
     raise UnsupportedCompressionError(where, 0, f"unknown compression codec id {codec}")
@@ -112,7 +127,7 @@ def _xerial_compress(data: bytes | memoryview) -> bytes:
     view = memoryview(data)
     parts = [_XERIAL_HEADER]
     for start in range(0, len(view), _XERIAL_BLOCK):
-        block: bytes = snappy.compress(bytes(view[start : start + _XERIAL_BLOCK]))
+        block: bytes = _library("snappy").compress(bytes(view[start : start + _XERIAL_BLOCK]))
         parts.append(_I32.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -120,7 +135,7 @@ def _xerial_compress(data: bytes | memoryview) -> bytes:
 
 def _snappy_decompress(data: bytes) -> bytes:
     if not data.startswith(_XERIAL_MAGIC):
-        raw: bytes = snappy.decompress(data)
+        raw: bytes = _library("snappy").decompress(data)
         return raw
     out = bytearray()
     pos = len(_XERIAL_HEADER)
@@ -131,6 +146,6 @@ def _snappy_decompress(data: bytes) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(data):
             raise ValueError(f"xerial block of {size} bytes overruns the data at byte {pos}")
-        out += snappy.decompress(data[pos : pos + size])
+        out += _library("snappy").decompress(data[pos : pos + size])
         pos += size
     return bytes(out)

@@ -33,11 +33,11 @@ Rules:
 
 from __future__ import annotations
 
+import functools
+import importlib
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-
-import crc32c
 
 from shmkafka.protocol.compression import CompressionType, compress, decompress
 from shmkafka.protocol.errors import (
@@ -47,6 +47,15 @@ from shmkafka.protocol.errors import (
     UnsupportedCompressionError,
 )
 from shmkafka.protocol.primitives import Reader, encode_uvarint, zigzag64
+
+
+@functools.cache
+def _crc32c() -> Callable[..., int]:
+    """crc32c, imported when first needed: only the Sender (and readers) compute CRCs, and
+    the library's import costs every app process 4 MiB."""
+    function: Callable[..., int] = importlib.import_module("crc32c").crc32c
+    return function
+
 
 HEADER_SIZE = 61
 MAGIC = 2
@@ -261,10 +270,10 @@ def finalize_batch(
         record_count,
     )
     if payload:  # the header is apart from the compressed records: one copy joins them
-        crc = crc32c.crc32c(payload, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+        crc = _crc32c()(payload, _crc32c()(memoryview(out)[_ATTRIBUTES_AT:]))
         _CRC.pack_into(out, _CRC_AT, crc)
         return bytes(out) + payload
-    _CRC.pack_into(out, _CRC_AT, crc32c.crc32c(memoryview(out)[_ATTRIBUTES_AT:end]))
+    _CRC.pack_into(out, _CRC_AT, _crc32c()(memoryview(out)[_ATTRIBUTES_AT:end]))
     return memoryview(out)[:end]
 
 
@@ -418,7 +427,7 @@ def _decode_one(view: memoryview, header: BatchHeader, at: int, verify_crc: bool
     if header.magic != MAGIC:
         raise CorruptRecordBatchError(what, at + 16, f"magic {header.magic}, expected 2")
     if verify_crc:
-        actual = crc32c.crc32c(view[_ATTRIBUTES_AT:])
+        actual = _crc32c()(view[_ATTRIBUTES_AT:])
         if actual != header.crc:
             raise CorruptRecordBatchError(
                 what, at + _CRC_AT, f"CRC-32C {actual:#010x} does not match {header.crc:#010x}"
