@@ -10,9 +10,10 @@ where Tansu's in-memory store slows down as it holds thousands of topics (``--br
 tansu`` runs there anyway: topics are then created first, with the same partition counts).
 
 Scenarios (each client in turn, the same workload):
-- ``topics``: P processes, one producer each, send 100-byte values round-robin over T topics
-  of 4 partitions. A warm-up first sends one record to every topic and flushes (so both
-  clients know every topic: the timed phase is the steady state).
+- ``topics``: P processes, one producer each, send 100-byte values (``--record-size``)
+  round-robin over T topics of 4 partitions. A warm-up first sends one record to every
+  topic and flushes (so both clients know every topic: the timed phase is the steady
+  state).
 - ``partitions``: 100,000 partitions in total (1,000 topics of 100 on Tansu, 25,000 of 4
   on the mock cluster) warmed up the same way, then records keyed over the 1,000
   partitions of 10 (or 250) of the topics: 1% hot.
@@ -45,12 +46,13 @@ from typing import Any
 
 import psutil
 
-from shmkafka.perf.brokers import run_tansu
-from shmkafka.sender import admin
+# (the workers import this module: what only the parent uses is imported there, so that
+# neither client's processes carry it)
 
 # shmkafka's two APIs (KafkaProducer, and the confluent-kafka drop-in) and confluent-kafka
 CLIENTS = ("shmkafka", "shmkafka-confluent", "confluent-kafka")
-VALUE = b"v" * 100
+# the value every record carries; --record-size sets it for the spawned workers too
+VALUE = b"v" * int(os.environ.get("SHMKAFKA_BENCH_RECORD_SIZE", "100"))
 
 
 def _producer(client: str, bootstrap: str, pool: str) -> Any:
@@ -151,6 +153,7 @@ def run_clients(bootstrap: str, specs: list[dict[str, Any]]) -> dict[str, dict[s
         results[client] = {
             "records_per_s": records / max(r["elapsed"] for r in rows),
             "pss_mib": (sum(r["pss"] for r in rows) + sender) / 2**20,
+            "sender_pss_mib": sender / 2**20,
         }
     return results
 
@@ -162,6 +165,8 @@ SETTLE_S = 20.0
 def _create(bootstrap: str, names: list[str], partitions: int) -> None:
     if not CREATE_TOPICS:
         return
+    from shmkafka.sender import admin
+
     for i in range(0, len(names), 500):
         errors = admin.create_topics(
             bootstrap, [admin.NewTopic(n, partitions, 1) for n in names[i : i + 500]],
@@ -251,6 +256,8 @@ def _broker(name: str) -> Iterator[str]:
     """The bootstrap of the chosen broker, running until the block ends."""
     global CREATE_TOPICS
     if name == "tansu":
+        from shmkafka.perf.brokers import run_tansu
+
         with run_tansu() as broker:
             yield f"{broker.host}:{broker.port}"
         return
@@ -275,7 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000, help="at most, per process")
     parser.add_argument("--seconds", type=float, default=5.0, help="of sending, per process")
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--record-size", type=int, default=100, help="bytes of each value")
     args = parser.parse_args(argv)
+    os.environ["SHMKAFKA_BENCH_RECORD_SIZE"] = str(args.record_size)  # (the workers read it)
     scenarios = args.scenario or ["topics", "partitions", "producers", "first-send"]
     results = []
     with _broker(args.broker) as bootstrap:

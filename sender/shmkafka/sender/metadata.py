@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import MetadataRequest, MetadataResponse
 from shmkafka.protocol.messages.metadata import MetadataRequestTopic
-from shmkafka.shm.directory import PartitionLeader, Refusal
+from shmkafka.shm.directory import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
+from shmkafka.shm.refusals import Refusal
 
 
 @dataclass

@@ -55,15 +55,12 @@ from shmkafka.shm.layout import (
     H_DIRECTORY_VERSION,
     H_NAMES_EPOCH,
     H_PARTITION_ENTRIES,
-    H_REFUSALS,
     H_TOPIC_COUNT,
     H_TOPIC_REQUESTS,
     I32,
     P_DEQUE,
     P_LEADER,
     PARTITION_ENTRY_SIZE,
-    REFUSAL,
-    REFUSAL_SLOTS,
     REFUSED_MEMORY,
     REFUSED_PARTITIONS,
     REFUSED_TOPICS,
@@ -76,14 +73,10 @@ from shmkafka.shm.layout import (
     U64,
     Layout,
 )
+from shmkafka.shm.refusals import Refusal, find_refusal, record_refusal, refusal_count
 from shmkafka.shm.segment import Segment
 
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's legal topic names (use fullmatch)
-LIMIT_SETTINGS = {  # what raises each limit, for the errors that name it
-    REFUSED_TOPICS: "max_topics (confluent: shmkafka.max.topics)",
-    REFUSED_PARTITIONS: "max_partitions (confluent: shmkafka.max.partitions)",
-    REFUSED_MEMORY: "the size of /dev/shm (docs/deployment.md)",
-}
 
 
 @dataclass(frozen=True)
@@ -99,26 +92,6 @@ class PartitionLeader:
 
     leader: int = -1
     leader_epoch: int = -1
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A topic the directory could not take, and the limit that refused it."""
-
-    topic: str
-    limit: int
-    needed: int
-    number: int = 0
-
-    def message(self) -> str:
-        what = {
-            REFUSED_TOPICS: "the pool's directory holds max_topics topics already",
-            REFUSED_PARTITIONS: f"its {self.needed} partitions exceed the pool's room "
-            "for partitions",
-            REFUSED_MEMORY: f"/dev/shm has no room for its {self.needed} partitions",
-        }.get(self.limit, "a limit of the pool")
-        setting = LIMIT_SETTINGS.get(self.limit, "")
-        return f"topic {self.topic!r} cannot be added: {what} (raise {setting})"
 
 
 def _shape(word: int) -> tuple[int, int]:
@@ -605,30 +578,14 @@ class Directory:
 
     def record_refusal(self, refusal: Refusal) -> None:
         """The writer's side: make a refusal visible to the apps. Under the directory lock."""
-        number: int = U64.unpack_from(self.segment.buf, H_REFUSALS)[0] + 1
-        encoded = refusal.topic.encode("utf-8")
-        REFUSAL.pack_into(
-            self.segment.buf, self.layout.refusal_at(number), len(encoded), encoded,
-            refusal.limit, min(refusal.needed, 0xFFFFFFFF),
-        )  # fmt: skip
-        self.segment.store_u64(H_REFUSALS, number)  # publish last
+        record_refusal(self.segment, refusal)
 
     def refusals(self) -> int:
         """How many refusals were ever recorded (a process compares it with the last it saw)."""
-        count: int = U64.unpack_from(self.segment.buf, H_REFUSALS)[0]
-        return count
+        return refusal_count(self.segment)
 
     def refusal(self, topic: str, after: int = 0) -> Refusal | None:
-        """The latest refusal of ``topic`` numbered above ``after``, among the last
-        REFUSAL_SLOTS recorded."""
-        last, encoded = self.refusals(), topic.encode("utf-8")
-        for number in range(last, max(after, last - REFUSAL_SLOTS), -1):
-            length, raw, limit, needed = REFUSAL.unpack_from(
-                self.segment.buf, self.layout.refusal_at(number)
-            )
-            if raw[: min(length, MAX_TOPIC_NAME)] == encoded:
-                return Refusal(topic, limit, needed, number)
-        return None
+        return find_refusal(self.segment, topic, after)
 
     # ------------------------------------------------------------------ topic requests
 
