@@ -56,13 +56,12 @@ from shmkafka.producer.confluent_types import KafkaError, KafkaException, Messag
 from shmkafka.producer.engine import Engine, Settings, legal_topic
 from shmkafka.producer.entry import PARTITIONER_CODES, ProduceEntry, c_tracked, serve_reports
 from shmkafka.producer.futures import Future
-from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.handle import ProducerHandle, metadata_poll_s
 from shmkafka.producer.metadata_view import ClusterMetadata, cluster_metadata, wait_for_metadata
 from shmkafka.producer.settings import normalize_bootstrap
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.shm.events import Event
 
-UNASSIGNED_POLL_S = 0.0005  # how often poll() looks for the topics unassigned records wait for
 log = logging.getLogger("shmkafka.producer")
 _LOGGED_IGNORED: set[str] = set()
 NO_BOOTSTRAP = (
@@ -382,7 +381,8 @@ class Producer(ProduceEntry):
         """Serve delivery reports and errors (waiting up to ``timeout`` s for one; a
         negative value: until one comes); returns how many were served."""
         self._check_open()
-        deadline = None if timeout < 0 else time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = None if timeout < 0 else began + timeout
         while True:
             waiting = len(self._unassigned)
             try:
@@ -391,7 +391,8 @@ class Producer(ProduceEntry):
                 raise confluent_exception(exc) from None
             if waiting and not self._unassigned and deadline is not None:
                 break  # (their topics came: a flush() goes back to waiting on the handle)
-            step = UNASSIGNED_POLL_S if self._unassigned else 0.05  # (no one tells of topics)
+            # (no one tells of topics: their records look at the directory, often at first)
+            step = metadata_poll_s(time.monotonic() - began) if self._unassigned else 0.05
             with self._reports_ready:
                 if not (self._reports or self._errors):
                     remaining = step if deadline is None else deadline - time.monotonic()

@@ -71,6 +71,17 @@ except ImportError:  # not built: futures.PyTracker serves
 SENDER_CHECK_S = 0.2
 ASK_AGAIN_S = 1.0  # how often a topic still waited for is asked for again
 METADATA_POLL_S = 0.0005  # how often a send waiting for its topic looks at the directory
+METADATA_FIRST_POLLS_S = (0.00005, 0.005)  # ... but every 50 µs for the first 5 ms
+
+
+def metadata_poll_s(waited_s: float) -> float:
+    """How long a wait for a topic's metadata sleeps between looks, ``waited_s`` into it:
+    briefly at first (the Sender usually answers within a millisecond or two), then
+    METADATA_POLL_S."""
+    step, first = METADATA_FIRST_POLLS_S
+    return step if waited_s < first else METADATA_POLL_S
+
+
 RECENT_EVENTS_S = 10.0
 RELEASE_WAIT_S = 0.2  # how long release() waits for the completion thread to detach
 sender_logger = logging.getLogger("shmkafka.sender")
@@ -232,7 +243,8 @@ class ProducerHandle:
             return len(entries)
         self.request_topic(topic)
         faultpoints.reached("topic.waiting")
-        deadline = time.monotonic() + self.max_block_ms / 1000
+        began = time.monotonic()
+        deadline = began + self.max_block_ms / 1000
         while (entries := self.pool.directory.partitions(topic)) is None:
             failure = self.connect_failure() or self.still_waiting(topic)
             if failure is not None:
@@ -241,7 +253,7 @@ class ProducerHandle:
                 raise KafkaTimeoutError(
                     f"topic {topic!r} not present in metadata after {self.max_block_ms} ms"
                 )
-            time.sleep(METADATA_POLL_S)
+            time.sleep(metadata_poll_s(time.monotonic() - began))
         self._asked.pop(topic, None)
         self._asked_at.pop(topic, None)
         return len(entries)
