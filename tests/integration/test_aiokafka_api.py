@@ -1,0 +1,191 @@
+"""aiokafka 0.14's AIOKafkaProducer contract: each behaviour runs against aiokafka's own
+producer and against shmkafka's, on the same Tansu broker, in the same test; the records
+are read back with a confluent-kafka consumer."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import inspect
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiokafka
+import aiokafka.errors
+import aiokafka.structs
+import pytest
+
+import shmkafka.aiokafka
+from shmkafka.aiokafka import AIOKafkaProducer
+from tests.integration.kafka_io import cluster, consume_all, unique_topic
+from tests.peers import Peer
+
+pytestmark = pytest.mark.usefixtures("pool_removed")
+PARTITIONS = 3
+
+
+@pytest.fixture
+def topic(tansu: Peer) -> str:
+    name = unique_topic("aio")
+    with cluster(tansu) as c:
+        c.ensure_topic(name, PARTITIONS)
+    return name
+
+
+def _makers(tansu: Peer, pool_name: str) -> list[Callable[..., Any]]:
+    def mine(**configs: Any) -> Any:
+        return AIOKafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name, **configs)
+
+    def theirs(**configs: Any) -> Any:
+        return aiokafka.AIOKafkaProducer(bootstrap_servers=tansu.bootstrap, **configs)
+
+    return [theirs, mine]
+
+
+def _run(body: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(body())  # (a fresh loop, closed after: nothing is left running)
+
+
+def test_the_constructor_is_aiokafkas() -> None:
+    ours = inspect.signature(AIOKafkaProducer.__init__).parameters
+    theirs = inspect.signature(aiokafka.AIOKafkaProducer.__init__).parameters
+    assert set(theirs) <= set(ours)
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for n, p in ours.items() if n != "self")
+    for cls in (aiokafka.AIOKafkaProducer, AIOKafkaProducer):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'batch_size'"):
+            cls(batch_size=10)
+        with pytest.raises(TypeError):
+            cls("localhost:9092")  # type: ignore[misc]  # (keyword-only)
+
+
+def test_send_and_wait_gives_aiokafkas_record_metadata(
+    tansu: Peer, pool_name: str, topic: str
+) -> None:
+    async def body() -> list[Any]:
+        results = []
+        for make in _makers(tansu, pool_name):
+            async with make() as producer:
+                meta = await producer.send_and_wait(topic, b"v", key=b"k", partition=1)
+                future = await producer.send(topic, b"w", partition=1)
+                assert isinstance(future, asyncio.Future)
+                second = await future
+                partitions = await producer.partitions_for(topic)
+            results.append((meta, second, partitions))
+        return results
+
+    (theirs, theirs_next, theirs_parts), (mine, mine_next, mine_parts) = _run(body)
+    for meta, following in ((theirs, theirs_next), (mine, mine_next)):
+        assert isinstance(meta, aiokafka.structs.RecordMetadata)
+        assert (meta.topic, meta.partition) == (topic, 1)
+        assert meta.topic_partition == aiokafka.structs.TopicPartition(topic, 1)
+        assert following.offset == meta.offset + 1
+        assert meta.timestamp_type == 0 and meta.timestamp > 0
+    assert (theirs.offset, mine.offset) == (0, 2)  # one partition: aiokafka's came first
+    assert theirs_parts == mine_parts == set(range(PARTITIONS))
+    values = [m.value() for m in consume_all(tansu, topic, [1], 4)]
+    assert values == [b"v", b"w", b"v", b"w"]
+
+
+def test_acks_zero_resolves_to_none(tansu: Peer, pool_name: str, topic: str) -> None:
+    async def body() -> list[Any]:
+        out = []
+        for make in _makers(tansu, pool_name):
+            async with make(acks=0) as producer:
+                out.append(await producer.send_and_wait(topic, b"x", partition=0))
+        return out
+
+    assert _run(body) == [None, None]
+    assert len(consume_all(tansu, topic, [0], 2)) == 2
+
+
+def test_serializers_batches_and_headers(tansu: Peer, pool_name: str, topic: str) -> None:
+    async def body() -> list[Any]:
+        out = []
+        for make in _makers(tansu, pool_name):
+            async with make(key_serializer=str.encode, value_serializer=str.encode) as producer:
+                await producer.send_and_wait(topic, "a", key="k", partition=2,
+                                             headers=[("h", b"1")])  # fmt: skip
+                batch = producer.create_batch()
+                for i in range(3):
+                    assert batch.append(key=f"k{i}", value=f"b{i}", timestamp=None) is not None
+                assert batch.record_count() == 3 and batch.size() > 0
+                future = await producer.send_batch(batch, topic, partition=2)
+                out.append(await future)
+        return out
+
+    metas = _run(body)
+    assert [m.partition for m in metas] == [2, 2]
+    got = consume_all(tansu, topic, [2], 8)
+    assert [m.value() for m in got] == [b"a", b"b0", b"b1", b"b2"] * 2
+    assert [m.headers() for m in got[::4]] == [[("h", b"1")]] * 2
+
+
+def test_stop_twice_then_send_is_producer_closed(tansu: Peer, pool_name: str, topic: str) -> None:
+    async def body() -> None:
+        for make in _makers(tansu, pool_name):
+            producer = make()
+            await producer.start()
+            await producer.send_and_wait(topic, b"v")
+            await producer.stop()
+            await producer.stop()
+            with pytest.raises(aiokafka.errors.ProducerClosed):
+                await producer.send(topic, b"late")
+
+    _run(body)
+
+
+def test_the_errors_are_aiokafkas(tansu: Peer, pool_name: str, topic: str) -> None:
+    assert shmkafka.aiokafka.errors.KafkaTimeoutError is aiokafka.errors.KafkaTimeoutError
+    assert not issubclass(shmkafka.aiokafka.errors.IllegalOperation, aiokafka.errors.KafkaError)
+
+    async def body() -> None:
+        for make in _makers(tansu, pool_name):
+            async with make(max_request_size=1000) as producer:
+                with pytest.raises(aiokafka.errors.MessageSizeTooLargeError):
+                    await producer.send(topic, b"x" * 2000)
+
+    _run(body)
+
+
+def test_a_producer_dropped_unstopped_warns(tansu: Peer, pool_name: str) -> None:
+    async def body() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
+        await producer.start()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            del producer
+            gc.collect()
+        assert any(issubclass(w.category, ResourceWarning) for w in caught)
+
+    _run(body)
+
+
+def test_stop_is_bounded_when_the_broker_is_gone(pool_name: str) -> None:
+    """aiokafka#1101: ours gives up after request_timeout_ms instead of hanging."""
+
+    async def body() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers="127.0.0.1:1", pool=pool_name, request_timeout_ms=1000
+        )
+        await producer.start()
+        send = asyncio.ensure_future(producer.send("nowhere", b"v"))
+        with pytest.raises(aiokafka.errors.KafkaError):
+            await asyncio.wait_for(send, 10)
+        await asyncio.wait_for(producer.stop(), 10)
+
+    _run(body)
+
+
+def test_many_concurrent_sends_all_arrive_in_order(tansu: Peer, pool_name: str, topic: str) -> None:
+    """aiokafka#528's pattern: thousands of send() calls in flight at once."""
+
+    async def body() -> list[Any]:
+        async with AIOKafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name) as p:
+            futures = [await p.send(topic, b"%d" % i, partition=0) for i in range(2000)]
+            return list(await asyncio.gather(*futures))
+
+    metas = _run(body)
+    assert [m.offset for m in metas] == list(range(2000))
+    values = [m.value() for m in consume_all(tansu, topic, [0], 2000)]
+    assert values == [b"%d" % i for i in range(2000)]
