@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 import warnings
 import weakref
@@ -109,6 +110,9 @@ class AIOKafkaProducer:
         self._token_provider = sasl_oauth_token_provider
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[asyncio.Future[Any]] = set()
+        self._checked: set[str] = set()  # topic names found legal
+        self._size_precheck = max_request_size - 1024  # (a record below it always fits)
+        self._pid = os.getpid()
         self._started = False
         self._closed = False
 
@@ -127,7 +131,7 @@ class AIOKafkaProducer:
         )
         if self._token_provider is not None:
             self._engine.token_provider = self._token_from_loop
-        handle = self._engine.handle
+        handle = self._handle = self._engine.handle
         handle.on_done = weakly(self._from_thread)
         weakref.finalize(self, handle.release)  # (dropped unstopped: the slot is freed)
         self._started = True
@@ -179,9 +183,15 @@ class AIOKafkaProducer:
         partition: int | None, timestamp_ms: int | None, header_list: list[tuple[str, bytes]],
     ) -> asyncio.Future[Any]:  # fmt: skip
         handle = self._live_handle()
-        check_topic(topic)
-        count = await self._partitions(topic)
-        self._check_size(key_bytes, value_bytes, header_list)
+        entries = handle.pool.directory.partitions(topic)
+        if entries is None or topic not in self._checked:
+            check_topic(topic)
+            self._checked.add(topic)
+            count = await self._partitions(topic)
+        else:
+            count = len(entries)
+        if header_list or len(key_bytes or b"") + len(value_bytes or b"") > self._size_precheck:
+            self._check_size(key_bytes, value_bytes, header_list)
         if partition is not None:
             if not 0 <= partition < count:
                 raise AssertionError("Unrecognized partition")
@@ -264,7 +274,9 @@ class AIOKafkaProducer:
             raise aio_types.errors().ProducerClosed()
         if not self._started or self._engine is None:
             raise aio_types.errors().IllegalOperation("the producer is not started")
-        return self._engine.handle
+        if self._pid == os.getpid():
+            return self._handle
+        return self._engine.handle  # (a forked child: its own handle)
 
     async def _partitions(self, topic: str) -> int:
         """The topic's partition count, awaited (never blocking) while the Sender fetches
@@ -305,17 +317,18 @@ class AIOKafkaProducer:
             loop.call_soon_threadsafe(self._deliver, done)
 
     def _deliver(self, done: list[Future]) -> None:
-        acks_zero = self._acks == 0
+        acks_zero, pending = self._acks == 0, self._pending
+        metadata = aio_types.MetadataMaker()
         for record in done:
             future = record.report
-            self._pending.discard(future)
+            pending.discard(future)
             if future.done():
                 continue
             error = record.exception
             if error is not None:
                 future.set_exception(aio_types.aiokafka_error(error))
             else:
-                future.set_result(None if acks_zero else aio_types.record_metadata(record))
+                future.set_result(None if acks_zero else metadata(record))
 
     def _fail_pending(self, error: BaseException) -> None:
         for future in list(self._pending):

@@ -120,26 +120,39 @@ def aiokafka_error(exc: BaseException) -> BaseException:
     return made
 
 
-def record_metadata(record: Future) -> Any:
-    """A done record's aiokafka RecordMetadata."""
-    meta = record.value
-    assert meta is not None
-    outcome = record._outcome()
-    log_append = outcome is not None and outcome[0].log_append_time >= 0
-    start = outcome[0].log_start_offset if outcome is not None else -1
-    cls = _record_metadata_type()
-    return cls(
-        meta.topic, meta.partition, TopicPartition(meta.topic, meta.partition), meta.offset,
-        meta.timestamp, TIMESTAMP_LOG_APPEND if log_append else TIMESTAMP_CREATE,
-        start if start >= 0 else None,
-    )  # fmt: skip
+class MetadataMaker:
+    """Done records' aiokafka RecordMetadata, for one hand-over (TopicPartitions shared)."""
+
+    def __init__(self) -> None:
+        self._type, self._tp_type = _record_metadata_type()
+        self._partitions: dict[tuple[str, int], Any] = {}
+
+    def __call__(self, record: Future) -> Any:
+        outcome = record._outcome()
+        assert outcome is not None
+        completion = outcome[0]
+        topic, partition = record.topic, record.partition
+        key = (topic, partition)
+        tp = self._partitions.get(key)
+        if tp is None:
+            tp = self._partitions[key] = self._tp_type(topic, partition)
+        log_append = completion.log_append_time >= 0
+        start = completion.log_start_offset
+        return self._type(
+            topic, partition, tp, completion.offset_of(record.offset_delta),
+            completion.log_append_time if log_append else record.timestamp,
+            TIMESTAMP_LOG_APPEND if log_append else TIMESTAMP_CREATE,
+            start if start >= 0 else None,
+        )  # fmt: skip
 
 
 @functools.cache
-def _record_metadata_type() -> Any:
+def _record_metadata_type() -> tuple[Any, Any]:
+    """aiokafka's RecordMetadata and TopicPartition when it is installed, else ours."""
     if _peer() is not None:
-        return importlib.import_module("aiokafka.structs").RecordMetadata
-    return RecordMetadata
+        structs = importlib.import_module("aiokafka.structs")
+        return structs.RecordMetadata, structs.TopicPartition
+    return RecordMetadata, TopicPartition
 
 
 class BatchBuilder:
