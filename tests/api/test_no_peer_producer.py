@@ -5,6 +5,7 @@ not produce, or refused with an error that says what to use."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import pkgutil
@@ -28,10 +29,8 @@ def _import_submodules(peer: ModuleType) -> None:
     for info in pkgutil.iter_modules(peer.__path__):
         if info.name == "__main__":
             continue
-        try:
+        with contextlib.suppress(ImportError):  # (an optional dependency of the peer's)
             importlib.import_module(f"{peer.__name__}.{info.name}")
-        except ImportError:  # (an optional dependency of the peer's, not installed)
-            pass
 
 
 def _ours(obj: object) -> bool:
@@ -68,5 +67,5 @@ def test_the_producers_are_shmkafkas() -> None:
     with pytest.raises(AttributeError, match="SerializingProducer would produce through"):
         shmkafka.confluent_kafka.SerializingProducer  # noqa: B018
     importlib.import_module("confluent_kafka.aio")
-    with pytest.raises(AttributeError, match="use shmkafka.aiokafka.AIOKafkaProducer"):
+    with pytest.raises(AttributeError, match=r"use shmkafka\.aiokafka\.AIOKafkaProducer"):
         shmkafka.confluent_kafka.aio  # noqa: B018
