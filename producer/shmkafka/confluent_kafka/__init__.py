@@ -1,7 +1,8 @@
 """confluent-kafka's import paths over shmkafka: ``import shmkafka.confluent_kafka as
 confluent_kafka`` (or ``from shmkafka.confluent_kafka import Producer, KafkaError,
-KafkaException, Message, TopicPartition``) gives shmkafka's ``Producer`` with
-confluent-kafka's own value types (pure-Python equivalents without confluent-kafka).
+KafkaException, Message, TopicPartition``) gives shmkafka's ``Producer`` and
+``SerializingProducer`` with confluent-kafka's own value types (pure-Python equivalents
+without confluent-kafka).
 
 confluent-kafka's other classes (``Consumer``, ``admin``...) are not shmkafka's: with
 confluent-kafka installed they are passed through from it.
@@ -13,6 +14,7 @@ from typing import Any
 
 from shmkafka import __version__
 from shmkafka.producer.confluent import Producer
+from shmkafka.producer.confluent_serializing import SerializingProducer
 from shmkafka.producer.confluent_types import (
     OFFSET_INVALID,
     TIMESTAMP_CREATE_TIME,
@@ -51,6 +53,7 @@ __all__ = [
     "KafkaException",
     "Message",
     "Producer",
+    "SerializingProducer",
     "TopicPartition",
     "libversion",
     "version",

@@ -512,6 +512,20 @@ class Producer(ProduceEntry):
             ))  # fmt: skip
         return cluster_metadata(handle.pool.directory.snapshot(), topic)
 
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        """The cluster id from the brokers' metadata (the pool's Sender records it), waiting
+        up to ``timeout`` s (negative: without end) for it; None if it is not known by then."""
+        self._check_open("Handle has been closed")
+        handle = self._handle
+        if handle is None:
+            return None
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while (found := handle.pool.cluster_id()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(metadata_poll_s(0.01))
+        return found
+
     # Transactions are not supported (``transactional.id`` is refused): librdkafka's answer
     # on a producer without one.
 

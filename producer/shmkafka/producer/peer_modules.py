@@ -18,8 +18,6 @@ from typing import Any
 
 # what to use instead, per peer name refused
 INSTEAD = {
-    "SerializingProducer": "call the serializers, then shmkafka.confluent_kafka.Producer's "
-    "produce()",
     "aio": "shmkafka.aiokafka.AIOKafkaProducer (asyncio)",
     "AvroProducer": "an AvroSerializer, then shmkafka.confluent_kafka.Producer's produce()",
 }

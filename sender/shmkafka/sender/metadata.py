@@ -122,6 +122,8 @@ class Metadata:
     def on_response(self, response: MetadataResponse, now_ms: int) -> bool:
         """Absorb a response; returns True if the broker set changed."""
         self.in_flight = False
+        if response.cluster_id and response.cluster_id != self.pool.cluster_id():
+            self.pool.set_cluster_id(response.cluster_id)
         brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
         changed = brokers != self.brokers
         self.brokers = brokers

@@ -60,6 +60,8 @@ Region 1 - HEADER (512 bytes)
     284  u32      partition_entries      directory writer: PARTITIONS entries in use
     288  u64      names_epoch            directory writer: odd while it rewrites the name
                                          of a forgotten topic's entry (readers re-read)
+    296  u16      cluster_id length      the Sender, from Metadata responses: the length
+    298  126s     cluster_id             is stored 0 first and last (0: not known yet)
 Reservation. The segment file is sized for every region at creation, but only the fixed
     regions' memory is taken then (posix_fallocate). SLOTS, TOPICS, PARTITIONS, DEQUES and
     ACTIVE grow: whoever first uses a page of them reserves it first (``Segment.reserve``),
@@ -258,6 +260,9 @@ H_REFUSALS = 272
 H_TOPIC_COUNT = 280
 H_PARTITION_ENTRIES = 284
 H_NAMES_EPOCH = 288
+H_CLUSTER_ID = 296  # u16 length, then CLUSTER_ID_MAX bytes of UTF-8
+CLUSTER_ID_MAX = 126
+U16 = struct.Struct("<H")
 U32 = struct.Struct("<I")
 I32 = struct.Struct("<i")
 U64 = struct.Struct("<Q")

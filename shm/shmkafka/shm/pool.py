@@ -20,7 +20,9 @@ from shmkafka.shm.directory import Directory
 from shmkafka.shm.errors import ShmError
 from shmkafka.shm.events import EventRing
 from shmkafka.shm.layout import (
+    CLUSTER_ID_MAX,
     FREE,
+    H_CLUSTER_ID,
     H_DEQUES_USED,
     H_NEW_BATCHES,
     H_PRODUCER_EPOCH,
@@ -38,6 +40,7 @@ from shmkafka.shm.layout import (
     PENDING,
     POOL_LOCK,
     S_PENDING,
+    U16,
     U32,
     U64,
     Layout,
@@ -243,6 +246,22 @@ class SharedPool:
         """The idempotent producer id and epoch the Sender stored (-1, -1 before any)."""
         buf = self.segment.buf
         return I64.unpack_from(buf, H_PRODUCER_ID)[0], I32.unpack_from(buf, H_PRODUCER_EPOCH)[0]
+
+    def cluster_id(self) -> str | None:
+        """The cluster id the Sender learned from a Metadata response, or None."""
+        buf = self.segment.buf
+        length = min(U16.unpack_from(buf, H_CLUSTER_ID)[0], CLUSTER_ID_MAX)
+        if not length:
+            return None
+        return bytes(buf[H_CLUSTER_ID + 2 : H_CLUSTER_ID + 2 + length]).decode("utf-8", "replace")
+
+    def set_cluster_id(self, cluster_id: str) -> None:
+        """The Sender's: the length goes to 0, then the bytes, then the length (last)."""
+        encoded = cluster_id.encode("utf-8")[:CLUSTER_ID_MAX]
+        buf = self.segment.buf
+        U16.pack_into(buf, H_CLUSTER_ID, 0)
+        buf[H_CLUSTER_ID + 2 : H_CLUSTER_ID + 2 + len(encoded)] = encoded
+        U16.pack_into(buf, H_CLUSTER_ID, len(encoded))
 
     def set_producer_identity(self, producer_id: int, epoch: int) -> None:
         self.segment.store_u32(H_PRODUCER_EPOCH, epoch)

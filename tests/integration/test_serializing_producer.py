@@ -1,0 +1,120 @@
+"""confluent-kafka 2.16's SerializingProducer and Producer.cluster_id, side by side: each
+behaviour runs against confluent-kafka's own class and shmkafka's on the same Tansu broker;
+records are read back with a confluent-kafka consumer and the matching deserializers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import confluent_kafka
+import pytest
+from confluent_kafka.error import KeySerializationError, ValueSerializationError
+from confluent_kafka.serialization import (
+    IntegerDeserializer,
+    IntegerSerializer,
+    MessageField,
+    SerializationContext,
+    StringSerializer,
+)
+
+import shmkafka.confluent_kafka
+from tests.integration.kafka_io import cluster, consume_all, unique_topic
+from tests.peers import Peer
+
+pytestmark = pytest.mark.usefixtures("pool_removed")
+CLASSES = [confluent_kafka.SerializingProducer, shmkafka.confluent_kafka.SerializingProducer]
+
+
+@pytest.fixture
+def topic(tansu: Peer) -> str:
+    name = unique_topic("ser")
+    with cluster(tansu) as c:
+        c.ensure_topic(name, 2)
+    return name
+
+
+def _conf(tansu: Peer, pool_name: str, cls: type, **extra: Any) -> dict[str, Any]:
+    conf = {"bootstrap.servers": tansu.bootstrap, **extra}
+    if cls is shmkafka.confluent_kafka.SerializingProducer:
+        conf["shmkafka.pool"] = pool_name
+    return conf
+
+
+def test_serializers_see_the_context_and_the_records_read_back(
+    tansu: Peer, pool_name: str, topic: str
+) -> None:
+    seen: list[tuple[str, Any, Any, Any]] = []
+
+    def to_json(obj: Any, ctx: SerializationContext) -> bytes:
+        seen.append((type_name, ctx.topic, ctx.field, ctx.headers))
+        return json.dumps(obj).encode()
+
+    reports: list[tuple[Any, int]] = []
+    for cls in CLASSES:
+        type_name = cls.__module__
+        producer = cls(_conf(tansu, pool_name, cls, **{
+            "key.serializer": IntegerSerializer(), "value.serializer": to_json,
+        }))  # fmt: skip
+        producer.produce(topic, key=7, value={"n": 1}, partition=1, headers=[("h", b"v")],
+                         on_delivery=lambda err, msg: reports.append((err, msg.offset())))  # fmt: skip
+        assert producer.flush(30) == 0
+        producer.close()
+    assert [err for err, _ in reports] == [None, None]
+    assert [off for _, off in reports] == [0, 1]
+    assert [s[1:3] for s in seen] == [(topic, MessageField.VALUE)] * 2
+    assert seen[0][3] == seen[1][3] == [("h", b"v")]
+    got = consume_all(tansu, topic, [1], 2)
+    keys = [IntegerDeserializer()(m.key(), None) for m in got]
+    assert keys == [7, 7] and [json.loads(m.value()) for m in got] == [{"n": 1}] * 2
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=["confluent-kafka", "shmkafka"])
+def test_serializer_errors_and_checks_before_them(
+    tansu: Peer, pool_name: str, topic: str, cls: type
+) -> None:
+    calls: list[Any] = []
+
+    def broken(obj: Any, ctx: Any) -> bytes:
+        calls.append(obj)
+        raise ValueError("no")
+
+    producer = cls(_conf(tansu, pool_name, cls, **{
+        "key.serializer": StringSerializer(), "value.serializer": broken,
+    }))  # fmt: skip
+    with pytest.raises(ValueSerializationError) as failed:
+        producer.produce(topic, key="k", value="v")
+    assert isinstance(failed.value.__cause__ or failed.value.__context__, ValueError)
+    with pytest.raises(KeySerializationError):
+        producer.produce(topic, key=12, value="v")  # (StringSerializer refuses an int)
+    with pytest.raises(TypeError, match="topic must be a str"):
+        producer.produce(b"bytes-topic", key="k", value="v")
+    assert calls == ["v"]  # the failed key stopped the value's serializer
+    producer.close()
+    producer.close()  # (a second close does nothing)
+    with pytest.raises(RuntimeError, match="Producer has been closed"):
+        producer.produce(topic, key="k", value="v")
+    assert calls == ["v"]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda tansu, pool: confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap}),
+        lambda tansu, pool: shmkafka.confluent_kafka.Producer(
+            {"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool}
+        ),
+    ],
+    ids=["confluent-kafka", "shmkafka"],
+)
+def test_cluster_id_is_the_brokers(
+    tansu: Peer, pool_name: str, make: Callable[[Peer, str], Any]
+) -> None:
+    reference = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap})
+    expected = reference.cluster_id(30)
+    reference.flush(1)
+    producer = make(tansu, pool_name)
+    found = producer.cluster_id(30)
+    assert found == expected and found
+    producer.flush(1)
