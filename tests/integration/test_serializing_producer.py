@@ -57,8 +57,11 @@ def test_serializers_see_the_context_and_the_records_read_back(
         producer = cls(_conf(tansu, pool_name, cls, **{
             "key.serializer": IntegerSerializer(), "value.serializer": to_json,
         }))  # fmt: skip
+        def report(err: Any, msg: Any) -> None:
+            reports.append((err, msg.offset()))
+
         producer.produce(topic, key=7, value={"n": 1}, partition=1, headers=[("h", b"v")],
-                         on_delivery=lambda err, msg: reports.append((err, msg.offset())))  # fmt: skip
+                         on_delivery=report)  # fmt: skip
         assert producer.flush(30) == 0
         producer.close()
     assert [err for err, _ in reports] == [None, None]
