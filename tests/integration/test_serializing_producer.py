@@ -57,6 +57,7 @@ def test_serializers_see_the_context_and_the_records_read_back(
         producer = cls(_conf(tansu, pool_name, cls, **{
             "key.serializer": IntegerSerializer(), "value.serializer": to_json,
         }))  # fmt: skip
+
         def report(err: Any, msg: Any) -> None:
             reports.append((err, msg.offset()))
 
