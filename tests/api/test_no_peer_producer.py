@@ -15,12 +15,14 @@ import pytest
 
 import shmkafka.aiokafka
 import shmkafka.confluent_kafka
+import shmkafka.confluent_kafka.aio
 import shmkafka.kafka
 from shmkafka.producer.peer_modules import is_producer
 
 MIRRORS = [
     (shmkafka.kafka, "kafka"),
     (shmkafka.confluent_kafka, "confluent_kafka"),
+    (shmkafka.confluent_kafka.aio, "confluent_kafka.aio"),
     (shmkafka.aiokafka, "aiokafka"),
 ]
 
@@ -65,6 +67,6 @@ def test_the_producers_are_shmkafkas() -> None:
     assert shmkafka.confluent_kafka.Producer.__module__.startswith("shmkafka")
     assert shmkafka.aiokafka.AIOKafkaProducer.__module__.startswith("shmkafka")
     assert shmkafka.confluent_kafka.SerializingProducer.__module__.startswith("shmkafka")
-    importlib.import_module("confluent_kafka.aio")
-    with pytest.raises(AttributeError, match=r"use shmkafka\.aiokafka\.AIOKafkaProducer"):
-        shmkafka.confluent_kafka.aio  # noqa: B018
+    assert shmkafka.confluent_kafka.aio.AIOProducer.__module__.startswith("shmkafka")
+    with pytest.raises(AttributeError, match="AsyncSerializingProducer would produce through"):
+        shmkafka.confluent_kafka.aio.AsyncSerializingProducer  # noqa: B018

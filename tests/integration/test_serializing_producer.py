@@ -122,3 +122,36 @@ def test_cluster_id_is_the_brokers(
     found = producer.cluster_id(30)
     assert found == expected and found
     producer.flush(1)
+
+
+@pytest.mark.parametrize("ours", [False, True], ids=["confluent-kafka", "shmkafka"])
+def test_aio_producer_futures_give_the_delivered_messages(
+    tansu: Peer, pool_name: str, topic: str, ours: bool
+) -> None:
+    import asyncio
+
+    import confluent_kafka.aio
+
+    import shmkafka.confluent_kafka.aio
+
+    cls = shmkafka.confluent_kafka.aio.AIOProducer if ours else confluent_kafka.aio.AIOProducer
+    conf: dict[str, Any] = {"bootstrap.servers": tansu.bootstrap}
+    if ours:
+        conf["shmkafka.pool"] = pool_name
+
+    async def body() -> list[Any]:
+        async with cls(conf) as producer:
+            futures = [await producer.produce(topic, b"%d" % i, partition=0) for i in range(50)]
+            with pytest.raises(NotImplementedError, match="Headers are not supported"):
+                await producer.produce(topic, b"h", headers=[("h", b"v")])
+            await producer.flush()
+            messages = list(await asyncio.gather(*futures))
+            assert (await producer.cluster_id()) is not None
+            assert topic in (await producer.list_topics(topic, timeout=10)).topics
+        return messages
+
+    messages = asyncio.run(body())
+    assert [m.value() for m in messages] == [b"%d" % i for i in range(50)]
+    assert all(m.error() is None and m.topic() == topic and m.partition() == 0 for m in messages)
+    offsets = [m.offset() for m in messages]
+    assert offsets == list(range(offsets[0], offsets[0] + 50))

@@ -10,6 +10,7 @@ confluent-kafka installed they are passed through from it.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from shmkafka import __version__
@@ -61,4 +62,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "aio":  # (ours, imported when first used: it brings asyncio)
+        return importlib.import_module("shmkafka.confluent_kafka.aio")
     return from_peer("confluent_kafka", "shmkafka.confluent_kafka", "Producer", name)

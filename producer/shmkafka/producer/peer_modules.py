@@ -18,7 +18,7 @@ from typing import Any
 
 # what to use instead, per peer name refused
 INSTEAD = {
-    "aio": "shmkafka.aiokafka.AIOKafkaProducer (asyncio)",
+    "AsyncSerializingProducer": "the serializers, then shmkafka.confluent_kafka.aio's AIOProducer",
     "AvroProducer": "an AvroSerializer, then shmkafka.confluent_kafka.Producer's produce()",
 }
 
