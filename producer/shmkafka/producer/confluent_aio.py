@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from shmkafka.producer.confluent import Producer
@@ -52,6 +52,17 @@ class _LoopProducer(Producer):
     def _serve_on_loop(self, futures: list[Future]) -> None:
         for future in futures:
             self._serve_report(future)
+
+
+def _in_executor(name: str) -> Callable[..., Awaitable[Any]]:
+    """An AIOProducer method that runs Producer's ``name`` in the executor."""
+
+    async def call(self: AIOProducer, *args: Any, **kwargs: Any) -> Any:
+        return await self._call(getattr(self._producer, name), *args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"``Producer.{name}``, run in the executor."
+    return call
 
 
 class AIOProducer:
@@ -123,32 +134,15 @@ class AIOProducer:
         result: int = await self._call(self._producer.poll, timeout, *args, **kwargs)
         return result
 
-    async def purge(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call(self._producer.purge, *args, **kwargs)
-
-    async def list_topics(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call(self._producer.list_topics, *args, **kwargs)
-
-    async def cluster_id(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call(self._producer.cluster_id, *args, **kwargs)
-
-    async def set_sasl_credentials(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call(self._producer.set_sasl_credentials, *args, **kwargs)
-
-    async def init_transactions(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call(self._producer.init_transactions, *args, **kwargs)
-
-    async def begin_transaction(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call(self._producer.begin_transaction, *args, **kwargs)
-
-    async def commit_transaction(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call(self._producer.commit_transaction, *args, **kwargs)
-
-    async def abort_transaction(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call(self._producer.abort_transaction, *args, **kwargs)
-
-    async def send_offsets_to_transaction(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._call(self._producer.send_offsets_to_transaction, *args, **kwargs)
+    purge = _in_executor("purge")
+    list_topics = _in_executor("list_topics")
+    cluster_id = _in_executor("cluster_id")
+    set_sasl_credentials = _in_executor("set_sasl_credentials")
+    init_transactions = _in_executor("init_transactions")
+    begin_transaction = _in_executor("begin_transaction")
+    commit_transaction = _in_executor("commit_transaction")
+    abort_transaction = _in_executor("abort_transaction")
+    send_offsets_to_transaction = _in_executor("send_offsets_to_transaction")
 
     async def close(self) -> None:
         """Flush, then close the producer and the executor it made (a second call does
