@@ -1,9 +1,11 @@
 """Real application servers serving real HTTP requests that produce (tests/integration/apps/
 web.py: the producer made at import, as a user's app does): gunicorn with and without
 ``--preload``, uvicorn ``--workers``, uWSGI preforking, with ``--lazy-apps`` and with
-``--enable-threads``. Every acknowledged record is read back exactly once and in order per
-worker; one Sender serves the host; a worker SIGKILLed mid-traffic loses nothing it
-acknowledged. On Tansu."""
+``--enable-threads``; and an asyncio app (apps/aioweb.py: Starlette with
+``shmkafka.aiokafka.AIOKafkaProducer``, awaiting each record's acknowledgement) under uvicorn
+``--workers`` and gunicorn with uvicorn workers. Every acknowledged record is read back
+exactly once and in order per worker; one Sender serves the host; a worker SIGKILLed
+mid-traffic loses nothing it acknowledged. On Tansu."""
 
 from __future__ import annotations
 
@@ -33,8 +35,13 @@ PARTITIONS = 4
 WORKERS = 3
 
 
+AIO_APP = "tests.integration.apps.aioweb"  # Starlette, shmkafka.aiokafka
+
+
 def _command(server: str, port: int) -> list[str]:
     address = f"127.0.0.1:{port}"
+    uvicorn = [f"{BIN}/uvicorn", "--workers", str(WORKERS), "--host", "127.0.0.1", "--port",
+               str(port), "--no-access-log"]  # fmt: skip
     gunicorn = [f"{BIN}/gunicorn", "--workers", str(WORKERS), "--bind", address, f"{APP}:app"]
     uwsgi = [f"{BIN}/uwsgi", "--master", "--processes", str(WORKERS), "--http-socket", address,
              "--module", f"{APP}:app", "--die-on-term", "--disable-logging"]  # fmt: skip
@@ -50,6 +57,17 @@ def _command(server: str, port: int) -> list[str]:
             "--port",
             str(port),
             f"{APP}:asgi",
+        ],
+        "uvicorn --workers (asyncio)": [*uvicorn, f"{AIO_APP}:app"],
+        "gunicorn -k uvicorn (asyncio)": [
+            f"{BIN}/gunicorn",
+            "--workers",
+            str(WORKERS),
+            "--bind",
+            address,
+            "--worker-class",
+            "uvicorn.workers.UvicornWorker",
+            f"{AIO_APP}:app",
         ],
         "uwsgi": uwsgi,
         "uwsgi --lazy-apps": [*uwsgi, "--lazy-apps"],
@@ -139,7 +157,7 @@ def _check_read_back(tansu: Peer, topic: str, acked: list[str], sent_at_most: in
 @pytest.mark.parametrize(
     "server",
     ["gunicorn", "gunicorn --preload", "uvicorn --workers", "uwsgi", "uwsgi --lazy-apps",
-     "uwsgi --enable-threads"],
+     "uwsgi --enable-threads", "uvicorn --workers (asyncio)", "gunicorn -k uvicorn (asyncio)"],
 )  # fmt: skip
 def test_an_app_server_delivers_every_acknowledged_record_once(
     server: str, tansu: Peer, pool_name: str
@@ -159,7 +177,9 @@ def test_an_app_server_delivers_every_acknowledged_record_once(
     _check_read_back(tansu, topic, ["probe:0", *acked], 601)
 
 
-@pytest.mark.parametrize("server", ["gunicorn", "uwsgi"])
+@pytest.mark.parametrize(
+    "server", ["gunicorn", "uwsgi", "uvicorn --workers (asyncio)", "gunicorn -k uvicorn (asyncio)"]
+)
 def test_a_worker_killed_mid_traffic_loses_nothing_it_acknowledged(
     server: str, tansu: Peer, pool_name: str
 ) -> None:
