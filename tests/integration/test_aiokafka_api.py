@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import re
 import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -189,3 +190,58 @@ def test_many_concurrent_sends_all_arrive_in_order(tansu: Peer, pool_name: str, 
     assert [m.offset for m in metas] == list(range(2000))
     values = [m.value() for m in consume_all(tansu, topic, [0], 2000)]
     assert values == [b"%d" % i for i in range(2000)]
+
+
+@pytest.mark.parametrize(
+    ("configs", "message"),
+    [
+        ({"acks": 122}, "Invalid ACKS parameter"),
+        ({"compression_type": "my_custom"}, "Invalid compression type!"),
+        ({"security_protocol": "SOME"}, "`security_protocol` should be SSL or PLAINTEXT"),
+        ({"security_protocol": "SSL"}, "`ssl_context` is mandatory if security_protocol=='SSL'"),
+        ({"acks": 1, "enable_idempotence": True}, "acks=1 not supported if enable_idempotence"),
+        ({"security_protocol": "SASL_PLAINTEXT"}, "sasl_plain_username and sasl_plain_password"),
+    ],
+)
+def test_bad_arguments_are_aiokafkas_value_errors(configs: dict[str, Any], message: str) -> None:
+    async def body() -> None:
+        for cls in (aiokafka.AIOKafkaProducer, AIOKafkaProducer):
+            with pytest.raises(ValueError, match=re.escape(message)):
+                cls(bootstrap_servers="127.0.0.1:1", **configs)
+
+    _run(body)
+
+
+def test_made_outside_a_loop_or_with_one_as_aiokafka() -> None:
+    for cls in (aiokafka.AIOKafkaProducer, AIOKafkaProducer):
+        # (aiokafka's text depends on the thread's event loop state; the class does not)
+        with pytest.raises(RuntimeError, match="event loop|async function"):
+            cls(bootstrap_servers="127.0.0.1:1")
+
+    async def body() -> None:
+        for cls in (aiokafka.AIOKafkaProducer, AIOKafkaProducer):
+            with pytest.warns(DeprecationWarning, match="`loop` parameter has been deprecated"):
+                made = cls(bootstrap_servers="127.0.0.1:1", loop=asyncio.get_running_loop())
+            await made.stop()
+            with pytest.warns(DeprecationWarning, match="`api_version` parameter"):
+                made = cls(bootstrap_servers="127.0.0.1:1", api_version="2.0.0")
+            await made.stop()
+
+    _run(body)
+
+
+def test_a_topic_the_broker_does_not_have_is_unknown(pool_name: str) -> None:
+    from shmkafka.broker_stub.server import BrokerStub
+
+    async def body(bootstrap: str) -> None:
+        mine = AIOKafkaProducer(bootstrap_servers=bootstrap, pool=pool_name,
+                                request_timeout_ms=500)  # fmt: skip
+        theirs = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=500)
+        for producer in (theirs, mine):
+            await producer.start()
+            with pytest.raises(aiokafka.errors.UnknownTopicOrPartitionError):
+                await producer.send("no-such-topic", b"v")
+            await producer.stop()
+
+    with BrokerStub(nodes=1, auto_create_topics=False) as stub:
+        _run(lambda: body(stub.bootstrap))

@@ -43,6 +43,56 @@ IGNORED = ("loop", "api_version", "connections_max_idle_ms", "transaction_timeou
            "sasl_kerberos_service_name", "sasl_kerberos_domain_name")  # fmt: skip
 
 
+def _check_arguments(
+    loop: Any, api_version: Any, acks: Any, compression_type: str | None,
+    enable_idempotence: bool,
+) -> None:  # fmt: skip
+    """aiokafka's checks of the constructor's arguments, in its order and words."""
+    if loop is None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # (aiokafka's words)
+            raise RuntimeError(
+                "The object should be created within an async function or provide loop directly."
+            ) from None
+    else:
+        warnings.warn(
+            "The `loop` parameter has been deprecated since 0.7.1 "
+            "and will be removed in a future release.",
+            DeprecationWarning, stacklevel=3,
+        )  # fmt: skip
+    if api_version is not None:
+        warnings.warn(
+            "The `api_version` parameter has been deprecated since 0.13.0. "
+            "It is now a no-op and will be removed in a future release. ",
+            DeprecationWarning, stacklevel=3,
+        )  # fmt: skip
+    if acks not in (0, 1, -1, "all", _MISSING):
+        raise ValueError("Invalid ACKS parameter")
+    if compression_type not in ("gzip", "snappy", "lz4", "zstd", None):
+        raise ValueError("Invalid compression type!")
+    if enable_idempotence and acks not in ("all", -1, _MISSING):
+        raise ValueError(f"acks={acks} not supported if enable_idempotence=True")
+
+
+def _check_security(
+    protocol: str, ssl_context: Any, mechanism: str, username: str | None,
+    password: str | None,
+) -> None:  # fmt: skip
+    if protocol not in ("SSL", "PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ValueError("`security_protocol` should be SSL or PLAINTEXT")
+    if protocol in ("SSL", "SASL_SSL") and ssl_context is None:
+        raise ValueError("`ssl_context` is mandatory if security_protocol=='SSL'")
+    if protocol in ("SASL_SSL", "SASL_PLAINTEXT"):
+        if mechanism not in ("PLAIN", "GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"):
+            raise ValueError(
+                "only `PLAIN`, `GSSAPI`, `SCRAM-SHA-256`, `SCRAM-SHA-512` and `OAUTHBEARER`"
+                "sasl_mechanism are supported at the moment"
+            )
+        if mechanism == "PLAIN" and (username is None or password is None):
+            raise ValueError("sasl_plain_username and sasl_plain_password required for PLAIN sasl")
+
+
 class AIOKafkaProducer:
     """aiokafka's AIOKafkaProducer, its records batched with every other process of the
     pool. ``pool=NAME`` picks the pool (default: one per distinct configuration)."""
@@ -67,8 +117,11 @@ class AIOKafkaProducer:
         sasl_oauth_token_provider: Any = None, delivery_timeout_ms: int = 120_000,
         pool: str | None = None, sender_log: str | None = None,
     ) -> None:  # fmt: skip
-        del loop, api_version, connections_max_idle_ms, transaction_timeout_ms
+        del connections_max_idle_ms, transaction_timeout_ms
         del sasl_kerberos_service_name, sasl_kerberos_domain_name
+        _check_arguments(loop, api_version, acks, compression_type, enable_idempotence)
+        _check_security(security_protocol, ssl_context, sasl_mechanism,
+                        sasl_plain_username, sasl_plain_password)  # fmt: skip
         errors = aio_types.errors()
         if transactional_id is not None:
             raise errors.KafkaConfigurationError(
@@ -100,8 +153,8 @@ class AIOKafkaProducer:
         try:
             self._config = resolved_config(configs)
             self._settings = settings_for(configs)
-        except (KafkaError, ValueError, TypeError) as exc:  # (aiokafka's class here)
-            raise errors.KafkaConfigurationError(str(exc)) from None
+        except (KafkaError, ValueError, TypeError) as exc:  # (aiokafka's: a ValueError)
+            raise ValueError(str(exc)) from None
         self._key_serializer, self._value_serializer = key_serializer, value_serializer
         self._partitioner = partitioner
         self._acks = self._config["acks"]
@@ -292,8 +345,8 @@ class AIOKafkaProducer:
             failure = handle.connect_failure() or handle.still_waiting(topic)
             if failure is not None:
                 raise aio_types.aiokafka_error(failure)
-            if time.monotonic() - began > self._request_timeout_s:
-                raise aio_types.errors().KafkaTimeoutError(
+            if time.monotonic() - began > self._request_timeout_s:  # (aiokafka's error)
+                raise aio_types.errors().UnknownTopicOrPartitionError(
                     f"topic {topic!r} not present in metadata after "
                     f"{int(self._request_timeout_s * 1000)} ms"
                 )
