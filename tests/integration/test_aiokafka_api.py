@@ -215,7 +215,7 @@ def test_bad_arguments_are_aiokafkas_value_errors(configs: dict[str, Any], messa
 def test_made_outside_a_loop_or_with_one_as_aiokafka() -> None:
     for cls in (aiokafka.AIOKafkaProducer, AIOKafkaProducer):
         # (aiokafka's text depends on the thread's event loop state; the class does not)
-        with pytest.raises(RuntimeError, match="event loop|async function"):
+        with pytest.raises(RuntimeError, match=r"event loop|async function"):
             cls(bootstrap_servers="127.0.0.1:1")
 
     async def body() -> None:
