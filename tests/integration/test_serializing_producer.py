@@ -135,7 +135,7 @@ def test_aio_producer_futures_give_the_delivered_messages(
     import shmkafka.confluent_kafka.aio
 
     cls = shmkafka.confluent_kafka.aio.AIOProducer if ours else confluent_kafka.aio.AIOProducer
-    conf: dict[str, Any] = {"bootstrap.servers": tansu.bootstrap}
+    conf: dict[str, Any] = {"bootstrap.servers": tansu.bootstrap, "enable.idempotence": True}
     if ours:
         conf["shmkafka.pool"] = pool_name
 

@@ -100,6 +100,9 @@ class Producer(ProduceEntry):
         self._errors: deque[KafkaError] = deque()
         self._reports_ready = threading.Condition()
         self._unassigned: deque[Unassigned] = deque()
+        # (poll, flush and produce may run in different threads, as librdkafka allows: the
+        # records waiting for their topic are served by one at a time, in order)
+        self._unassigned_lock = threading.RLock()
         self._closed = False
         self._stats_at = self._created = time.monotonic()
         # what the short produce path reads, looked up once
@@ -276,10 +279,13 @@ class Producer(ProduceEntry):
             if handle is None:
                 self._unassigned.append(record)
                 return
-            self._serve_unassigned(handle)
-            if not self._append(handle, record):
-                handle.request_topic(topic)
-                self._unassigned.append(record)
+            if not self._unassigned and self._append(handle, record):
+                return
+            with self._unassigned_lock:
+                self._serve_unassigned(handle)
+                if not self._append(handle, record):
+                    handle.request_topic(topic)
+                    self._unassigned.append(record)
         except ProtocolKafkaError as exc:
             raise confluent_exception(exc) from None
 
@@ -309,6 +315,10 @@ class Producer(ProduceEntry):
         """Append records whose topic is now known; time out those waiting too long."""
         if not self._unassigned:
             return
+        with self._unassigned_lock:
+            self._serve_unassigned_locked(handle)
+
+    def _serve_unassigned_locked(self, handle: ProducerHandle | None) -> None:
         now = time.monotonic()
         failure = handle.connect_failure() if handle is not None else None
         refused: dict[str, Any] = {}  # topics a limit of the pool refused: their records fail
@@ -317,27 +327,26 @@ class Producer(ProduceEntry):
                 if (error := handle.still_waiting(topic)) is not None:
                     refused[topic] = kafka_error_of(error)
         waiting: deque[Unassigned] = deque()
-        while self._unassigned:
-            record = self._unassigned.popleft()
+        unassigned = self._unassigned  # (in place: the C entry holds this deque)
+        while unassigned:
+            # each record leaves the deque once appended: until the last one is, the C
+            # entry sees records waiting and takes this path, behind them
+            record = unassigned[0]
             if failure is not None:  # a refused login or TLS handshake: no metadata comes
                 self._fail_now(record, kafka_error_of(failure))
-                continue
-            if record.topic in refused:
+            elif record.topic in refused:
                 self._fail_now(record, refused[record.topic])
-                continue
-            try:
-                if handle is not None and self._append(handle, record):
-                    continue
-            except ProtocolKafkaError as exc:  # this record's failure, not the caller's
-                self._fail_now(record, kafka_error_of(exc))
-                continue
-            if now >= record.deadline:
-                self._fail_now(record, KafkaError(KafkaError._MSG_TIMED_OUT))
-                if record.report[0] is None:
-                    continue
             else:
-                waiting.append(record)
-        self._unassigned.extend(waiting)  # (in place: the C entry holds this deque)
+                try:
+                    if handle is None or not self._append(handle, record):
+                        if now >= record.deadline:
+                            self._fail_now(record, KafkaError(KafkaError._MSG_TIMED_OUT))
+                        else:
+                            waiting.append(record)
+                except ProtocolKafkaError as exc:  # this record's failure, not the caller's
+                    self._fail_now(record, kafka_error_of(exc))
+            unassigned.popleft()
+        unassigned.extend(waiting)
 
     def produce_batch(
         self,
