@@ -25,7 +25,7 @@ from kafka.structs import TopicPartition
 
 from shmkafka.producer.accumulator import RecordAccumulator
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
 

@@ -11,7 +11,7 @@ import pytest
 
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
 from tests import ledger

@@ -20,7 +20,7 @@ from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import ProduceRequest
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
 from tests.conftest import discard

@@ -20,7 +20,7 @@ from shmkafka.protocol.records import BatchMeta
 from shmkafka.sender.connection import ClientResponse
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK, SEALED
 from shmkafka.shm.pool import SharedPool
 from tests.sender.memnet import MemoryNetwork

@@ -10,7 +10,7 @@ from shmkafka.producer.handle import ProducerHandle
 from shmkafka.producer.settings import SenderConfig
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK, H_SENDER_LINGER, H_SENDER_WAKE_AT, I64
 from shmkafka.shm.pool import SharedPool
 from tests.conftest import discard

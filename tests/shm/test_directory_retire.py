@@ -9,7 +9,7 @@ import pytest
 
 from shmkafka.producer.accumulator import RecordAccumulator, StaleRouteError
 from shmkafka.shm.bufferpool import SlabRun
-from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
 from tests.conftest import SMALL, publish

@@ -16,7 +16,7 @@ from shmkafka.producer.handle import ProducerHandle
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.directory import PartitionLeader
+from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import ALL_DELTAS, DIRECTORY_LOCK
 from shmkafka.shm.rings import Completion
 from tests.conftest import discard

@@ -30,11 +30,12 @@ from typing import Any
 
 from shmkafka.errors import KafkaError, MemoryExhaustedError
 from shmkafka.producer import aio_types
+from shmkafka.producer.accumulator import record_size_bound
 from shmkafka.producer.callbacks import weakly
 from shmkafka.producer.engine import Engine, check_topic
 from shmkafka.producer.futures import Future
-from shmkafka.producer.handle import metadata_poll_s
 from shmkafka.producer.kafka_python import resolved_config, settings_for
+from shmkafka.producer.metadata_view import metadata_poll_s
 
 _MISSING = object()
 FULL_POOL_WAIT_S = 0.002  # how often a send waiting for room in a full pool looks again
@@ -354,8 +355,7 @@ class AIOKafkaProducer:
         return len(entries)
 
     def _check_size(self, key: Any, value: Any, headers: list[tuple[str, bytes]]) -> None:
-        size = 61 + 21 + len(key or b"") + len(value or b"")
-        size += sum(len(k.encode()) + len(v or b"") + 10 for k, v in headers)
+        size = record_size_bound(key, value, headers)  # (the accumulator's bound)
         if size > self._max_request_size:
             raise aio_types.errors().MessageSizeTooLargeError(
                 f"The message is {size} bytes when serialized which is larger than the "

@@ -12,7 +12,9 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, NamedTuple
 
 from shmkafka import errors as shmkafka_errors
+from shmkafka.producer.accumulator import record_size_bound
 from shmkafka.producer.futures import Future, TopicPartition
+from shmkafka.protocol.records import HEADER_SIZE
 
 TIMESTAMP_CREATE, TIMESTAMP_LOG_APPEND = 0, 1
 
@@ -161,7 +163,7 @@ class BatchBuilder:
 
     def __init__(self, batch_size: int, key_serializer: Any, value_serializer: Any) -> None:
         self._limit = batch_size
-        self._size = 61  # (a RecordBatch header)
+        self._size = HEADER_SIZE
         self._key_serializer, self._value_serializer = key_serializer, value_serializer
         self.records: list[tuple[Any, Any, int | None, list[tuple[str, bytes]]]] = []
         self._closed = False
@@ -173,8 +175,7 @@ class BatchBuilder:
         key = key if self._key_serializer is None else self._key_serializer(key)
         value = value if self._value_serializer is None else self._value_serializer(value)
         header_list = list(headers or [])
-        size = 21 + len(key or b"") + len(value or b"")
-        size += sum(len(k.encode()) + len(v or b"") + 10 for k, v in header_list)
+        size = record_size_bound(key, value, header_list) - HEADER_SIZE
         if self.records and self._size + size > self._limit:
             self.close()
             return None

@@ -46,9 +46,9 @@ from shmkafka.producer.confluent_records import (
     check_value,
     confluent_exception,
     error_of,
-    kafka_error_of,
     message_for,
     partition_for,
+    serve_waiting,
     text_of,
 )
 from shmkafka.producer.confluent_stats import statistics
@@ -56,8 +56,14 @@ from shmkafka.producer.confluent_types import KafkaError, KafkaException, Messag
 from shmkafka.producer.engine import Engine, Settings, legal_topic
 from shmkafka.producer.entry import PARTITIONER_CODES, ProduceEntry, c_tracked, serve_reports
 from shmkafka.producer.futures import Future
-from shmkafka.producer.handle import ProducerHandle, metadata_poll_s
-from shmkafka.producer.metadata_view import ClusterMetadata, cluster_metadata, wait_for_metadata
+from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.metadata_view import (
+    ClusterMetadata,
+    cluster_metadata,
+    metadata_poll_s,
+    wait_for_cluster_id,
+    wait_for_metadata,
+)
 from shmkafka.producer.settings import normalize_bootstrap
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.shm.events import Event
@@ -316,37 +322,7 @@ class Producer(ProduceEntry):
         if not self._unassigned:
             return
         with self._unassigned_lock:
-            self._serve_unassigned_locked(handle)
-
-    def _serve_unassigned_locked(self, handle: ProducerHandle | None) -> None:
-        now = time.monotonic()
-        failure = handle.connect_failure() if handle is not None else None
-        refused: dict[str, Any] = {}  # topics a limit of the pool refused: their records fail
-        if handle is not None and failure is None:
-            for topic in {r.topic for r in self._unassigned}:
-                if (error := handle.still_waiting(topic)) is not None:
-                    refused[topic] = kafka_error_of(error)
-        waiting: deque[Unassigned] = deque()
-        unassigned = self._unassigned  # (in place: the C entry holds this deque)
-        while unassigned:
-            # each record leaves the deque once appended: until the last one is, the C
-            # entry sees records waiting and takes this path, behind them
-            record = unassigned[0]
-            if failure is not None:  # a refused login or TLS handshake: no metadata comes
-                self._fail_now(record, kafka_error_of(failure))
-            elif record.topic in refused:
-                self._fail_now(record, refused[record.topic])
-            else:
-                try:
-                    if handle is None or not self._append(handle, record):
-                        if now >= record.deadline:
-                            self._fail_now(record, KafkaError(KafkaError._MSG_TIMED_OUT))
-                        else:
-                            waiting.append(record)
-                except ProtocolKafkaError as exc:  # this record's failure, not the caller's
-                    self._fail_now(record, kafka_error_of(exc))
-            unassigned.popleft()
-        unassigned.extend(waiting)
+            serve_waiting(self._unassigned, handle, self._append, self._fail_now)
 
     def produce_batch(
         self,
@@ -526,14 +502,7 @@ class Producer(ProduceEntry):
         up to ``timeout`` s (negative: without end) for it; None if it is not known by then."""
         self._check_open("Handle has been closed")
         handle = self._handle
-        if handle is None:
-            return None
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
-        while (found := handle.pool.cluster_id()) is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            time.sleep(metadata_poll_s(0.01))
-        return found
+        return None if handle is None else wait_for_cluster_id(handle, timeout)
 
     # Transactions are not supported (``transactional.id`` is refused): librdkafka's answer
     # on a producer without one.

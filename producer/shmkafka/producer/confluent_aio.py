@@ -27,7 +27,7 @@ from typing import Any
 from shmkafka.producer.confluent import Producer
 from shmkafka.producer.confluent_types import KafkaException
 from shmkafka.producer.futures import Future
-from shmkafka.producer.handle import metadata_poll_s
+from shmkafka.producer.metadata_view import metadata_poll_s
 
 NO_HEADERS = (
     "Headers are not supported in AIOProducer batch mode. "

@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 import time
 import zlib
+from collections import deque
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from shmkafka.errors import (
@@ -222,3 +224,39 @@ class Purged(ProtocolKafkaError):
     def __init__(self, code: int) -> None:
         super().__init__(KafkaError(code).str())
         self.error_code = code
+
+
+def serve_waiting(
+    unassigned: deque[Unassigned], handle: Any,
+    append: Callable[[Any, Unassigned], bool], fail: Callable[[Unassigned, Any], None],
+) -> None:  # fmt: skip
+    """Append the records waiting for their topic whose topic is now known (``append``),
+    fail those refused or waiting too long (``fail``); the others wait on, in order. The
+    caller holds its producer's lock of the queue."""
+    now = time.monotonic()
+    failure = handle.connect_failure() if handle is not None else None
+    refused: dict[str, Any] = {}  # topics a limit of the pool refused: their records fail
+    if handle is not None and failure is None:
+        for topic in {r.topic for r in unassigned}:
+            if (error := handle.still_waiting(topic)) is not None:
+                refused[topic] = kafka_error_of(error)
+    waiting: deque[Unassigned] = deque()
+    while unassigned:  # (in place: the C entry holds this deque)
+        # each record leaves the deque once appended: until the last one is, the C entry
+        # sees records waiting and takes the Python path, behind them
+        record = unassigned[0]
+        if failure is not None:  # a refused login or TLS handshake: no metadata comes
+            fail(record, kafka_error_of(failure))
+        elif record.topic in refused:
+            fail(record, refused[record.topic])
+        else:
+            try:
+                if handle is None or not append(handle, record):
+                    if now >= record.deadline:
+                        fail(record, KafkaError(KafkaError._MSG_TIMED_OUT))
+                    else:
+                        waiting.append(record)
+            except ProtocolKafkaError as exc:  # this record's failure, not the caller's
+                fail(record, kafka_error_of(exc))
+        unassigned.popleft()
+    unassigned.extend(waiting)

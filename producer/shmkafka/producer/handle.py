@@ -43,6 +43,7 @@ from shmkafka.producer import native
 from shmkafka.producer.accumulator import RecordAccumulator, StaleRouteError
 from shmkafka.producer.attachment import Attachment
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
+from shmkafka.producer.metadata_view import metadata_poll_s
 from shmkafka.producer.pool_errors import SHM_ERRORS, completion_error, kafka_error, kafka_errors
 from shmkafka.producer.supervisor import SENDER_STALL_MS, SenderSupervisor
 from shmkafka.protocol.broker_errors import for_code
@@ -70,16 +71,6 @@ except ImportError:  # not built: futures.PyTracker serves
 
 SENDER_CHECK_S = 0.2
 ASK_AGAIN_S = 1.0  # how often a topic still waited for is asked for again
-METADATA_POLL_S = 0.0005  # how often a send waiting for its topic looks at the directory
-METADATA_FIRST_POLLS_S = (0.00005, 0.005)  # ... but every 50 µs for the first 5 ms
-
-
-def metadata_poll_s(waited_s: float) -> float:
-    """How long a wait for a topic's metadata sleeps between looks, ``waited_s`` into it:
-    briefly at first (the Sender usually answers within a millisecond or two), then
-    METADATA_POLL_S."""
-    step, first = METADATA_FIRST_POLLS_S
-    return step if waited_s < first else METADATA_POLL_S
 
 
 RECENT_EVENTS_S = 10.0

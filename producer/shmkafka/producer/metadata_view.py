@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from shmkafka.shm.directory import DirectorySnapshot
+from shmkafka.shm.directory_view import DirectorySnapshot
 
 if TYPE_CHECKING:
     from shmkafka.producer.handle import ProducerHandle
@@ -56,6 +56,29 @@ def cluster_metadata(snapshot: DirectorySnapshot, topic: str | None) -> ClusterM
         })
         for name in names
     })  # fmt: skip
+
+
+TOPIC_POLL_S = 0.0005  # how often a send waiting for its topic looks at the directory
+TOPIC_FIRST_POLLS_S = (0.00005, 0.005)  # ... but every 50 µs for the first 5 ms
+
+
+def metadata_poll_s(waited_s: float) -> float:
+    """How long a wait for a topic's metadata sleeps between looks, ``waited_s`` into it:
+    briefly at first (the Sender usually answers within a millisecond or two), then
+    TOPIC_POLL_S."""
+    step, first = TOPIC_FIRST_POLLS_S
+    return step if waited_s < first else TOPIC_POLL_S
+
+
+def wait_for_cluster_id(handle: ProducerHandle, timeout: float | None) -> str | None:
+    """The cluster id the pool's Sender read from the brokers, waiting up to ``timeout`` s
+    (None or negative: without end); None if it is not known by then."""
+    deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+    while (found := handle.pool.cluster_id()) is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        time.sleep(metadata_poll_s(0.01))
+    return found
 
 
 def wait_for_metadata(handle: ProducerHandle, topic: str | None, deadline: float) -> bool:

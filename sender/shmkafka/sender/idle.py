@@ -10,6 +10,9 @@ Rules:
   ascending order (nothing takes a stripe lock, then the directory lock): no appender can
   push meanwhile, and the directory refuses when a deque holds a batch or one of its
   batches is still in flight (a descriptor that is not FREE).
+- A new Sender first repairs what a killed one left (``Directory.recover``).
+- When the directory forgot retired topics' sequences (its names or entries ran out), the
+  Sender takes a new producer id before it sends again.
 - A retired topic leaves the Sender's metadata (no refresh asks for it); an app that sends
   to it again asks for it like a new topic and gets it back with its sequences.
 """
@@ -31,12 +34,21 @@ BATCH_WORDS = 32  # a batch descriptor in u32 words (BATCH_SIZE_BYTES / 4)
 
 class IdleTopics:
     def __init__(self, pool: SharedPool, max_idle_ms: int, now_ms: int) -> None:
+        with pool.locks.held(DIRECTORY_LOCK):
+            if revived := pool.directory.recover():
+                log.info("topics a killed Sender was retiring kept their batches: %s", revived)
         self.pool = pool
         self.max_idle_ms = max_idle_ms
         self.sweep_ms = max(1, min(SWEEP_MS_MAX, max_idle_ms // 4))
         self.last_used: dict[str, int] = {}
         self.next_sweep_ms = now_ms + self.sweep_ms
         self.retired = 0  # topics retired so far (statistics, tests)
+
+    def sequences_forgotten(self) -> bool:
+        """True once after the directory forgot retired topics' sequences."""
+        directory = self.pool.directory
+        forgot, directory.forgot = directory.forgot, False
+        return forgot
 
     def used(self, topics: Iterable[str], now_ms: int) -> None:
         """Topics with queued batches this round."""

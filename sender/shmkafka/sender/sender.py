@@ -134,9 +134,6 @@ class Sender:
         )
         if (leaked := pool.reclaim_unowned()) > 0:
             log.info("reclaimed %d slabs a killed Sender left unowned", leaked)
-        with pool.locks.held(DIRECTORY_LOCK):
-            if revived := pool.directory.recover():
-                log.info("topics a killed Sender was retiring kept their batches: %s", revived)
         self.idle = IdleTopics(pool, config.metadata_max_idle_ms, self.clock.monotonic_ms())
         self._resume_in_flight()
         self._new_batches_seen = pool.new_batches()
@@ -149,8 +146,7 @@ class Sender:
         """One round; returns how long the caller may wait before the next (ms)."""
         self._new_batches_seen = self.pool.new_batches()  # before we look at the deques
         self._maybe_update_metadata(now_ms)
-        if self.pool.directory.forgot:  # (retired topics' sequences are gone: a new id)
-            self.pool.directory.forgot = False
+        if self.idle.sequences_forgotten():  # (a new producer id: see idle.py)
             self._reset_producer |= self.config.enable_idempotence
         if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
             # (no producer id yet, the cluster unreachable: records still expire in time)

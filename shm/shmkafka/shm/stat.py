@@ -12,7 +12,8 @@ from typing import Any
 
 from shmkafka.shm.batches import Batches, BatchInfo, Deques
 from shmkafka.shm.bufferpool import BufferPool
-from shmkafka.shm.directory import Directory, PartitionEntry
+from shmkafka.shm.directory import Directory
+from shmkafka.shm.directory_view import PartitionEntry
 from shmkafka.shm.layout import FREE, IN_FLIGHT, STATE_NAMES
 from shmkafka.shm.procs import age_seconds, is_alive
 from shmkafka.shm.segment import Segment
