@@ -134,7 +134,8 @@ def test_a_sender_killed_while_it_retires_an_idle_topic(
                 handle.send("quiet", b"%d" % i, partition=0)
             handle.flush(30)
             deadline = time.monotonic() + 30
-            while not marker.exists():  # the Sender retires the topic once it is idle
+            # the Sender retires the topic once it is idle (the marker is made, then written)
+            while not (marker.exists() and marker.read_text()):
                 assert time.monotonic() < deadline, "the idle topic was never retired"
                 handle.pool.directory.snapshot()  # (the app keeps reading the directory)
                 time.sleep(0.05)
