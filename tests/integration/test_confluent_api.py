@@ -331,3 +331,38 @@ def test_flush_returns_only_once_every_report_was_served(
     assert p.flush(30) == 0
     assert len(reports) == 21 and reports == [None] * 21
     p.close()
+
+
+def test_records_waiting_for_a_new_topic_keep_their_order_while_another_thread_polls(
+    tansu: Peer, topic: str, pool_name: str
+) -> None:
+    # A fresh pool: every record waits in the app until the Sender has the topic's metadata,
+    # and the polling thread appends them as it lands while the main thread goes on producing.
+    import threading
+
+    count = 3000
+    offsets: dict[int, tuple[Any, int]] = {}
+
+    def report(err: Any, msg: Any) -> None:
+        offsets[int(msg.value())] = (err, msg.offset())
+
+    p = Producer({"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name,
+                  "enable.idempotence": True})  # fmt: skip
+    polling = threading.Event()
+    polling.set()
+
+    def poll() -> None:
+        while polling.is_set():
+            p.poll(0.001)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        for i in range(count):
+            p.produce(topic, b"%d" % i, partition=0, on_delivery=report)
+        assert p.flush(30) == 0
+    finally:
+        polling.clear()
+        poller.join()
+    p.close()
+    assert [offsets.get(i) for i in range(count)] == [(None, i) for i in range(count)]

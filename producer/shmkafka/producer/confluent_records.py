@@ -240,23 +240,44 @@ def serve_waiting(
         for topic in {r.topic for r in unassigned}:
             if (error := handle.still_waiting(topic)) is not None:
                 refused[topic] = kafka_error_of(error)
-    waiting: deque[Unassigned] = deque()
-    while unassigned:  # (in place: the C entry holds this deque)
-        # each record leaves the deque once appended: until the last one is, the C entry
-        # sees records waiting and takes the Python path, behind them
-        record = unassigned[0]
-        if failure is not None:  # a refused login or TLS handshake: no metadata comes
-            fail(record, kafka_error_of(failure))
-        elif record.topic in refused:
-            fail(record, refused[record.topic])
+    # A record that waits stays in the deque, and so does every later record of its topic:
+    # the deque is never empty while one waits (the producing thread appends directly when
+    # it is), and a topic that becomes known during the pass cannot let a later record of it
+    # overtake an earlier one.
+    blocked: set[str] = set()
+    index = 0
+    while index < len(unassigned):
+        record = unassigned[index]
+        if record.topic in blocked:
+            index += 1
+            continue
+        if not _serve_one(record, handle, failure, refused, now, append, fail):
+            blocked.add(record.topic)
+            index += 1
+            continue
+        # (removed only once appended or failed: until the last one is, the C entry sees
+        # records waiting and takes the Python path, behind them)
+        if index == 0:
+            unassigned.popleft()
         else:
-            try:
-                if handle is None or not append(handle, record):
-                    if now >= record.deadline:
-                        fail(record, KafkaError(KafkaError._MSG_TIMED_OUT))
-                    else:
-                        waiting.append(record)
-            except ProtocolKafkaError as exc:  # this record's failure, not the caller's
-                fail(record, kafka_error_of(exc))
-        unassigned.popleft()
-    unassigned.extend(waiting)
+            del unassigned[index]
+
+
+def _serve_one(
+    record: Unassigned, handle: Any, failure: Any, refused: dict[str, Any], now: float,
+    append: Callable[[Any, Unassigned], bool], fail: Callable[[Unassigned, Any], None],
+) -> bool:  # fmt: skip
+    """Append or fail one waiting record; False if it waits on."""
+    if failure is not None:  # a refused login or TLS handshake: no metadata comes
+        fail(record, kafka_error_of(failure))
+    elif record.topic in refused:
+        fail(record, refused[record.topic])
+    else:
+        try:
+            if handle is None or not append(handle, record):
+                if now < record.deadline:
+                    return False
+                fail(record, KafkaError(KafkaError._MSG_TIMED_OUT))
+        except ProtocolKafkaError as exc:  # this record's failure, not the caller's
+            fail(record, kafka_error_of(exc))
+    return True
