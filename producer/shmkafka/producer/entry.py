@@ -1,6 +1,7 @@
-"""The bases of the two facades: ``send`` (KafkaProducer) and ``produce`` (Producer) in C for
-the common record (``_entry.c``), or, when the extension is not built, these Python ones,
-which go straight to the facade's own Python method (``_send`` / ``_produce``); and the
+"""The bases of the facades: ``send`` (KafkaProducer) and ``produce`` (Producer) in C for
+the common record (``_entry.c``), and the append AIOKafkaProducer's async ``send`` calls
+(``_fast_append``), or, when the extension is not built, these Python ones, which go
+straight to the facade's own Python method (``_send`` / ``_produce``); and the
 confluent API's delivery reports served in C (``_reports.c``).
 
 Rules:
@@ -61,6 +62,13 @@ class PyProduceEntry(_PyEntry):
         raise NotImplementedError
 
 
+class PyAppendEntry(_PyEntry):
+    def _fast_append(self, topic: str, value: Any, key: Any, report: Any) -> bool:
+        """Append the common record in C; False: nothing written, the Python path takes
+        it (always, without the extension)."""
+        return False
+
+
 # serve_reports(reports, message_type, serve_other) -> (served, last exception raised): the
 # confluent API's delivery reports served in C (None: the Python loop serves them all)
 serve_reports: Callable[[Any, Any, Callable[[Any], BaseException | None]],
@@ -69,12 +77,19 @@ serve_reports: Callable[[Any, Any, Callable[[Any], BaseException | None]],
 if TYPE_CHECKING:
     SendEntry = PySendEntry
     ProduceEntry = PyProduceEntry
+    AppendEntry = PyAppendEntry
 else:
     try:
         native.check()
-        from shmkafka.producer._fastappend import ProduceEntry, SendEntry, serve_reports
+        from shmkafka.producer._fastappend import (
+            AppendEntry,
+            ProduceEntry,
+            SendEntry,
+            serve_reports,
+        )
     except ImportError:  # not built
         SendEntry, ProduceEntry, serve_reports = PySendEntry, PyProduceEntry, None
+        AppendEntry = PyAppendEntry
 
 
 def c_tracked(handle: Any) -> bool:
