@@ -377,3 +377,44 @@ def test_no_common_mechanism_is_reported_fast(pool_name: str) -> None:
     assert [e.code() for e in reports] == [KafkaError._AUTHENTICATION]
     assert any("Unsupported SASL mechanism" in e.str() and "SCRAM-SHA-256" in e.str()
                for e in errors)  # fmt: skip
+
+
+def test_aiokafka_async_token_provider_across_reauthentication(pool_name: str) -> None:
+    """aiokafka's ``AbstractTokenProvider`` with an async ``token()``: the Sender's token
+    requests are answered on the app's event loop while it sends, fresh ones at each
+    re-authentication."""
+    import asyncio
+
+    from shmkafka.aiokafka import AIOKafkaProducer
+    from shmkafka.aiokafka.abc import AbstractTokenProvider as AioTokenProvider
+
+    calls: list[float] = []
+
+    class Provider(AioTokenProvider):  # type: ignore[misc]
+        async def token(self) -> str:
+            await asyncio.sleep(0)  # (a coroutine that yields, as a real one would)
+            calls.append(time.monotonic())
+            return unsecured_jwt("carol", 2)
+
+    sasl = SaslConfig.make(["OAUTHBEARER"], None, session_lifetime_ms=1500)
+    with BrokerStub(nodes=1, partitions=1, sasl=sasl) as stub:
+
+        async def body() -> list[Any]:
+            async with AIOKafkaProducer(
+                bootstrap_servers=stub.bootstrap, security_protocol="SASL_PLAINTEXT",
+                sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=Provider(),
+                pool=pool_name,
+            ) as p:  # fmt: skip
+                futures = []
+                deadline = time.monotonic() + 4.5
+                while time.monotonic() < deadline:
+                    futures.append(await p.send("aiotokens", b"x"))
+                    await asyncio.sleep(0.02)
+                return list(await asyncio.gather(*futures))
+
+        metas = asyncio.run(body())
+        events = stub.auth_events()
+    assert metas and all(m.topic == "aiotokens" and m.offset >= 0 for m in metas)
+    assert [m.offset for m in metas] == list(range(len(metas)))
+    assert events.get("reauthenticated", 0) >= 2 and not events.get("expired")
+    assert len(calls) >= 2

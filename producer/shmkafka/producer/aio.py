@@ -191,6 +191,9 @@ class AIOKafkaProducer(AppendEntry):
         handle = self._handle = self._engine.handle
         handle.on_done = weakly(self._from_thread)
         weakref.finalize(self, handle.release)  # (dropped unstopped: the slot is freed)
+        # the completion thread serves from here: it also answers the Sender's token
+        # questions, which the first metadata can wait on
+        handle.start()
         self._started = True
         self._enable_fast(handle)
 
