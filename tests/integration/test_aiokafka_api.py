@@ -281,3 +281,19 @@ def test_keyed_and_keyless_sends_without_a_partition_land_as_aiokafkas(
               for m in consume_all(tansu, topic, list(range(PARTITIONS)), total)}  # fmt: skip
     assert len(stored) == total
     assert [stored[(m.partition, m.offset)] for m in metas] == [b"n%d" % i for i in range(500)]
+
+
+def test_max_batch_size_bounds_the_pools_batches_only_when_given() -> None:
+    """Not given, the pool's batches grow with their load (as KafkaProducer's) while
+    create_batch keeps aiokafka's 16,384 bytes; given, it bounds both."""
+
+    async def body() -> list[tuple[int, int]]:
+        out = []
+        for configs in ({}, {"max_batch_size": 4096}):
+            producer = AIOKafkaProducer(**configs)
+            out.append((producer._settings.pool.batch_size, producer.create_batch()._limit))
+        return out
+
+    default, given = _run(body)
+    assert default == (1_000_000, 16384) and given == (4096, 4096)
+    assert aiokafka.AIOKafkaProducer.__init__.__kwdefaults__["max_batch_size"] == 16384

@@ -5,11 +5,13 @@ Rules:
   blocking parts in the loop's executor. A send waiting for its topic's metadata, or for
   room in a full pool, awaits (``asyncio.sleep``) and looks again; the pool itself never
   blocks it, since this producer's handle allocates with ``max_block_ms`` 0.
+- Without ``max_batch_size`` the pool's batches grow with their load up to 1 MB, as
+  KafkaProducer's do (``create_batch`` keeps aiokafka's 16,384 bytes); given, it bounds them.
 - Results reach the loop in bulk. The process's completion thread hands each batch of done
   records to ``_deliver`` through one ``call_soon_threadsafe``, and that sets the asyncio
   futures on the loop. No future is touched from another thread.
 - aiokafka's contract: keyword-only arguments with aiokafka 0.14's defaults (``acks=1``, no
-  idempotence, ``request_timeout_ms`` 40000, batches of ``max_batch_size``), results as
+  idempotence, ``request_timeout_ms`` 40000, ``create_batch`` of ``max_batch_size``), results as
   aiokafka's RecordMetadata (``None`` with ``acks=0``), aiokafka's errors (its own classes
   when it is installed, shmkafka.aiokafka.errors' otherwise), ``ProducerClosed`` after
   ``stop``. Better than aiokafka: ``stop`` is bounded by ``request_timeout_ms`` even with
@@ -39,6 +41,8 @@ from shmkafka.producer.kafka_python import resolved_config, settings_for
 from shmkafka.producer.metadata_view import metadata_poll_s
 
 _MISSING = object()
+AIOKAFKA_BATCH_BYTES = 16384  # aiokafka's max_batch_size: create_batch's bound
+POOL_BATCH_BYTES = 1_000_000  # the pool's batches when max_batch_size is not given
 FULL_POOL_WAIT_S = 0.002  # how often a send waiting for room in a full pool looks again
 # aiokafka arguments accepted and ignored: what they control does not exist here
 IGNORED = ("loop", "api_version", "connections_max_idle_ms", "transaction_timeout_ms",
@@ -108,7 +112,7 @@ class AIOKafkaProducer(AppendEntry):
         client_id: str | None = None, metadata_max_age_ms: int = 300_000,
         request_timeout_ms: int = 40_000, api_version: Any = None, acks: Any = _MISSING,
         key_serializer: Any = None, value_serializer: Any = None,
-        compression_type: str | None = None, max_batch_size: int = 16384,
+        compression_type: str | None = None, max_batch_size: Any = _MISSING,
         partitioner: Any = None, max_request_size: int = 1_048_576, linger_ms: int = 0,
         retry_backoff_ms: int = 100, security_protocol: str = "PLAINTEXT",
         ssl_context: Any = None, connections_max_idle_ms: int = 540_000,
@@ -141,7 +145,9 @@ class AIOKafkaProducer(AppendEntry):
             "bootstrap_servers": bootstrap_servers,
             "client_id": client_id or f"aiokafka-{aio_types.peer_version()}",
             "metadata_max_age_ms": metadata_max_age_ms, "request_timeout_ms": request_timeout_ms,
-            "acks": acks, "compression_type": compression_type, "batch_size": max_batch_size,
+            "acks": acks, "compression_type": compression_type,
+            # (not given: the pool's batches grow with their load, as KafkaProducer's do)
+            "batch_size": POOL_BATCH_BYTES if max_batch_size is _MISSING else max_batch_size,
             "max_request_size": max_request_size, "linger_ms": linger_ms,
             "retry_backoff_ms": retry_backoff_ms, "security_protocol": security_protocol,
             "enable_idempotence": enable_idempotence,
@@ -158,6 +164,9 @@ class AIOKafkaProducer(AppendEntry):
         except (KafkaError, ValueError, TypeError) as exc:  # (aiokafka's: a ValueError)
             raise ValueError(str(exc)) from None
         self._key_serializer, self._value_serializer = key_serializer, value_serializer
+        self._batch_builder_bytes = (
+            AIOKAFKA_BATCH_BYTES if max_batch_size is _MISSING else max_batch_size
+        )
         self._partitioner = partitioner
         self._acks = self._config["acks"]
         self._max_request_size = max_request_size
@@ -313,7 +322,7 @@ class AIOKafkaProducer(AppendEntry):
 
     def create_batch(self) -> aio_types.BatchBuilder:
         return aio_types.BatchBuilder(
-            self._config["batch_size"], self._key_serializer, self._value_serializer
+            self._batch_builder_bytes, self._key_serializer, self._value_serializer
         )
 
     async def send_batch(
