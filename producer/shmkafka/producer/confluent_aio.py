@@ -9,8 +9,8 @@ Rules:
   to the loop in one ``call_soon_threadsafe``, and they resolve the futures there; nobody
   has to call ``poll()`` for them. While records wait for their topic, a task on the loop
   looks for it (as ``poll(0)`` would) until none waits.
-- ``AsyncSerializingProducer`` (awaitable construction, asyncio serializers) is not here yet:
-  the mirror refuses it rather than hand out confluent-kafka's.
+- ``AsyncSerializingProducer`` (confluent_aio_serializing.py) is this class with the
+  serializers run on the loop first.
 - ``flush``, ``poll``, ``purge``, ``list_topics``, ``cluster_id``, the transaction calls and
   ``close`` run the blocking ``Producer`` calls in the executor (``max_workers`` threads, or
   the one given): the loop never blocks. ``headers`` are refused as confluent-kafka's batch

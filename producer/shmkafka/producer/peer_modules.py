@@ -18,7 +18,6 @@ from typing import Any
 
 # what to use instead, per peer name refused
 INSTEAD = {
-    "AsyncSerializingProducer": "the serializers, then shmkafka.confluent_kafka.aio's AIOProducer",
     "AvroProducer": "an AvroSerializer, then shmkafka.confluent_kafka.Producer's produce()",
 }
 
