@@ -41,7 +41,7 @@ def shmkafka_worker(
     bootstrap: str, pool: str, topic: str, proc: int, count: int, barrier: Any, out: Any
 ) -> None:
     os.environ["SHMKAFKA_SENDER_IDLE_EXIT_MS"] = "1000"  # the pool goes soon after the run
-    from shmkafka.producer.kafka_python import KafkaProducer
+    from shmkafka.facades.kafka_python.producer import KafkaProducer
 
     producer = KafkaProducer(
         bootstrap_servers=bootstrap, acks=1, linger_ms=5, compression_type="lz4",

@@ -4,10 +4,13 @@ General layout — each part is its own source root holding a portion of this pa
 
     protocol/shmkafka/protocol/      sans-IO Kafka codec (no sockets)
     shm/shmkafka/shm/                the shared-memory pool primitives
-    producer/shmkafka/producer/      public producer APIs (this root also holds this file)
+    producer/shmkafka/producer/      the engine the facades drive (this root holds this file)
+    facades/shmkafka/facades/        the three APIs: kafka_python/, confluent/, aiokafka/
+    facades/shmkafka/{kafka,confluent_kafka,aiokafka}/  the peers' import paths (mirrors)
     sender/shmkafka/sender/          the Sender process
     broker_stub/shmkafka/broker_stub/  a Kafka-protocol test broker
     perf/shmkafka/perf/              the side-by-side benchmark tool
+    cli/shmkafka/cli/                the shmkafka command and its tools
 """
 
 import sys
@@ -29,11 +32,11 @@ __all__ = ["KafkaProducer", "Producer", "__version__"]
 def __getattr__(name: str) -> object:
     """The drop-in classes, imported on first use (the Sender process needs neither)."""
     if name == "KafkaProducer":
-        from shmkafka.producer.kafka_python import KafkaProducer
+        from shmkafka.facades.kafka_python.producer import KafkaProducer
 
         return KafkaProducer
     if name == "Producer":
-        from shmkafka.producer.confluent import Producer
+        from shmkafka.facades.confluent.producer import Producer
 
         return Producer
     raise AttributeError(f"module 'shmkafka' has no attribute {name!r}")

@@ -49,7 +49,7 @@ def test_kafka_producer_rejects_bad_arguments(kwargs: dict[str, object], message
 
 
 def test_batch_size_is_the_most_a_batch_grows_to() -> None:
-    from shmkafka.producer.kafka_python import resolved_config, settings_for
+    from shmkafka.facades.kafka_python.producer import resolved_config, settings_for
 
     assert resolved_config({})["batch_size"] == 1_000_000  # (kafka-python: 16384)
     assert settings_for({}).pool.batch_size == 1_000_000

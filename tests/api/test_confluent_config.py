@@ -13,7 +13,7 @@ import pytest
 
 from shmkafka import Producer
 from shmkafka.confluent_kafka import KafkaError, KafkaException
-from shmkafka.producer.confluent_config import parse
+from shmkafka.facades.confluent.config import parse
 
 
 def _outcome(make: Any, conf: Any) -> tuple[str, Any, str]:

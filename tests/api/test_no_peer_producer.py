@@ -17,7 +17,7 @@ import shmkafka.aiokafka
 import shmkafka.confluent_kafka
 import shmkafka.confluent_kafka.aio
 import shmkafka.kafka
-from shmkafka.producer.peer_modules import is_producer
+from shmkafka.facades.peer_modules import is_producer
 
 MIRRORS = [
     (shmkafka.kafka, "kafka"),

@@ -16,8 +16,8 @@ import pytest
 
 import shmkafka.confluent_kafka as shm_confluent
 import shmkafka.kafka.errors as shm_errors
-from shmkafka.producer import confluent_pure
-from shmkafka.producer.librdkafka_errors import ERRORS
+from shmkafka.facades.confluent import pure as confluent_pure
+from shmkafka.facades.confluent.librdkafka_errors import ERRORS
 
 
 def test_every_kafka_python_error_name_exists() -> None:
@@ -132,7 +132,7 @@ def test_without_the_peers_the_same_names_exist() -> None:
         from shmkafka.kafka import KafkaProducer
         from shmkafka.kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError, for_code
         from shmkafka.confluent_kafka import KafkaError, KafkaException, Message, Producer
-        from shmkafka.producer import confluent_pure
+        from shmkafka.facades.confluent import pure as confluent_pure
         assert KafkaError is confluent_pure.KafkaError
         assert KafkaError(-192).name() == "_MSG_TIMED_OUT" and KafkaError._TRANSPORT == -195
         error = MessageSizeTooLargeError("big")

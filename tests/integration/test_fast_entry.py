@@ -237,13 +237,17 @@ def test_a_forked_child_sends_through_its_own_handle(
 
 def test_shmkafka_pure_python_turns_off_every_c_part() -> None:
     probe = (
-        "from shmkafka.producer import accumulator, entry, futures, handle, kafka_python, "
-        "confluent\n"
+        "from shmkafka.producer import accumulator, entry, futures, handle\n"
+        "from shmkafka.facades.kafka_python import producer as kafka_python\n"
+        "from shmkafka.facades.confluent import producer as confluent\n"
+        "from shmkafka.facades.aiokafka import producer as aio\n"
         "print(accumulator.FastAppend is None, handle.Tracker is None,\n"
         "      entry.SendEntry is entry.PySendEntry, entry.ProduceEntry is entry.PyProduceEntry,\n"
+        "      entry.AppendEntry is entry.PyAppendEntry,\n"
         "      entry.serve_reports is None, futures.Future.__module__ == futures.__name__,\n"
         "      issubclass(kafka_python.KafkaProducer, entry.PySendEntry),\n"
-        "      issubclass(confluent.Producer, entry.PyProduceEntry))\n"
+        "      issubclass(confluent.Producer, entry.PyProduceEntry),\n"
+        "      issubclass(aio.AIOKafkaProducer, entry.PyAppendEntry))\n"
     )
 
     def run(pure: bool) -> str:
@@ -254,5 +258,5 @@ def test_shmkafka_pure_python_turns_off_every_c_part() -> None:
                              text=True, check=True)  # fmt: skip
         return out.stdout.split()
 
-    assert run(pure=True) == ["True"] * 8
-    assert run(pure=False) == ["False"] * 8  # (the extension is built here)
+    assert run(pure=True) == ["True"] * 10
+    assert run(pure=False) == ["False"] * 10  # (the extension is built here)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
-from shmkafka.producer.kafka_python import KafkaProducer
+from shmkafka.facades.kafka_python.producer import KafkaProducer
 from shmkafka.shm.pool import SharedPool
 from tests.integration.kafka_io import consume_all
 

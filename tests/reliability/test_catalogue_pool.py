@@ -16,8 +16,8 @@ import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.errors import KafkaTimeoutError
+from shmkafka.facades.kafka_python.producer import KafkaProducer
 from shmkafka.producer.accumulator import RecordAccumulator
-from shmkafka.producer.kafka_python import KafkaProducer
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import LayoutMismatchError
 from shmkafka.shm.pool import SharedPool

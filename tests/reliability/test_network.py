@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
-from shmkafka.producer.kafka_python import KafkaProducer
+from shmkafka.facades.kafka_python.producer import KafkaProducer
 from shmkafka.shm.stat import pool_stat
 from tests.integration.kafka_io import consume_all
 from tests.reliability.proxy import Proxy

@@ -1,5 +1,8 @@
-"""Imports flow one way: cli/perf → sender → producer → shm, protocol; broker_stub → protocol.
-Every module of the package is parsed (imports inside functions included) and checked."""
+"""Imports flow one way: cli/perf → sender → facades → producer → shm, protocol;
+broker_stub → protocol. The facades (kafka-python's, confluent-kafka's and aiokafka's APIs,
+their mirror modules and the package's root) sit on the one engine (``shmkafka.producer``),
+which knows none of them. Every module of the package is parsed (imports inside functions
+included) and checked."""
 
 from __future__ import annotations
 
@@ -9,26 +12,33 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE_ROOTS = ("producer", "sender", "shm", "protocol", "broker_stub", "perf")
+SOURCE_ROOTS = ("producer", "facades", "sender", "shm", "protocol", "broker_stub", "perf", "cli")
 
 # layer → the layers it may import (itself always allowed)
 ALLOWED = {
     "protocol": set(),
     "shm": set(),
     "producer": {"shm", "protocol"},
-    "sender": {"producer", "shm", "protocol"},
+    "facades": {"producer", "shm", "protocol"},
+    "sender": {"facades", "producer", "shm", "protocol"},  # (the sidecar reads facades' configs)
     "broker_stub": {"protocol"},
-    "perf": {"sender", "producer", "shm", "protocol", "broker_stub"},
-    "cli": {"sender", "producer", "shm", "protocol", "broker_stub", "perf"},
+    "perf": {"sender", "facades", "producer", "shm", "protocol", "broker_stub"},
+    "cli": {"sender", "facades", "producer", "shm", "protocol", "broker_stub", "perf"},
 }
+# the mirror modules of the peers' import paths are the facades' public faces
+MIRRORS = {"kafka", "confluent_kafka", "aiokafka"}
+ROOT_FACADES = {"KafkaProducer", "Producer"}  # (``from shmkafka import Producer``)
 
 
 def layer_of(module: str) -> str:
-    """``shmkafka.sender.sender`` → sender. The package's root modules (``shmkafka``,
-    ``shmkafka.errors``: the public names of the producer API) belong to the producer."""
+    """``shmkafka.sender.sender`` → sender. The package's root (``shmkafka``, whose
+    ``KafkaProducer`` and ``Producer`` are the facades') and the mirrors belong to the
+    facades; its other root modules (``shmkafka.errors``) to the engine."""
     parts = module.split(".")
     if module == "shmkafka.__main__":
         return "cli"
+    if module == "shmkafka" or (len(parts) > 1 and parts[1] in MIRRORS | ROOT_FACADES):
+        return "facades"
     if len(parts) > 1 and parts[1] in ALLOWED:
         return parts[1]
     return "producer"
@@ -44,7 +54,8 @@ def imported_modules(source: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, f"relative import at line {node.lineno}"
             assert node.module is not None
-            out.append(node.module)
+            if node.module != "shmkafka":  # (``from shmkafka import x`` imports shmkafka.x)
+                out.append(node.module)
             out += [f"{node.module}.{alias.name}" for alias in node.names]
     return [name for name in out if name == "shmkafka" or name.startswith("shmkafka.")]
 
@@ -88,6 +99,10 @@ def test_every_import_of_the_package_flows_one_way() -> None:
         ("shmkafka.broker_stub.server", "from shmkafka.shm import pool\n"),
         ("shmkafka.errors", "from shmkafka.perf.tool import run\n"),
         ("shmkafka.producer.handle", "from shmkafka import sender\n"),
+        ("shmkafka.producer.engine", "from shmkafka.facades.confluent import producer\n"),
+        ("shmkafka.producer.engine", "from shmkafka import Producer\n"),
+        ("shmkafka.facades.aiokafka.producer", "from shmkafka.sender import admin\n"),
+        ("shmkafka.shm.pool", "import shmkafka.kafka\n"),
     ],
 )
 def test_a_wrong_way_import_is_caught(module: str, source: str) -> None:

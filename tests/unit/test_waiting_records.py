@@ -9,7 +9,7 @@ import time
 from collections import deque
 from typing import Any
 
-from shmkafka.producer.confluent_records import Unassigned, serve_waiting
+from shmkafka.facades.confluent.records import Unassigned, serve_waiting
 
 
 class _Handle:

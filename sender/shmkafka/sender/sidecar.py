@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from shmkafka.errors import KafkaConfigurationError
-from shmkafka.producer import confluent, kafka_python
+from shmkafka.facades.confluent import producer as confluent
+from shmkafka.facades.kafka_python import producer as kafka_python
 from shmkafka.producer.engine import Settings
 from shmkafka.producer.properties import literal
 from shmkafka.shm.errors import LayoutMismatchError
