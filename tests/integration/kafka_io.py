@@ -130,15 +130,17 @@ class Cluster:
         return answer.offset
 
     def fetch_batches(
-        self, topic: str, partition: int, end_offset: int, version: int | None = None
-    ) -> list[RecordBatch]:
+        self, topic: str, partition: int, end_offset: int, version: int | None = None,
+        verify_crc: bool = True,
+    ) -> list[RecordBatch]:  # fmt: skip
         """Fetch (and decode with our codec) every batch holding offsets below end_offset."""
         batches: list[RecordBatch] = []
         offset = 0
         deadline = time.monotonic() + 20
         while offset < end_offset:
             assert time.monotonic() < deadline, f"fetched only up to offset {offset}"
-            for batch in decode_batches(self.fetch(topic, partition, offset, version).records):
+            records = self.fetch(topic, partition, offset, version).records
+            for batch in decode_batches(records, verify_crc=verify_crc):
                 if batch.last_offset >= offset:
                     batches.append(batch)
                     offset = batch.last_offset + 1

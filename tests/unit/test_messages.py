@@ -46,6 +46,16 @@ KAFKA_PYTHON: dict[str, Any] = {
     "SaslHandshakeResponse": kp_sasl.SaslHandshakeResponse,
     "SaslAuthenticateRequest": kp_sasl.SaslAuthenticateRequest,
     "SaslAuthenticateResponse": kp_sasl.SaslAuthenticateResponse,
+    "FindCoordinatorRequest": kp_metadata.FindCoordinatorRequest,
+    "FindCoordinatorResponse": kp_metadata.FindCoordinatorResponse,
+    "AddPartitionsToTxnRequest": kp_producer.AddPartitionsToTxnRequest,
+    "AddPartitionsToTxnResponse": kp_producer.AddPartitionsToTxnResponse,
+    "AddOffsetsToTxnRequest": kp_producer.AddOffsetsToTxnRequest,
+    "AddOffsetsToTxnResponse": kp_producer.AddOffsetsToTxnResponse,
+    "EndTxnRequest": kp_producer.EndTxnRequest,
+    "EndTxnResponse": kp_producer.EndTxnResponse,
+    "TxnOffsetCommitRequest": kp_producer.TxnOffsetCommitRequest,
+    "TxnOffsetCommitResponse": kp_producer.TxnOffsetCommitResponse,
 }
 
 MESSAGE_VERSIONS = [
@@ -82,7 +92,7 @@ def test_round_trip_and_kafka_python_agree(
 def test_all_apis_and_versions_covered() -> None:
     names = {cls.__name__ for cls, _ in MESSAGE_VERSIONS}
     assert names == set(KAFKA_PYTHON)
-    assert len(MESSAGE_VERSIONS) == 2 * (4 + 12 + 7 + 5 + 9 + 7 + 4 + 2 + 3 + 6)
+    assert len(MESSAGE_VERSIONS) == 2 * (4 + 12 + 7 + 5 + 9 + 7 + 4 + 2 + 3 + 6 + 5 + 4 + 4 + 4 + 4)
 
 
 def test_decode_kafka_python_metadata_request_v12() -> None:

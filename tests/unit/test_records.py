@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -179,3 +180,26 @@ def test_garbage_never_raises_untyped_errors() -> None:
             data[rng.randrange(HEADER_SIZE, len(data))] = rng.randrange(256)
         with contextlib.suppress(DecodeError):
             decode_batches(bytes(data), verify_crc=False)
+
+
+def test_transaction_markers_are_read_from_control_batches_only() -> None:
+    from shmkafka.protocol.control import (
+        ControlType,
+        TxnMarker,
+        encode_marker_key,
+        encode_marker_value,
+        markers_of,
+    )
+    from shmkafka.protocol.errors import DecodeError
+    from shmkafka.protocol.records import BatchMeta, build_batch, decode_batch, make_attributes
+
+    def batch(key: bytes, control: bool) -> Any:
+        meta = BatchMeta(attributes=make_attributes(transactional=True, control=control),
+                         producer_id=7, producer_epoch=2, base_offset=40)  # fmt: skip
+        return decode_batch(build_batch([(0, key, encode_marker_value(5), [])], meta))
+
+    commit = batch(encode_marker_key(ControlType.COMMIT), control=True)
+    assert markers_of(commit) == [TxnMarker(ControlType.COMMIT, 7, 2, 5, 40)]
+    assert markers_of(batch(encode_marker_key(ControlType.ABORT), control=False)) == []
+    with pytest.raises(DecodeError, match="type 7"):
+        markers_of(batch(b"\x00\x00\x00\x07", control=True))

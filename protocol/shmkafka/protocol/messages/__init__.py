@@ -6,6 +6,10 @@ from shmkafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersi
 from shmkafka.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from shmkafka.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from shmkafka.protocol.messages.fetch import FetchRequest, FetchResponse
+from shmkafka.protocol.messages.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from shmkafka.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -18,6 +22,16 @@ from shmkafka.protocol.messages.sasl import (
     SaslAuthenticateResponse,
     SaslHandshakeRequest,
     SaslHandshakeResponse,
+)
+from shmkafka.protocol.messages.transactions import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from shmkafka.protocol.schema import Message
 
@@ -35,19 +49,32 @@ APIS: dict[int, tuple[type[Message], type[Message]]] = {
         (InitProducerIdRequest, InitProducerIdResponse),
         (SaslHandshakeRequest, SaslHandshakeResponse),
         (SaslAuthenticateRequest, SaslAuthenticateResponse),
+        (FindCoordinatorRequest, FindCoordinatorResponse),
+        (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+        (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+        (EndTxnRequest, EndTxnResponse),
+        (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     )
 }
 
 __all__ = [
     "APIS",
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
     "FetchRequest",
     "FetchResponse",
+    "FindCoordinatorRequest",
+    "FindCoordinatorResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
     "ListOffsetsRequest",
@@ -60,4 +87,6 @@ __all__ = [
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
 ]
