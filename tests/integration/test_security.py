@@ -418,3 +418,23 @@ def test_aiokafka_async_token_provider_across_reauthentication(pool_name: str) -
     assert [m.offset for m in metas] == list(range(len(metas)))
     assert events.get("reauthenticated", 0) >= 2 and not events.get("expired")
     assert len(calls) >= 2
+
+
+def test_an_oauthbearer_error_challenge_is_answered_so_the_broker_logs_the_refusal(
+    certs: Certs, pool_name: str
+) -> None:
+    """RFC 7628 §3.2.3: after the broker's JSON error status the client sends a single %x01,
+    and the broker ends the exchange as failed (counted here, as Kafka logs the refused
+    login) instead of seeing the connection dropped; the app gets the typed refusal."""
+    setup = Setup(mechanism="OAUTHBEARER", token_lifetime_s=-60)
+    conf = _kafka_python_conf(setup, "", certs)
+    with setup.stub(certs) as stub:
+        conf["bootstrap_servers"] = stub.bootstrap
+        with (
+            KafkaProducer(pool=pool_name, max_block_ms=30_000, **conf) as p,
+            pytest.raises(kafka.errors.SaslAuthenticationFailedError) as raised,
+        ):
+            p.send("refused", b"x")
+        events = stub.auth_events()
+    assert events.get("failed", 0) >= 1 and not events.get("authenticated")
+    assert "invalid_token" in str(raised.value)

@@ -226,17 +226,24 @@ class OAuthBearerClient:
         extras = "".join(f"{k}={v}\x01" for k, v in sorted((extensions or {}).items()))
         self._message = f"n,,\x01auth=Bearer {token}\x01{extras}\x01".encode()
         self.done = False
+        self.refused_status: str | None = None  # the server's error status, once it sent one
 
     def first(self) -> bytes:
         return self._message
 
     def respond(self, server: bytes) -> bytes | None:
-        if server:  # an error: RFC 7628's JSON status; the client answers with one \x01
+        """An error challenge (RFC 7628 §3.2.3: a JSON status) is answered with a single
+        %x01, so that the server ends the exchange as failed and logs the refused login;
+        any later server message after it is a protocol error."""
+        if self.refused_status is not None:
+            raise SaslError(f"OAUTHBEARER: the server refused the token ({self.refused_status})")
+        if server:
             try:
                 status = json.loads(server).get("status", "invalid_token")
-            except ValueError:
+            except (ValueError, AttributeError):
                 status = "invalid_token"
-            raise SaslError(f"OAUTHBEARER: the server refused the token ({status})")
+            self.refused_status = str(status)
+            return b"\x01"
         self.done = True
         return None
 

@@ -88,7 +88,9 @@ class Authenticator:
             return
         assert isinstance(response, SaslAuthenticateResponse) and self.client is not None
         if response.error_code != ErrorCode.NONE:
-            raise SaslError(response.error_message or ErrorCode(response.error_code).name)
+            said = response.error_message or ErrorCode(response.error_code).name
+            status = getattr(self.client, "refused_status", None)
+            raise SaslError(said if status is None or status in said else f"{said} ({status})")
         following = self.client.respond(response.auth_bytes)
         if following is not None:
             self.pending = following
