@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import confluent_kafka
 
@@ -149,6 +150,25 @@ class Cluster:
     def close(self) -> None:
         for client in self._clients.values():
             client.close()
+
+
+def drive_transaction(tm: Any, c: Cluster, until: Callable[[], bool], unacked: int = 0) -> None:
+    """A minimal Sender loop for a ``sender.txn_manager.TransactionManager``: send what it
+    asks for, to the node it names, until ``until()``."""
+    from shmkafka.protocol.messages import APIS
+
+    metadata = c.client().call(MetadataRequest(topics=()), MetadataResponse)
+    nodes = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+    deadline = time.monotonic() + 20
+    while not until():
+        assert time.monotonic() < deadline, f"stuck in {tm.state}, error {tm.error}"
+        now = int(time.monotonic() * 1000)
+        request = tm.next_request(now, unacked)
+        if request is None:
+            time.sleep(0.01)
+            continue
+        client = c.client(None if request.node is None else nodes[request.node])
+        tm.handle(request, client.call(request.message, APIS[request.message.API_KEY][1]), now)
 
 
 @contextmanager

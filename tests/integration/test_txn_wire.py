@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 
 import pytest
 
@@ -32,7 +31,7 @@ from shmkafka.protocol.messages.transactions import AddPartitionsToTxnTopic
 from shmkafka.protocol.records import BatchMeta, build_batch, make_attributes
 from shmkafka.protocol.schema import Message
 from shmkafka.sender.txn_manager import State, TransactionManager
-from tests.integration.kafka_io import Cluster, cluster, unique_topic
+from tests.integration.kafka_io import Cluster, cluster, drive_transaction, unique_topic
 from tests.peers import Peer
 from tests.wire import WireClient
 
@@ -166,30 +165,6 @@ def test_find_coordinator_answers_one_key_at_every_version(version: int) -> None
     assert decoded.coordinator_for("t") == Coordinator("t", 3, "h", 9092, NONE, None)
 
 
-def _nodes(c: Cluster) -> dict[int, WireClient]:
-    from shmkafka.protocol.messages import MetadataRequest, MetadataResponse
-
-    metadata = c.client().call(MetadataRequest(topics=()), MetadataResponse)
-    return {b.node_id: c.client((b.host, b.port)) for b in metadata.brokers}
-
-
-def _drive(tm: TransactionManager, c: Cluster, until: Callable[[], bool]) -> None:
-    """A minimal Sender loop: send what the manager asks for, to the node it names."""
-    from shmkafka.protocol.messages import APIS
-
-    nodes = _nodes(c)
-    deadline = time.monotonic() + 20
-    while not until():
-        assert time.monotonic() < deadline, f"stuck in {tm.state}, error {tm.error}"
-        now = int(time.monotonic() * 1000)
-        request = tm.next_request(now, 0)
-        if request is None:
-            time.sleep(0.01)
-            continue
-        client = c.client() if request.node is None else nodes[request.node]
-        tm.handle(request, client.call(request.message, APIS[request.message.API_KEY][1]), now)
-
-
 def test_the_state_machine_runs_a_transaction_on_the_peer(peer: Peer) -> None:
     """sender/txn_manager.py against a real coordinator: init, add the partition, the
     batch with the transaction's producer id and epoch, commit; the log holds the COMMIT."""
@@ -198,10 +173,10 @@ def test_the_state_machine_runs_a_transaction_on_the_peer(peer: Peer) -> None:
         c.ensure_topic(topic, 1)
         tm = TransactionManager(txn_id)
         tm.init_transactions()
-        _drive(tm, c, lambda: tm.state is State.READY)
+        drive_transaction(tm, c, lambda: tm.state is State.READY)
         tm.begin()
         tm.add_partition(topic, 0)
-        _drive(tm, c, lambda: tm.send_allowed(topic, 0))
+        drive_transaction(tm, c, lambda: tm.send_allowed(topic, 0))
         batch = build_batch([(0, None, b"sm", [])], BatchMeta(
             attributes=make_attributes(transactional=True), producer_id=tm.producer_id,
             producer_epoch=tm.producer_epoch, base_sequence=0,
@@ -213,7 +188,7 @@ def test_the_state_machine_runs_a_transaction_on_the_peer(peer: Peer) -> None:
         )  # fmt: skip
         assert produced.responses[0].partition_responses[0].error_code == NONE
         tm.commit()
-        _drive(tm, c, lambda: tm.state is State.READY)
+        drive_transaction(tm, c, lambda: tm.state is State.READY)
         assert tm.completed == [True]
         deadline = time.monotonic() + 10
         while True:

@@ -48,10 +48,22 @@ class DropRule:
 
 
 @dataclass
+class ApiErrorRule:
+    """Answer the next ``remaining`` requests of ``api_key`` (on ``node``) with ``code``,
+    before they are handled (the transaction coordinator's APIs)."""
+
+    api_key: int
+    code: int
+    remaining: int
+    node: int | None = None
+
+
+@dataclass
 class Faults:
     seed: int = 0
     produce_errors: list[ProduceErrorRule] = field(default_factory=list)
     drops: list[DropRule] = field(default_factory=list)
+    api_errors: list[ApiErrorRule] = field(default_factory=list)
     latency_ms: dict[int | None, int] = field(default_factory=dict)
     throttle_ms: dict[int, int] = field(default_factory=dict)
     paused: set[int] = field(default_factory=set)
@@ -81,6 +93,17 @@ class Faults:
             return self.rng.choice(self.error_codes)
         return 0
 
+    def fail_api(self, api_key: int, code: int, count: int = 1, *,
+                 node: int | None = None) -> None:  # fmt: skip
+        self.api_errors.append(ApiErrorRule(api_key, code, count, node))
+
+    def api_error(self, node: int, api_key: int) -> int:
+        for rule in self.api_errors:
+            if rule.remaining > 0 and rule.api_key == api_key and rule.node in (None, node):
+                rule.remaining -= 1
+                return rule.code
+        return 0
+
     def drop_connection(
         self, when: str = "before", count: int = 1, *, node: int | None = None,
         api_key: int | None = None,
@@ -102,6 +125,7 @@ class Faults:
 
     def clear(self) -> None:
         self.produce_errors.clear()
+        self.api_errors.clear()
         self.drops.clear()
         self.latency_ms.clear()
         self.throttle_ms.clear()

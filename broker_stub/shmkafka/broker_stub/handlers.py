@@ -14,19 +14,25 @@ from collections import Counter
 from dataclasses import dataclass
 
 from shmkafka.broker_stub.cluster import NO_LEADER, Cluster, Partition
+from shmkafka.broker_stub.coordinator import Coordinator
 from shmkafka.broker_stub.faults import Faults
+from shmkafka.broker_stub.txn_handlers import TxnHandlers
 from shmkafka.broker_stub.validate import check_sequence, split_batches
 from shmkafka.protocol.clock import wall_ms
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
     ApiVersionsRequest,
     ApiVersionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    EndTxnRequest,
     FetchRequest,
     FetchResponse,
+    FindCoordinatorRequest,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ListOffsetsRequest,
@@ -37,11 +43,16 @@ from shmkafka.protocol.messages import (
     ProduceResponse,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
+    TxnOffsetCommitRequest,
 )
 from shmkafka.protocol.messages.api_versions import ApiVersion
 from shmkafka.protocol.messages.create_topics import CreatableTopicResult
 from shmkafka.protocol.messages.delete_topics import DeletableTopicResult
-from shmkafka.protocol.messages.fetch import FetchableTopicResponse, PartitionData
+from shmkafka.protocol.messages.fetch import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    PartitionData,
+)
 from shmkafka.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
@@ -55,13 +66,16 @@ from shmkafka.protocol.messages.produce import PartitionProduceResponse, TopicPr
 from shmkafka.protocol.schema import Message
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+READ_COMMITTED = 1  # a Fetch's isolation_level
 # What the stub serves: (api key, lowest, highest version). The SASL keys are answered by
 # the connection's SaslSession (auth.py), on every listener, as Kafka advertises them.
 SUPPORTED = (
     (ProduceRequest, 3, 9), (FetchRequest, 4, 12), (ListOffsetsRequest, 1, 7),
     (MetadataRequest, 1, 12), (ApiVersionsRequest, 0, 3), (CreateTopicsRequest, 2, 5),
     (DeleteTopicsRequest, 1, 6), (InitProducerIdRequest, 0, 4), (SaslHandshakeRequest, 0, 1),
-    (SaslAuthenticateRequest, 0, 2),
+    (SaslAuthenticateRequest, 0, 2), (FindCoordinatorRequest, 0, 4),
+    (AddPartitionsToTxnRequest, 0, 3), (AddOffsetsToTxnRequest, 0, 3), (EndTxnRequest, 0, 3),
+    (TxnOffsetCommitRequest, 0, 3),
 )  # fmt: skip
 
 
@@ -85,11 +99,13 @@ class PendingAck:
     waits: list[tuple[Partition, int]]
 
 
-class Handlers:
+class Handlers(TxnHandlers):
     def __init__(
-        self, cluster: Cluster, faults: Faults, node: int, host: str, ports: dict[int, int]
-    ) -> None:
+        self, cluster: Cluster, faults: Faults, node: int, host: str, ports: dict[int, int],
+        coordinator: Coordinator | None = None,
+    ) -> None:  # fmt: skip
         self.cluster = cluster
+        self.coordinator = coordinator or Coordinator(cluster)
         self.faults = faults
         self.node = node
         self.host = host
@@ -171,6 +187,8 @@ class Handlers:
         return DeleteTopicsResponse(responses=tuple(results))
 
     def _initproducerid(self, request: InitProducerIdRequest) -> InitProducerIdResponse:
+        if request.transactional_id is not None:
+            return self._transactional_init(request)
         if request.producer_id >= 0:  # KIP-360: the same id with the epoch bumped
             return InitProducerIdResponse(0, 0, request.producer_id, request.producer_epoch + 1)
         return InitProducerIdResponse(0, 0, self.cluster.new_producer_id(), 0)
@@ -234,6 +252,8 @@ class Handlers:
         append_time = wall_ms() if topic in self.cluster.config.log_append_time_topics else None
         for header, data in batches:
             code, duplicate_at = check_sequence(log, header)
+            if code == 0:
+                code = self.coordinator.check_append(topic, index, header)
             if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 first_offset = duplicate_at if first_offset < 0 else first_offset
                 continue
@@ -242,6 +262,7 @@ class Handlers:
                     index, code, -1, log_start_offset=log.log_start
                 ), None
             stored = log.append_as_leader(data, header, p.leader_epoch, append_time)
+            self.coordinator.appended(topic, index, header, stored.base_offset)
             producer = None
             if header.producer_id >= 0:
                 last_seq = header.base_sequence + header.last_offset_delta
@@ -291,9 +312,16 @@ class Handlers:
                     parts.append(PartitionData(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, log.hw,
                                                log.hw, log.log_start))  # fmt: skip
                     continue
-                data = log.read(fp.fetch_offset, fp.partition_max_bytes, log.hw)
-                parts.append(PartitionData(fp.partition, 0, log.hw, log.hw, log.log_start,
-                                           aborted_transactions=(), records=data))  # fmt: skip
+                stable = self.coordinator.last_stable_offset(topic.topic, fp.partition, log.hw)
+                committed = request.isolation_level == READ_COMMITTED
+                end = stable if committed else log.hw
+                data = log.read(fp.fetch_offset, fp.partition_max_bytes, end)
+                aborted = tuple(
+                    AbortedTransaction(pid, first) for pid, first in
+                    self.coordinator.aborted_in(topic.topic, fp.partition, fp.fetch_offset, end)
+                ) if committed else ()  # fmt: skip
+                parts.append(PartitionData(fp.partition, 0, log.hw, stable, log.log_start,
+                                           aborted_transactions=aborted, records=data))  # fmt: skip
             topics.append(FetchableTopicResponse(topic.topic, tuple(parts)))
         return FetchResponse(responses=tuple(topics))
 

@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 
 from shmkafka.broker_stub.auth import SaslConfig, SaslSession
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
+from shmkafka.broker_stub.coordinator import Coordinator
 from shmkafka.broker_stub.faults import Faults
 from shmkafka.broker_stub.flush import Flusher
 from shmkafka.broker_stub.handlers import (
@@ -162,7 +163,8 @@ class _Node:
         self.server: asyncio.AbstractServer | None = None
         self.writers: set[asyncio.StreamWriter] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
-        self.handlers = Handlers(stub.cluster, stub.faults, node_id, stub.host, stub.ports)
+        self.handlers = Handlers(stub.cluster, stub.faults, node_id, stub.host, stub.ports,
+                                 stub.coordinator)  # fmt: skip
         self.auth_events: Counter[str] = Counter()  # authenticated, failed, expired...
 
     async def start(self) -> None:
@@ -336,6 +338,7 @@ class BrokerStub:
         if self.cluster.config.storage_dir is not None:
             self.flusher = Flusher(flush, flush_interval_ms, group_commit, self.cluster.disk_logs)
         self.faults = Faults(seed=seed)
+        self.coordinator = Coordinator(self.cluster)  # (one for the cluster's nodes)
         self.ports: dict[int, int] = {}
         self._base_port = port
         self._nodes: dict[int, _Node] = {}
