@@ -147,8 +147,8 @@ def test_injected_coordinator_faults_are_retried_or_looked_up(stub: BrokerStub) 
     with cluster(_peer(stub)) as c:
         c.ensure_topic(TOPIC, 1)
         tm = _ready(c, "tx-faults")
-        stub.faults.fail_api(26, E.CONCURRENT_TRANSACTIONS, 2)  # EndTxn
-        stub.faults.fail_api(24, E.NOT_COORDINATOR, 1)  # AddPartitionsToTxn
+        stub.control("fail_api", api_key=26, code=E.CONCURRENT_TRANSACTIONS, count=2)  # EndTxn
+        stub.control("fail_api", api_key=24, code=E.NOT_COORDINATOR, count=1)  # AddPartitions
         _transaction(c, tm, 0, b"one", commit=True)
         assert stub.faults.api_errors[0].remaining == 0 == stub.faults.api_errors[1].remaining
         # the coordinator moves between AddPartitionsToTxn and EndTxn
@@ -158,7 +158,7 @@ def test_injected_coordinator_faults_are_retried_or_looked_up(stub: BrokerStub) 
         assert _produce(c, tm, 1, b"two") == 0
         before = tm.coordinator
         moved_to = next(n for n in sorted(stub.ports) if n != before)
-        stub.coordinator.move("tx-faults", moved_to)
+        stub.control("move_coordinator", transactional_id="tx-faults", to=moved_to)
         tm.commit()
         drive_transaction(tm, c, lambda: tm.state is State.READY)
         assert tm.coordinator == moved_to and tm.completed == [True, True]
@@ -188,7 +188,7 @@ def test_invalid_txn_state_is_fatal_and_an_unadded_partition_is_refused(stub: Br
         tm = _ready(c, "tx-state")
         tm.begin()
         assert _produce(c, tm, 0, b"not added") == E.INVALID_TXN_STATE
-        stub.faults.fail_api(24, E.INVALID_TXN_STATE, 1)
+        stub.control("fail_api", api_key=24, code=E.INVALID_TXN_STATE, count=1)
         tm.add_partition(TOPIC, 0)
         drive_transaction(tm, c, lambda: tm.state is State.FATAL_ERROR)
     assert tm.error is not None and tm.error.error_code == E.INVALID_TXN_STATE
@@ -203,7 +203,7 @@ def test_an_expired_transaction_is_aborted_and_its_producer_fenced(stub: BrokerS
         drive_transaction(tm, c, lambda: tm.send_allowed(TOPIC, 0))
         assert _produce(c, tm, 0, b"expired") == 0
         time.sleep(0.4)
-        stub.coordinator.expire()
+        stub.run(stub.coordinator.expire)
         tm.commit()
         drive_transaction(tm, c, lambda: tm.state is State.FATAL_ERROR)
         batches = c.fetch_batches(TOPIC, 0, 2)

@@ -123,7 +123,7 @@ def security(args: argparse.Namespace) -> tuple[ssl.SSLContext | None, SaslConfi
 CONTROL_OPERATIONS = (
     "fail_produce", "random_produce_errors", "drop_connection", "pause_node", "resume_node",
     "move_leader", "kill_node", "restart_node", "create_topic", "leader", "high_watermark",
-    "errors_sent", "auth_events", "clear",
+    "errors_sent", "auth_events", "clear", "fail_api", "move_coordinator",
 )  # fmt: skip
 
 

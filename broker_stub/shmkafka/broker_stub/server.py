@@ -474,6 +474,11 @@ class BrokerStub:
     def high_watermark(self, topic: str, partition: int) -> int:
         return self.run(lambda: self.cluster.topics[topic][partition].leader_log.hw)
 
+    def move_coordinator(self, transactional_id: str, to: int) -> None:
+        """Make node ``to`` the transaction coordinator of ``transactional_id``: the old
+        one answers NOT_COORDINATOR from now on."""
+        self.run(lambda: self.coordinator.move(transactional_id, to))
+
     def control(self, op: str, **args: Any) -> Any:
         """One control operation by name (the control command's entry): a method of this
         object or of ``faults``."""
