@@ -27,32 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import inspect
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shmkafka.facades.confluent.aio import AIOProducer
+from shmkafka.facades.confluent.serializing import SerdeTypes, serde_builder
 
 _P = TypeVar("_P", bound="AsyncSerializingProducer")
-
-
-def _confluent(module: str) -> Any:
-    try:
-        return importlib.import_module(f"confluent_kafka.{module}")
-    except ImportError:
-        raise ImportError(
-            "shmkafka.confluent_kafka.aio.AsyncSerializingProducer needs confluent-kafka "
-            "installed (its serializers and SerializationContext)"
-        ) from None
-
-
-def _serde_builder() -> Any:
-    """confluent-kafka's builder helpers, or None (an older confluent-kafka)."""
-    try:
-        return importlib.import_module("confluent_kafka._serde_builder")
-    except ImportError:
-        return None
 
 
 async def _maybe_await(result: Any) -> Any:
@@ -81,14 +63,10 @@ class AsyncSerializingProducer(AIOProducer):
 
     async def _init(self, conf: dict[str, Any], **kwargs: Any) -> None:
         conf = dict(conf)
-        serialization = _confluent("serialization")
-        self._context_type = serialization.SerializationContext
-        self._fields = serialization.MessageField
-        errors = _confluent("error")
-        self._key_error, self._value_error = (
-            errors.KeySerializationError, errors.ValueSerializationError,
-        )  # fmt: skip
-        builder = _serde_builder()
+        types = SerdeTypes("aio.AsyncSerializingProducer")
+        self._context_type, self._fields = types.context, types.fields
+        self._key_error, self._value_error = types.key_error, types.value_error
+        builder = serde_builder()
         if builder is None:  # (ready-made serializers only)
             serdes = [conf.pop("key.serializer", None), conf.pop("value.serializer", None)]
             self._owned_serdes, rest = [], conf
@@ -113,7 +91,7 @@ class AsyncSerializingProducer(AIOProducer):
 
     @staticmethod
     async def _close_serdes(serdes: list[Any]) -> None:
-        builder = _serde_builder()
+        builder = serde_builder()
         if builder is not None and serdes:
             await builder.async_close_serdes(serdes)
 

@@ -19,14 +19,31 @@ from typing import Any
 from shmkafka.facades.confluent.producer import Producer
 
 
-def _confluent(module: str) -> Any:
+def serde_builder() -> Any:
+    """confluent-kafka's builder helpers, or None (an older confluent-kafka)."""
     try:
-        return importlib.import_module(f"confluent_kafka.{module}")
+        return importlib.import_module("confluent_kafka._serde_builder")
     except ImportError:
-        raise ImportError(
-            "shmkafka.confluent_kafka.SerializingProducer needs confluent-kafka installed "
-            "(its serializers and SerializationContext)"
-        ) from None
+        return None
+
+
+class SerdeTypes:
+    """confluent-kafka's SerializationContext, MessageField and the two serialization
+    errors, for a serializing producer (``who`` names it when confluent-kafka is missing)."""
+
+    def __init__(self, who: str) -> None:
+        try:
+            serialization = importlib.import_module("confluent_kafka.serialization")
+            errors = importlib.import_module("confluent_kafka.error")
+        except ImportError:
+            raise ImportError(
+                f"shmkafka.confluent_kafka.{who} needs confluent-kafka installed "
+                "(its serializers and SerializationContext)"
+            ) from None
+        self.context = serialization.SerializationContext
+        self.fields = serialization.MessageField
+        self.key_error = errors.KeySerializationError
+        self.value_error = errors.ValueSerializationError
 
 
 class SerializingProducer(Producer):
@@ -36,13 +53,9 @@ class SerializingProducer(Producer):
     _serializing_closed = False
 
     def __init__(self, conf: dict[str, Any]) -> None:
-        serialization = _confluent("serialization")
-        self._context_type = serialization.SerializationContext
-        self._fields = serialization.MessageField
-        errors = _confluent("error")
-        self._key_error, self._value_error = (
-            errors.KeySerializationError, errors.ValueSerializationError,
-        )  # fmt: skip
+        types = SerdeTypes("SerializingProducer")
+        self._context_type, self._fields = types.context, types.fields
+        self._key_error, self._value_error = types.key_error, types.value_error
         serdes, self._owned_serdes, rest, resolver = self._build(dict(conf))
         self._key_serializer, self._value_serializer = serdes
         try:
@@ -59,9 +72,8 @@ class SerializingProducer(Producer):
         """The serializers (built from ``.builder`` properties, as confluent-kafka does when
         it has them), those built here, what remains of the configuration, and how to hand
         the serializers the cluster id."""
-        try:
-            builder = importlib.import_module("confluent_kafka._serde_builder")
-        except ImportError:  # (an older confluent-kafka: ready-made serializers only)
+        builder = serde_builder()
+        if builder is None:  # (an older confluent-kafka: ready-made serializers only)
             serdes = [conf.pop("key.serializer", None), conf.pop("value.serializer", None)]
             return serdes, [], conf, None
         specs, rest = builder.pop_serde_props(conf, "key.serializer", "value.serializer")
@@ -75,11 +87,9 @@ class SerializingProducer(Producer):
 
     @staticmethod
     def _close_serdes(serdes: list[Any]) -> None:
-        try:
-            builder = importlib.import_module("confluent_kafka._serde_builder")
-        except ImportError:
-            return
-        builder.close_serdes(serdes)
+        builder = serde_builder()
+        if builder is not None:
+            builder.close_serdes(serdes)
 
     def produce(  # type: ignore[override]
         self, topic: str, key: Any = None, value: Any = None, partition: int = -1,
