@@ -25,6 +25,9 @@ import uuid
 from typing import Any
 
 CLIENTS = ("shmkafka", "aiokafka", "confluent-aio")
+# with --with-confluent-facade: shmkafka's confluent_kafka.aio.AIOProducer as well, beside
+# confluent-kafka's own (what a confluent-kafka user who switches sees)
+CONFLUENT_FACADE = "shmkafka-confluent-aio"
 
 
 async def _producer(client: str, bootstrap: str, pool: str) -> Any:
@@ -36,6 +39,10 @@ async def _producer(client: str, bootstrap: str, pool: str) -> Any:
         import aiokafka
 
         producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap)
+    elif client == CONFLUENT_FACADE:
+        from shmkafka.confluent_kafka.aio import AIOProducer as OurAIOProducer
+
+        return OurAIOProducer({"bootstrap.servers": bootstrap, "shmkafka.pool": pool})
     else:
         from confluent_kafka.aio import AIOProducer
 
@@ -45,13 +52,13 @@ async def _producer(client: str, bootstrap: str, pool: str) -> Any:
 
 
 async def _send(client: str, producer: Any, topic: str, value: bytes) -> Any:
-    if client == "confluent-aio":
+    if client in ("confluent-aio", CONFLUENT_FACADE):
         return await producer.produce(topic, value)
     return await producer.send(topic, value)
 
 
 async def _stop(client: str, producer: Any) -> None:
-    if client == "confluent-aio":
+    if client in ("confluent-aio", CONFLUENT_FACADE):
         await producer.flush()
         await producer.close()
     else:
@@ -89,10 +96,10 @@ def _worker(client: str, bootstrap: str, pool: str, topic: str, size: int, secon
 
 
 def run(bootstrap: str, topic: str, processes: int, size: int, seconds: float,
-        window: int) -> dict[str, float]:  # fmt: skip
+        window: int, clients: tuple[str, ...] = CLIENTS) -> dict[str, float]:  # fmt: skip
     ctx = mp.get_context("spawn")
     results = {}
-    for client in CLIENTS:
+    for client in clients:
         pool = "aio" + uuid.uuid4().hex[:8]
         start, out = ctx.Barrier(processes + 1), ctx.Queue()
         work = (client, bootstrap, pool, topic, size, seconds, window, start, out)
@@ -113,7 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record-size", default="100,1000")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--window", type=int, default=10_000, help="futures outstanding")
+    parser.add_argument("--with-confluent-facade", action="store_true",
+                        help="also shmkafka.confluent_kafka.aio.AIOProducer")  # fmt: skip
     args = parser.parse_args(argv)
+    clients = CLIENTS + ((CONFLUENT_FACADE,) if args.with_confluent_facade else ())
     from shmkafka.perf.brokers import run_tansu
     from shmkafka.sender import admin
 
@@ -124,12 +134,17 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(2)  # (Tansu settles its new partitions)
         for processes in (int(p) for p in args.processes.split(",")):
             for size in (int(s) for s in args.record_size.split(",")):
-                rates = run(bootstrap, topic, processes, size, args.seconds, args.window)
+                rates = run(bootstrap, topic, processes, size, args.seconds, args.window,
+                            clients)  # fmt: skip
                 row = {"processes": processes, "record_size": size, "records_per_s": rates}
                 print(json.dumps(row), flush=True)
                 ours = rates["shmkafka"]
                 versus = {k: round(ours / v, 2) for k, v in rates.items() if k != "shmkafka"}
                 print(f"P={processes} {size} B: shmkafka / others {versus}", flush=True)
+                if CONFLUENT_FACADE in rates:
+                    facade = round(rates[CONFLUENT_FACADE] / rates["confluent-aio"], 2)
+                    print(f"  shmkafka's confluent AIOProducer / confluent-kafka's: {facade}",
+                          flush=True)  # fmt: skip
     return 0
 
 

@@ -155,3 +155,50 @@ def test_aio_producer_futures_give_the_delivered_messages(
     assert all(m.error() is None and m.topic() == topic and m.partition() == 0 for m in messages)
     offsets = [m.offset() for m in messages]
     assert offsets == list(range(offsets[0], offsets[0] + 50))
+
+
+def test_aio_producer_awaits_room_in_a_full_queue(tansu: Peer, pool_name: str, topic: str) -> None:
+    """With the queue full (queue.buffering.max.messages), ``await produce()`` waits for
+    room instead of raising BufferError; records that find none within the delivery timeout
+    get _QUEUE_FULL in their future, as confluent-kafka's AIOProducer reports a refused one."""
+    import asyncio
+
+    import shmkafka.confluent_kafka.aio
+
+    async def body() -> list[Any]:
+        conf = {"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name,
+                "queue.buffering.max.messages": 10}  # fmt: skip
+        async with shmkafka.confluent_kafka.aio.AIOProducer(conf) as producer:
+            futures = [await producer.produce(topic, b"%d" % i, partition=0) for i in range(200)]
+            return list(await asyncio.gather(*futures))
+
+    messages = asyncio.run(body())
+    assert [m.value() for m in messages] == [b"%d" % i for i in range(200)]
+    offsets = [m.offset() for m in messages]
+    assert offsets == list(range(offsets[0], offsets[0] + 200))
+
+
+def test_aio_producer_fails_a_record_that_finds_no_room_in_time(pool_name: str) -> None:
+    import asyncio
+    import time
+
+    import shmkafka.confluent_kafka.aio
+
+    async def nowhere() -> list[Any]:
+        conf = {"bootstrap.servers": "127.0.0.1:9", "shmkafka.pool": pool_name,
+                "queue.buffering.max.messages": 1, "message.timeout.ms": 300}  # fmt: skip
+        producer = shmkafka.confluent_kafka.aio.AIOProducer(conf)
+        futures = [await producer.produce("nowhere", b"a"), await producer.produce("nowhere", b"b")]
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        await producer.close()
+        return [o.args[0].code() for o in outcomes]
+
+    began = time.monotonic()
+    first, second = asyncio.run(nowhere())
+    # the first times out in the pool; the second waited for room until its own delivery
+    # timeout: it fails _QUEUE_FULL, or _MSG_TIMED_OUT if the first's expiry made room just
+    # before (both deadlines are 300 ms) -- never a BufferError, never a hang
+    assert first == confluent_kafka.KafkaError._MSG_TIMED_OUT
+    assert second in (confluent_kafka.KafkaError._QUEUE_FULL,
+                      confluent_kafka.KafkaError._MSG_TIMED_OUT)  # fmt: skip
+    assert time.monotonic() - began < 10

@@ -5,6 +5,7 @@ Rules:
 - ``await produce(...)`` hands the record to shmkafka's ``Producer`` at once (its
   ``produce`` never blocks: a record whose topic is not known yet waits in this process)
   and returns an asyncio future of the delivered ``Message``, or of its ``KafkaException``.
+  A full pool is awaited, for up to the delivery timeout (then _QUEUE_FULL in the future).
 - Delivery reports reach the loop in bulk: the completion thread hands each wake's reports
   to the loop in one ``call_soon_threadsafe``, and they resolve the futures there; nobody
   has to call ``poll()`` for them. While records wait for their topic, a task on the loop
@@ -21,14 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from shmkafka.facades.confluent.producer import Producer
-from shmkafka.facades.confluent.types import KafkaException
+from shmkafka.facades.confluent.types import KafkaError, KafkaException
 from shmkafka.producer.futures import Future
 from shmkafka.producer.metadata_view import metadata_poll_s
 
+FULL_POOL_WAIT_S = 0.002  # how often a record waiting for room in a full pool looks again
 NO_HEADERS = (
     "Headers are not supported in AIOProducer batch mode. "
     "Use the synchronous Producer.produce() method if headers are required."
@@ -106,12 +109,29 @@ class AIOProducer:
                 result.set_result(msg)
 
         kwargs["on_delivery"] = delivered
-        self._producer.produce(topic, value, key, *args, **kwargs)
+        await self._produce_when_room(result, topic, value, key, *args, **kwargs)
         if self._producer._reports:  # (failed before the pool, e.g. an illegal topic)
             self._producer.poll(0)
         if self._producer._unassigned and (self._tending is None or self._tending.done()):
             self._tending = loop.create_task(self._tend())
         return result
+
+    async def _produce_when_room(
+        self, result: asyncio.Future[Any], topic: str, *args: Any, **kwargs: Any
+    ) -> None:
+        """``Producer.produce``; a full pool is awaited (never spun on, never blocking the
+        loop) for up to the delivery timeout, then the future fails with _QUEUE_FULL, as
+        confluent-kafka's fails a record its queue refused."""
+        deadline = time.monotonic() + self._producer._settings["delivery_timeout_ms"] / 1000
+        while True:
+            try:
+                self._producer.produce(topic, *args, **kwargs)
+                return
+            except BufferError:
+                if time.monotonic() >= deadline:
+                    result.set_exception(KafkaException(KafkaError(KafkaError._QUEUE_FULL)))
+                    return
+                await asyncio.sleep(FULL_POOL_WAIT_S)
 
     async def _tend(self) -> None:
         """Append the records that waited for their topic, once it is known."""
