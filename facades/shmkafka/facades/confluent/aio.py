@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from shmkafka.facades.confluent.producer import Producer
+from shmkafka.facades.confluent.records import Report, delivered_message, message_for
 from shmkafka.facades.confluent.types import KafkaError, KafkaException
 from shmkafka.producer.futures import Future
 from shmkafka.producer.metadata_view import metadata_poll_s
@@ -47,7 +48,8 @@ class _LoopProducer(Producer):
         if self._settings["report_only_errors"]:
             futures = [f for f in futures if not f.succeeded()]
         loop = self.loop
-        if loop is None or loop.is_closed():
+        if loop is None or loop.is_closed():  # (no loop to resolve an asyncio future on)
+            futures = [f for f in futures if not isinstance(f.report[0], asyncio.Future)]
             super()._queue_reports(futures)
             return
         loop.call_soon_threadsafe(self._serve_on_loop, futures)
@@ -55,6 +57,28 @@ class _LoopProducer(Producer):
     def _serve_on_loop(self, futures: list[Future]) -> None:
         for future in futures:
             self._serve_report(future)
+
+    @staticmethod
+    def _serve_report(item: Report | Future) -> BaseException | None:
+        """A record of ``AIOProducer.produce`` resolves its asyncio future (its report's
+        callback); any other report is served as ``Producer``'s."""
+        report = item if isinstance(item, Report) else Report(item, item.report, None)
+        target = report.callback
+        if not isinstance(target, asyncio.Future):
+            return Producer._serve_report(item)
+        if target.done():
+            return None
+        message = None
+        if report.future is not None and report.error is None:
+            message = delivered_message(report.future, *report.report[1:])
+        if message is None:
+            message = message_for(report)
+        error = message.error()
+        if error is not None:
+            target.set_exception(KafkaException(error))
+        else:
+            target.set_result(message)
+        return None
 
 
 def _in_executor(name: str) -> Callable[..., Awaitable[Any]]:
@@ -99,16 +123,7 @@ class AIOProducer:
         loop = asyncio.get_running_loop()
         self._producer.loop = loop
         result: asyncio.Future[Any] = loop.create_future()
-
-        def delivered(err: Any, msg: Any) -> None:
-            if result.done():
-                return
-            if err is not None:
-                result.set_exception(KafkaException(err))
-            else:
-                result.set_result(msg)
-
-        kwargs["on_delivery"] = delivered
+        kwargs["on_delivery"] = result  # (the report's "callback": _serve_report resolves it)
         await self._produce_when_room(result, topic, value, key, *args, **kwargs)
         if self._producer._reports:  # (failed before the pool, e.g. an illegal topic)
             self._producer.poll(0)

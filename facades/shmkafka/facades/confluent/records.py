@@ -192,6 +192,23 @@ def confluent_exception(exc: ProtocolKafkaError) -> Exception:
     return KafkaException(kafka_error_of(exc))
 
 
+def delivered_message(future: Future, key: Any, value: Any, sent_at: float) -> Any:
+    """The ``Message`` of a record delivered without error, read from its outcome directly
+    (``message_for``'s result for it, without the RecordMetadata on the way); None when the
+    record failed (``message_for`` says how)."""
+    outcome = future._outcome()
+    if outcome is None or outcome[1] is not None:
+        return None
+    completion = outcome[0]
+    base = completion.base_offset
+    offset = -1 if base < 0 else base + future.offset_delta - completion.first_delta
+    appended = completion.log_append_time
+    stamp = appended if appended >= 0 else future.timestamp
+    return Message(topic=future.topic, partition=future.partition, offset=offset, key=key,
+                   value=value, error=None, timestamp=(TIMESTAMP_CREATE_TIME, stamp),
+                   latency=time.monotonic() - sent_at)  # fmt: skip
+
+
 def message_for(report: Report) -> Any:
     """The ``Message`` a delivery report callback gets."""
     _, key, value, sent_at = report.report
