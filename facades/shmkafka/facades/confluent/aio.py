@@ -73,12 +73,30 @@ class _LoopProducer(Producer):
             message = delivered_message(report.future, *report.report[1:])
         if message is None:
             message = message_for(report)
-        error = message.error()
-        if error is not None:
-            target.set_exception(KafkaException(error))
-        else:
-            target.set_result(message)
+        loop = target.get_loop()
+        if _running_loop() is loop:
+            _resolve(target, message)
+        elif not loop.is_closed():  # (served by flush() in the executor: hand it over)
+            loop.call_soon_threadsafe(_resolve, target, message)
         return None
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # (an executor thread)
+        return None
+
+
+def _resolve(target: asyncio.Future[Any], message: Any) -> None:
+    """Set a record's asyncio future from its delivered (or failed) Message, on its loop."""
+    if target.done():
+        return
+    error = message.error()
+    if error is not None:
+        target.set_exception(KafkaException(error))
+    else:
+        target.set_result(message)
 
 
 def _in_executor(name: str) -> Callable[..., Awaitable[Any]]:
