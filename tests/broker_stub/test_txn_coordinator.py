@@ -17,13 +17,11 @@ import pytest
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.protocol.control import ControlType, markers_of
 from shmkafka.protocol.error_codes import ErrorCode as E
-from shmkafka.protocol.messages import FetchRequest, FetchResponse, ProduceRequest, ProduceResponse
+from shmkafka.protocol.messages import FetchRequest, FetchResponse
 from shmkafka.protocol.messages.fetch import FetchPartition, FetchTopic
-from shmkafka.protocol.messages.produce import PartitionProduceData, TopicProduceData
-from shmkafka.protocol.records import BatchMeta, build_batch, make_attributes
 from shmkafka.protocol.txn_errors import TxnAction
 from shmkafka.sender.txn_manager import PendingOffsets, State, TransactionManager
-from tests.integration.kafka_io import Cluster, cluster, drive_transaction
+from tests.integration.kafka_io import Cluster, cluster, drive_transaction, transactional_batch
 from tests.peers import Peer
 
 TOPIC = "txn"
@@ -48,16 +46,8 @@ def _ready(c: Cluster, txn_id: str, **kwargs: int) -> TransactionManager:
 
 
 def _produce(c: Cluster, tm: TransactionManager, sequence: int, value: bytes) -> int:
-    batch = build_batch([(0, None, value, [])], BatchMeta(
-        attributes=make_attributes(transactional=True), producer_id=tm.producer_id,
-        producer_epoch=tm.producer_epoch, base_sequence=sequence,
-    ))  # fmt: skip
-    answer = c.client(c.leaders[(TOPIC, 0)]).call(
-        ProduceRequest(transactional_id=tm.transactional_id, acks=-1, timeout_ms=10_000,
-                       topic_data=(TopicProduceData(TOPIC, (PartitionProduceData(0, batch),)),)),
-        ProduceResponse,
-    ).responses[0].partition_responses[0]  # fmt: skip
-    return int(answer.error_code)
+    batch = transactional_batch(value, tm.producer_id, tm.producer_epoch, sequence)
+    return int(c.produce(TOPIC, 0, batch, transactional_id=tm.transactional_id).error_code)
 
 
 def _transaction(c: Cluster, tm: TransactionManager, sequence: int, value: bytes,

@@ -32,7 +32,13 @@ from shmkafka.protocol.messages.produce import (
     PartitionProduceResponse,
     TopicProduceData,
 )
-from shmkafka.protocol.records import RecordBatch, decode_batches
+from shmkafka.protocol.records import (
+    BatchMeta,
+    RecordBatch,
+    build_batch,
+    decode_batches,
+    make_attributes,
+)
 from tests.peers import Peer
 from tests.wire import WireClient
 
@@ -86,10 +92,12 @@ class Cluster:
             time.sleep(0.2)
 
     def produce(
-        self, topic: str, partition: int, batch: bytes, acks: int = -1, version: int | None = None
-    ) -> PartitionProduceResponse:
+        self, topic: str, partition: int, batch: bytes, acks: int = -1, version: int | None = None,
+        transactional_id: str | None = None,
+    ) -> PartitionProduceResponse:  # fmt: skip
         client = self.client(self.leaders[(topic, partition)])
         request = ProduceRequest(
+            transactional_id=transactional_id,
             acks=acks,
             timeout_ms=10_000,
             topic_data=(TopicProduceData(topic, (PartitionProduceData(partition, batch),)),),
@@ -150,6 +158,13 @@ class Cluster:
     def close(self) -> None:
         for client in self._clients.values():
             client.close()
+
+
+def transactional_batch(value: bytes, producer_id: int, epoch: int, sequence: int) -> bytes:
+    """One record's batch of a transaction (the transactional bit, its producer's ids)."""
+    meta = BatchMeta(attributes=make_attributes(transactional=True), producer_id=producer_id,
+                     producer_epoch=epoch, base_sequence=sequence)  # fmt: skip
+    return build_batch([(0, None, value, [])], meta)
 
 
 def drive_transaction(tm: Any, c: Cluster, until: Callable[[], bool], unacked: int = 0) -> None:

@@ -22,16 +22,18 @@ from shmkafka.protocol.messages import (
     FindCoordinatorResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
 )
 from shmkafka.protocol.messages.find_coordinator import KEY_TYPE_TRANSACTION
-from shmkafka.protocol.messages.produce import PartitionProduceData, TopicProduceData
 from shmkafka.protocol.messages.transactions import AddPartitionsToTxnTopic
-from shmkafka.protocol.records import BatchMeta, build_batch, make_attributes
 from shmkafka.protocol.schema import Message
 from shmkafka.sender.txn_manager import State, TransactionManager
-from tests.integration.kafka_io import Cluster, cluster, drive_transaction, unique_topic
+from tests.integration.kafka_io import (
+    Cluster,
+    cluster,
+    drive_transaction,
+    transactional_batch,
+    unique_topic,
+)
 from tests.peers import Peer
 from tests.wire import WireClient
 
@@ -74,17 +76,8 @@ def _transaction(c: Cluster, coordinator: WireClient, txn_id: str, topic: str,
     )  # fmt: skip
     errors = [p.partition_error_code for t in added.results for p in t.results_by_partition]
     assert errors == [NONE], added
-    batch = build_batch([(0, None, value, [])], BatchMeta(
-        attributes=make_attributes(transactional=True), producer_id=producer_id,
-        producer_epoch=epoch, base_sequence=sequence,
-    ))  # fmt: skip
-    leader = c.client(c.leaders[(topic, 0)])
-    produced = leader.call(
-        ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=10_000,
-                       topic_data=(TopicProduceData(topic, (PartitionProduceData(0, batch),)),)),
-        ProduceResponse,
-    )  # fmt: skip
-    answer = produced.responses[0].partition_responses[0]
+    answer = c.produce(topic, 0, transactional_batch(value, producer_id, epoch, sequence),
+                       transactional_id=txn_id)  # fmt: skip
     assert answer.error_code == NONE, answer
     ended = coordinator.call(EndTxnRequest(txn_id, producer_id, epoch, commit), EndTxnResponse)
     assert ended.error_code == NONE, ended
@@ -177,16 +170,9 @@ def test_the_state_machine_runs_a_transaction_on_the_peer(peer: Peer) -> None:
         tm.begin()
         tm.add_partition(topic, 0)
         drive_transaction(tm, c, lambda: tm.send_allowed(topic, 0))
-        batch = build_batch([(0, None, b"sm", [])], BatchMeta(
-            attributes=make_attributes(transactional=True), producer_id=tm.producer_id,
-            producer_epoch=tm.producer_epoch, base_sequence=0,
-        ))  # fmt: skip
-        produced = c.client(c.leaders[(topic, 0)]).call(
-            ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=10_000, topic_data=(
-                TopicProduceData(topic, (PartitionProduceData(0, batch),)),)),
-            ProduceResponse,
-        )  # fmt: skip
-        assert produced.responses[0].partition_responses[0].error_code == NONE
+        batch = transactional_batch(b"sm", tm.producer_id, tm.producer_epoch, 0)
+        produced = c.produce(topic, 0, batch, transactional_id=txn_id)
+        assert produced.error_code == NONE
         tm.commit()
         drive_transaction(tm, c, lambda: tm.state is State.READY)
         assert tm.completed == [True]

@@ -55,6 +55,9 @@ def check_topic(topic: object) -> str:
     return topic
 
 
+# how often an asyncio send waiting for room in a full pool looks again (it awaits, never
+# blocking its loop: the pool's own wait for memory would)
+FULL_POOL_WAIT_S = 0.002
 POOL_KEYS = tuple(f.name for f in dataclasses.fields(PoolConfig) if f.name != "sender_settings")
 
 

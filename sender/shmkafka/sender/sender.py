@@ -46,13 +46,13 @@ from shmkafka.sender.idle import IdleTopics
 from shmkafka.sender.integrity import quarantine_damaged
 from shmkafka.sender.metadata import Metadata
 from shmkafka.sender.ready import CompressionRatio, Drainer, ReadyContext, ready
+from shmkafka.sender.sequences import reset_sequences, resume_in_flight
 from shmkafka.sender.split import split_batch
 from shmkafka.sender.tls import client_context
 from shmkafka.sender.tokens import token_source
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import BufferExhaustedError
 from shmkafka.shm.events import AUTHENTICATION, SSL
-from shmkafka.shm.layout import DIRECTORY_LOCK
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import (
     CORRUPT_DESCRIPTOR,
@@ -135,7 +135,7 @@ class Sender:
         if (leaked := pool.reclaim_unowned()) > 0:
             log.info("reclaimed %d slabs a killed Sender left unowned", leaked)
         self.idle = IdleTopics(pool, config.metadata_max_idle_ms, self.clock.monotonic_ms())
-        self._resume_in_flight()
+        resume_in_flight(pool, self.accumulator)
         self._new_batches_seen = pool.new_batches()
         pool.set_sender_linger(config.linger_ms)
         pool.set_sender_wake_at(0)
@@ -480,16 +480,7 @@ class Sender:
             return False
         if any(self.in_flight.values()):
             return True
-        log.warning("producer state lost on the broker: new producer id, sequences from 0")
-        self.pool.set_producer_identity(-1, -1)
-        used = self.pool.deques_used()
-        for deque_id in range(used):  # (every partition's sequence: idle ones too)
-            self.pool.deques.set_next_sequence(deque_id, 0)
-        for deque_id in self.pool.deques.active(used):
-            for batch_id in self.pool.deques.batch_ids(deque_id):
-                self.pool.batches.set_producer_state(batch_id, -1, -1, -1)
-        with self.pool.locks.held(DIRECTORY_LOCK):  # (retired topics' saved sequences too)
-            self.pool.directory.forget_retired()
+        reset_sequences(self.pool)
         self._reset_producer = False
         return False
 
@@ -585,17 +576,3 @@ class Sender:
                 self._pending.append(item)
             else:
                 self.accumulator.complete(item.batch)
-
-    # ------------------------------------------------------------------ restart
-
-    def _resume_in_flight(self) -> None:
-        """A previous Sender died: send its drained batches again, in sequence order, and
-        never hand out a sequence already used."""
-        for batch in self.accumulator.in_flight_batches():
-            deque_id = batch.info.deque_id
-            if batch.info.base_sequence >= 0:
-                end = batch.info.base_sequence + batch.info.record_count
-                if end > self.pool.deques.next_sequence(deque_id):
-                    self.pool.deques.set_next_sequence(deque_id, end)
-            self.accumulator.reenqueue(batch, 0)
-            log.info("re-sending batch %d of %s-%d", batch.batch_id, batch.topic, batch.partition)

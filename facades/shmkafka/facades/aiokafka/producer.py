@@ -35,7 +35,7 @@ from shmkafka.facades.aiokafka import types as aio_types
 from shmkafka.facades.kafka_python.producer import resolved_config, settings_for
 from shmkafka.producer.accumulator import record_size_bound
 from shmkafka.producer.callbacks import weakly
-from shmkafka.producer.engine import Engine, check_topic
+from shmkafka.producer.engine import FULL_POOL_WAIT_S, Engine, check_topic
 from shmkafka.producer.entry import PARTITION_MURMUR2, AppendEntry, c_tracked
 from shmkafka.producer.futures import Future
 from shmkafka.producer.metadata_view import metadata_poll_s
@@ -43,7 +43,6 @@ from shmkafka.producer.metadata_view import metadata_poll_s
 _MISSING = object()
 AIOKAFKA_BATCH_BYTES = 16384  # aiokafka's max_batch_size: create_batch's bound
 POOL_BATCH_BYTES = 1_000_000  # the pool's batches when max_batch_size is not given
-FULL_POOL_WAIT_S = 0.002  # how often a send waiting for room in a full pool looks again
 # aiokafka arguments accepted and ignored: what they control does not exist here
 IGNORED = ("loop", "api_version", "connections_max_idle_ms", "transaction_timeout_ms",
            "sasl_kerberos_service_name", "sasl_kerberos_domain_name")  # fmt: skip

@@ -29,10 +29,10 @@ from typing import Any
 from shmkafka.facades.confluent.producer import Producer
 from shmkafka.facades.confluent.records import Report, delivered_message, message_for
 from shmkafka.facades.confluent.types import KafkaError, KafkaException
+from shmkafka.producer.engine import FULL_POOL_WAIT_S
 from shmkafka.producer.futures import Future
 from shmkafka.producer.metadata_view import metadata_poll_s
 
-FULL_POOL_WAIT_S = 0.002  # how often a record waiting for room in a full pool looks again
 NO_HEADERS = (
     "Headers are not supported in AIOProducer batch mode. "
     "Use the synchronous Producer.produce() method if headers are required."
@@ -62,16 +62,20 @@ class _LoopProducer(Producer):
     def _serve_report(item: Report | Future) -> BaseException | None:
         """A record of ``AIOProducer.produce`` resolves its asyncio future (its report's
         callback); any other report is served as ``Producer``'s."""
-        report = item if isinstance(item, Report) else Report(item, item.report, None)
-        target = report.callback
+        if isinstance(item, Report):
+            future, data, error = item.future, item.report, item.error
+        else:  # (the common case: no Report made for it)
+            future, data, error = item, item.report, None
+        target = data[0]
         if not isinstance(target, asyncio.Future):
             return Producer._serve_report(item)
         if target.done():
             return None
         message = None
-        if report.future is not None and report.error is None:
-            message = delivered_message(report.future, *report.report[1:])
+        if future is not None and error is None:
+            message = delivered_message(future, *data[1:])
         if message is None:
+            report = item if isinstance(item, Report) else Report(item, data, None)
             message = message_for(report)
         loop = target.get_loop()
         if _running_loop() is loop:

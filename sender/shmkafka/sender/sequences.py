@@ -1,0 +1,47 @@
+"""The idempotent producer's sequences in the pool, when the Sender loses them (a new
+producer id) or takes over from a dead Sender (batches it had in flight).
+
+Rules:
+- A reset runs only with nothing in flight (the caller waits): it drops the producer id,
+  restarts every partition's sequence at 0 (idle ones too), clears the sequences of the
+  queued batches and forgets the retired topics' saved ones, under the directory lock.
+- A restarted Sender sends a dead one's drained batches again, in sequence order, and moves
+  each partition's next sequence past the ones those batches used.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.shm.layout import DIRECTORY_LOCK
+from shmkafka.shm.pool import SharedPool
+
+log = logging.getLogger("shmkafka.sender")
+
+
+def reset_sequences(pool: SharedPool) -> None:
+    """A new producer id from the next InitProducerId, and every sequence from 0."""
+    log.warning("producer state lost on the broker: new producer id, sequences from 0")
+    pool.set_producer_identity(-1, -1)
+    used = pool.deques_used()
+    for deque_id in range(used):
+        pool.deques.set_next_sequence(deque_id, 0)
+    for deque_id in pool.deques.active(used):
+        for batch_id in pool.deques.batch_ids(deque_id):
+            pool.batches.set_producer_state(batch_id, -1, -1, -1)
+    with pool.locks.held(DIRECTORY_LOCK):
+        pool.directory.forget_retired()
+
+
+def resume_in_flight(pool: SharedPool, accumulator: RecordAccumulator) -> None:
+    """A previous Sender died: queue its drained batches again, never handing out a
+    sequence already used."""
+    for batch in accumulator.in_flight_batches():
+        deque_id = batch.info.deque_id
+        if batch.info.base_sequence >= 0:
+            end = batch.info.base_sequence + batch.info.record_count
+            if end > pool.deques.next_sequence(deque_id):
+                pool.deques.set_next_sequence(deque_id, end)
+        accumulator.reenqueue(batch, 0)
+        log.info("re-sending batch %d of %s-%d", batch.batch_id, batch.topic, batch.partition)
