@@ -226,6 +226,10 @@ def test_secrets_never_show(certs: Certs, pool_name: str, caplog: pytest.LogCapt
     assert SECRET not in caplog.text
 
 
+def _reauthenticated_twice(stub: BrokerStub) -> bool:
+    return stub.auth_events().get("reauthenticated", 0) >= 2
+
+
 def test_oauthbearer_tokens_are_refreshed_across_reauthentication(
     certs: Certs, pool_name: str
 ) -> None:
@@ -246,8 +250,10 @@ def test_oauthbearer_tokens_are_refreshed_across_reauthentication(
         }  # fmt: skip
         with KafkaProducer(pool=pool_name, **conf) as p:
             futures = []
-            deadline = time.monotonic() + 4.5
-            while time.monotonic() < deadline:
+            # Records flow until the broker has seen two re-authentications (a slow machine
+            # may take seconds to start the Sender, so no fixed duration is long enough).
+            deadline = time.monotonic() + 60
+            while not _reauthenticated_twice(stub) and time.monotonic() < deadline:
                 futures.append(p.send("tokens", b"x"))
                 time.sleep(0.02)
             p.flush(30)
@@ -406,8 +412,8 @@ def test_aiokafka_async_token_provider_across_reauthentication(pool_name: str) -
                 pool=pool_name,
             ) as p:  # fmt: skip
                 futures = []
-                deadline = time.monotonic() + 4.5
-                while time.monotonic() < deadline:
+                deadline = time.monotonic() + 60
+                while not _reauthenticated_twice(stub) and time.monotonic() < deadline:
                     futures.append(await p.send("aiotokens", b"x"))
                     await asyncio.sleep(0.02)
                 return list(await asyncio.gather(*futures))
