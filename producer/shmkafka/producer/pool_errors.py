@@ -14,6 +14,7 @@ from shmkafka.errors import (
     PoolCapacityError,
     PoolError,
     PoolSettingsMismatchError,
+    TransactionAbortedError,
 )
 from shmkafka.protocol.broker_errors import error_for
 from shmkafka.protocol.error_codes import ErrorCode
@@ -32,6 +33,7 @@ from shmkafka.shm.rings import (
     CORRUPT_DESCRIPTOR,
     DELIVERY_TIMEOUT,
     SSL_HANDSHAKE_FAILED,
+    TXN_ABORTED,
     Completion,
 )
 
@@ -82,6 +84,8 @@ def completion_error(completion: Completion) -> KafkaError | None:
         return KafkaConnectionError(
             "SSL handshake failed with every broker (error_cb / the log says why): not sent"
         )
+    if completion.error_code == TXN_ABORTED:
+        return TransactionAbortedError("Failing batch since transaction was aborted")
     if completion.error_code == CORRUPT_DESCRIPTOR:
         return KafkaError(
             "the Sender found this record's batch corrupted in shared memory: not sent"

@@ -61,6 +61,9 @@ class SenderConfig:
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1000
     max_request_size: int = 1024 * 1024
+    # transactions: a transactional id has a pool (and a Sender) of its own
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
     # connections: TLS
     security_protocol: str = "PLAINTEXT"
     ssl_cafile: str | None = None
@@ -120,11 +123,25 @@ class SenderConfig:
                 )
             if self.retries == 0:
                 raise SenderConfigError("enable_idempotence requires retries > 0")
+        if self.transactional_id is not None:
+            self._check_transactional()
         if not self.bootstrap_servers:
             raise SenderConfigError("bootstrap_servers is empty")
         for server in self.bootstrap_servers:
             split_address(server)
         self._check_security()
+
+    def _check_transactional(self) -> None:
+        if not isinstance(self.transactional_id, str) or not self.transactional_id:
+            raise SenderConfigError(
+                f"transactional_id must be a non-empty str, got {self.transactional_id!r}"
+            )
+        if not self.enable_idempotence:
+            raise SenderConfigError("a transactional_id requires enable_idempotence")
+        if not isinstance(self.transaction_timeout_ms, int) or self.transaction_timeout_ms < 1:
+            raise SenderConfigError(
+                f"transaction_timeout_ms must be >= 1, got {self.transaction_timeout_ms!r}"
+            )
 
     def _check_security(self) -> None:
         if self.security_protocol not in SECURITY_PROTOCOLS:

@@ -39,7 +39,7 @@ from shmkafka.protocol.messages import (
     ProduceResponse,
 )
 from shmkafka.protocol.messages.produce import PartitionProduceData, TopicProduceData
-from shmkafka.protocol.records import HEADER_SIZE, BatchMeta
+from shmkafka.protocol.records import HEADER_SIZE, TRANSACTIONAL_BIT, BatchMeta
 from shmkafka.sender.authentication import SaslSettings
 from shmkafka.sender.connection import ClientResponse, Network, NetworkClient
 from shmkafka.sender.idle import IdleTopics
@@ -50,6 +50,7 @@ from shmkafka.sender.sequences import reset_sequences, resume_in_flight
 from shmkafka.sender.split import split_batch
 from shmkafka.sender.tls import client_context
 from shmkafka.sender.tokens import token_source
+from shmkafka.sender.transactions import Transactions
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import BufferExhaustedError
 from shmkafka.shm.events import AUTHENTICATION, SSL
@@ -74,6 +75,7 @@ log = logging.getLogger("shmkafka.sender")
 
 CLOCK_SKEW_MS = 60_000  # a batch time further ahead than this is corrupt
 PRODUCER_STATE_LOST = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID)
+OUT_OF_ORDER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 QUARANTINE_INTERVAL_MS = 100  # how often damaged deques are looked for
 MAX_POLL_MS = 100
 BROKER_STATS_MS = 100  # how often the per-broker counters are published (statistics)
@@ -137,6 +139,7 @@ class Sender:
         self.idle = IdleTopics(pool, config.metadata_max_idle_ms, self.clock.monotonic_ms())
         resume_in_flight(pool, self.accumulator)
         self._new_batches_seen = pool.new_batches()
+        self.txn = Transactions(self) if config.transactional_id is not None else None
         pool.set_sender_linger(config.linger_ms)
         pool.set_sender_wake_at(0)
 
@@ -146,6 +149,8 @@ class Sender:
         """One round; returns how long the caller may wait before the next (ms)."""
         self._new_batches_seen = self.pool.new_batches()  # before we look at the deques
         self._maybe_update_metadata(now_ms)
+        if self.txn is not None:
+            self.txn.poll(now_ms)
         if self.idle.sequences_forgotten():  # (a new producer id: see idle.py)
             self._reset_producer |= self.config.enable_idempotence
         if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
@@ -228,7 +233,8 @@ class Sender:
         """Anything queued, in flight or waiting to be posted."""
         return bool(
             self._pending or any(self.in_flight.values()) or self.accumulator.partition_states()
-        )
+            or (self.txn is not None and self.txn.busy())
+        )  # fmt: skip
 
     def close(self) -> None:
         self.network.close()
@@ -253,6 +259,8 @@ class Sender:
         self.network.send(node, self.metadata.request(now_ms), self._on_metadata, now_ms)
 
     def _producer_id_ready(self, now_ms: int) -> bool:
+        if self.txn is not None:
+            return self.txn.producer_ready()
         if not self.config.enable_idempotence or self.pool.producer_identity()[0] >= 0:
             return True
         if not self._init_pid_in_flight:
@@ -271,7 +279,7 @@ class Sender:
             retry_backoff_ms=self.config.retry_backoff_ms,
             retry_backoff_max_ms=self.config.retry_backoff_max_ms,
             exhausted=self.pool.buffers.waiters() > 0,
-            flushing=self.pool.slots.flushing(),
+            flushing=self.pool.slots.flushing() or (self.txn is not None and self.txn.flushing()),
             compression_ratio=self.compression_ratio.estimate,
         )
 
@@ -279,6 +287,8 @@ class Sender:
         return not self._can_drain(state)
 
     def _can_drain(self, state: Any) -> bool:
+        if self.txn is not None and not self.txn.can_drain(state.topic, state.partition):
+            return False
         in_flight = self.in_flight[state.deque_id]
         if state.attempts > 0:
             return in_flight == 0  # a retry goes alone, in sequence order
@@ -309,6 +319,7 @@ class Sender:
             self.stats.batches_sent += 1
             self.stats.records_sent += batch.info.record_count
         request = ProduceRequest(
+            transactional_id=self.config.transactional_id,
             acks=self.config.acks,
             timeout_ms=self.config.request_timeout_ms,
             topic_data=tuple(TopicProduceData(t, tuple(p)) for t, p in by_topic.items()),
@@ -335,6 +346,7 @@ class Sender:
         return BatchMeta(
             compression=self.config.compression,
             compression_level=self.config.compression_level,
+            attributes=TRANSACTIONAL_BIT if self.txn is not None else 0,
             producer_id=producer_id,
             producer_epoch=epoch,
             base_sequence=sequence,
@@ -431,6 +443,7 @@ class Sender:
             elif (
                 code == ErrorCode.MESSAGE_TOO_LARGE
                 and batch.info.record_count > 1
+                and self.txn is None  # (a split needs new sequences: a new epoch)
                 and self._split(batch, now_ms)
             ):
                 continue
@@ -448,6 +461,10 @@ class Sender:
             # The gap an earlier failed batch left: it goes first, or (it failed for good)
             # this one goes again under the new producer id.
             retriable = True
+        elif self.txn is not None and code in (*PRODUCER_STATE_LOST, OUT_OF_ORDER):
+            # A transactional producer never takes a new epoch on its own: the transaction
+            # fails (abortable, or fenced), and the abort bumps the epoch.
+            retriable = False
         elif self.config.enable_idempotence and code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             # Head of line: the broker lost batches it had acknowledged (an unclean leader
             # change). Resending cannot bring them back, so, as the Java client, this batch
@@ -534,6 +551,8 @@ class Sender:
             return
         if code:
             self.stats.records_failed += batch.info.record_count
+            if self.txn is not None:
+                self.txn.batch_failed(batch, code)
         done = self.accumulator.completion_for(batch, base_offset, code, append, start)
         full = self.accumulator.post_completion(batch, done)
         if full:

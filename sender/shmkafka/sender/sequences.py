@@ -20,9 +20,13 @@ from shmkafka.shm.pool import SharedPool
 log = logging.getLogger("shmkafka.sender")
 
 
-def reset_sequences(pool: SharedPool) -> None:
+def reset_sequences(
+    pool: SharedPool,
+    reason: str = "producer state lost on the broker",
+    level: int = logging.WARNING,
+) -> None:
     """A new producer id from the next InitProducerId, and every sequence from 0."""
-    log.warning("producer state lost on the broker: new producer id, sequences from 0")
+    log.log(level, "%s: new producer id, sequences from 0", reason)
     pool.set_producer_identity(-1, -1)
     used = pool.deques_used()
     for deque_id in range(used):

@@ -24,6 +24,7 @@ Rules:
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shmkafka.protocol.error_codes import ErrorCode
@@ -82,8 +83,11 @@ class TxnFailure:
     action: TxnAction
     api_key: int
     error_code: int
+    text: str = ""  # why, when no broker error says it (a local failure)
 
     def __str__(self) -> str:
+        if self.text:
+            return self.text
         known = self.error_code in ErrorCode._value2member_map_
         name = ErrorCode(self.error_code).name if known else "?"
         return f"{name} ({self.error_code}) answering api key {self.api_key}: {self.action.value}"
@@ -147,8 +151,9 @@ class TransactionManager:
         self.state = State.IN_TRANSACTION
 
     def add_partition(self, topic: str, partition: int) -> None:
-        """A batch of this partition is about to be sent in the transaction."""
-        self._require(State.IN_TRANSACTION)
+        """A batch of this partition is about to be sent in the transaction (also while it
+        commits: records sent just before ``commit`` are still queued)."""
+        self._require(State.IN_TRANSACTION, State.COMMITTING)
         tp = (topic, partition)
         if tp not in self._added and tp not in self._adding:
             self._pending_partitions.add(tp)
@@ -177,11 +182,19 @@ class TransactionManager:
         committing = self.state in (State.IN_TRANSACTION, State.COMMITTING)
         return committing and (topic, partition) in self._added
 
-    def next_request(self, now_ms: int, unacked_batches: int) -> TxnRequest | None:
-        """The next coordinator request to send now, if any (and records it in flight)."""
+    def next_request(
+        self, now_ms: int, unacked_batches: int,
+        node_ready: Callable[[int | None], bool] | None = None,
+    ) -> TxnRequest | None:  # fmt: skip
+        """The next coordinator request to send now, if any (and records it in flight).
+        ``node_ready(node)``: can a request go to that node now (None: any node)? If not,
+        nothing is asked yet."""
         if self._in_flight is not None or now_ms < self._backoff_until_ms:
             return None
         request = self._next(unacked_batches)
+        if request is not None and node_ready is not None and not node_ready(request.node):
+            self._adding = frozenset()  # (asked when the node is ready)
+            return None
         ending = self.state in (State.COMMITTING, State.ABORTING)
         if request is None and ending and not self._started and unacked_batches == 0:
             self._finish_locally()  # (nothing was added: no EndTxn)
@@ -212,9 +225,50 @@ class TransactionManager:
         ):
             self._finish_locally()
 
-    def batch_failed(self, error_code: int) -> None:
-        """A batch of the transaction failed for good (after the Sender's retries)."""
-        self._fail(classify(PRODUCE, error_code), PRODUCE, error_code)
+    def batch_failed(self, error_code: int, text: str = "") -> None:
+        """A batch of the transaction failed for good (after the Sender's retries); a local
+        failure (a negative code: delivery.timeout.ms passed) makes it abortable."""
+        action = TxnAction.ABORTABLE if error_code < 0 else classify(PRODUCE, error_code)
+        self._fail(action, PRODUCE, error_code, text)
+
+    def fail_abortable(self, text: str) -> None:
+        """The transaction cannot commit for a reason of our own (``text``)."""
+        self._fail(TxnAction.ABORTABLE, -1, -1, text)
+
+    @property
+    def offsets_pending(self) -> bool:
+        return self._offsets is not None
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    @classmethod
+    def resume(
+        cls, transactional_id: str, state: State, producer_id: int, epoch: int, started: bool,
+        transaction_timeout_ms: int = 60_000, retry_backoff_ms: int = 100,
+    ) -> TransactionManager:  # fmt: skip
+        """A restarted Sender's: the state its predecessor left in the pool. An open
+        transaction cannot commit any more (what was added is not known): it is abortable.
+        A commit or an abort goes on; the coordinator is looked up again."""
+        tm = cls(transactional_id, transaction_timeout_ms, retry_backoff_ms)
+        tm.producer_id, tm.producer_epoch, tm._started = producer_id, epoch, started
+        if state in (State.UNINITIALIZED, State.INITIALIZING):
+            return tm
+        tm.state = state
+        if state is State.IN_TRANSACTION:
+            tm.state = State.ABORTABLE_ERROR
+            tm.error = TxnFailure(
+                TxnAction.ABORTABLE, -1, -1,
+                "the pool's Sender restarted during the transaction: it must be aborted",
+            )  # fmt: skip
+        elif state in (State.ABORTABLE_ERROR, State.FATAL_ERROR):
+            tm.error = TxnFailure(
+                TxnAction.ABORTABLE if state is State.ABORTABLE_ERROR else TxnAction.FATAL,
+                -1, -1, f"the transaction was in {state.value} when the Sender restarted",
+            )  # fmt: skip
+        tm._look_up(KEY_TYPE_TRANSACTION, transactional_id)
+        return tm
 
     # ------------------------------------------------------------------ inside
 
@@ -310,13 +364,14 @@ class TransactionManager:
             self._fail(action, request.message.API_KEY, code)
         return False
 
-    def _fail(self, action: TxnAction, api_key: int, code: int) -> None:
+    def _fail(self, action: TxnAction, api_key: int, code: int, text: str = "") -> None:
         if self.state is State.FATAL_ERROR:
             return
+        failure = TxnFailure(action, api_key, code, text)
         if action.is_fatal:
-            self.state, self.error = State.FATAL_ERROR, TxnFailure(action, api_key, code)
+            self.state, self.error = State.FATAL_ERROR, failure
         elif action is TxnAction.ABORTABLE and self.state is not State.ABORTING:
-            self.state, self.error = State.ABORTABLE_ERROR, TxnFailure(action, api_key, code)
+            self.state, self.error = State.ABORTABLE_ERROR, failure
             self._pending_partitions.clear()
             self._offsets = None
 

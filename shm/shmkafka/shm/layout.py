@@ -74,7 +74,8 @@ when their holder dies (they guard no bytes of the map; the byte is only a name)
     byte 0 = lock recovery (locks.py), 1 = the slot table (slots.py), 2 = held by the
     running Sender for its whole life (one Sender per pool), 3 = held by a producer while it
     checks for a live Sender and starts one (sender_link.py), 4 = held by a producer while
-    it answers the OAUTHBEARER token board (tokens.py).
+    it answers the OAUTHBEARER token board (tokens.py), 5 = held by a producer while it
+    posts a command on the transaction board (txn_board.py).
 Region 3 - LOCKS: per lock a LOCK record (16 bytes), written by the holder right after
     acquiring and cleared by it before releasing:
       0  i32 owner_slot (-1 none)         LOCK_OWNER_SLOT
@@ -208,6 +209,17 @@ Region 13 - TOKEN: the OAUTHBEARER token board (tokens.py): u64 asked (the Sende
     number of the token it wants), u64 answered (the producer that wrote the token, last),
     i64 expiry_ms (wall clock), u32 length, 4 pad, TOKEN_MAX bytes of token. Producers
     write under the kernel lock on TOKEN_BYTE. The segment is its owner's only (0600).
+Region 13b - TXN: the transaction board of a transactional pool (txn_board.py): the app's
+    commands to the Sender's TransactionManager, its answers and the state it keeps there
+    so that a restarted Sender resumes (TXN_HEADER, then TXN_PAYLOAD_MAX bytes of payload):
+      0  u64 posted, u32 command, u32 generation   the producer posting, under the kernel lock
+     16  i32 owner_pid, u32 payload_len            on TXN_BYTE; ``posted`` stored last
+     24  i64 owner_start
+     32  u64 taken                         the Sender: the last command it took
+     40  u64 answered                      the Sender: the last command answered (stored last)
+     48  i32 result_code, u8 result_action, u8 state, u8 started, pad     the Sender
+     56  u32 owner_generation              the Sender: the generation whose INIT it took
+     60  u16 text_len, 62 194s text        the Sender: the answer's message
 Region 14 - SLABS: num_slabs x slab_size bytes of record batches (config.py: SLAB_SIZE, or
     batch_size when that is smaller), written by the appender
     holding the deque's stripe lock (records), and by the Sender (batch header at drain).
@@ -226,8 +238,9 @@ MAGIC = b"SHMKAFKA"
 # (batches are runs that grow up to batch_size), the deques' run_hint; 5: regions that grow
 # (reserved on first use), an append-only directory, deques as linked lists, ACTIVE,
 # APPENDERS sized by max_processes, REFUSALS; 6: idle topics retired (RETIRED shapes, saved
-# sequences), their deques reused; appenders check the directory version under the stripe lock
-LAYOUT_VERSION = 6
+# sequences), their deques reused; appenders check the directory version under the stripe lock;
+# 7: the TXN board
+LAYOUT_VERSION = 7
 RING_CAP = 512  # completion entries per process slot at most (a full ring: the Sender retries)
 PAGE = 4096
 
@@ -275,6 +288,7 @@ SLOT_TABLE_BYTE = 1
 SENDER_BYTE = 2
 SPAWN_BYTE = 3
 TOKEN_BYTE = 4
+TXN_BYTE = 5
 
 LOCK = struct.Struct("<iiq")  # owner_slot, owner_pid, owner_start
 LOCK_OWNER_SLOT = 0
@@ -312,6 +326,10 @@ BROKER = struct.Struct("<iBBH64s6QIIqqqQq")
 BROKER_SLOTS = 32
 TOKEN_HEADER = struct.Struct("<QQqI4x")  # asked, answered, expiry_ms, length
 TOKEN_MAX = 8192
+# posted, command, generation, owner_pid, payload_len, owner_start, taken, answered,
+# result_code, result_action, state, started, owner_generation, text_len, text
+TXN_HEADER = struct.Struct("<QIIiIqQQiBBBxIH194s")
+TXN_PAYLOAD_MAX = 32768
 
 TOPIC_REQUEST = struct.Struct("<H250s")
 TOPIC_REQUEST_SLOTS = 1024
@@ -419,6 +437,7 @@ class Layout:
     events_at: int
     brokers_at: int
     token_at: int
+    txn_at: int
     slabs_at: int
     size: int
 
@@ -447,13 +466,14 @@ class Layout:
         events_at = _align(refusals_at + REFUSAL_SLOTS * REFUSAL.size)
         brokers_at = _align(events_at + EVENT_SLOTS * EVENT.size)
         token_at = _align(brokers_at + BROKER_SLOTS * BROKER.size)
-        slabs_at = _align(token_at + TOKEN_HEADER.size + TOKEN_MAX, PAGE)
+        txn_at = _align(token_at + TOKEN_HEADER.size + TOKEN_MAX)
+        slabs_at = _align(txn_at + TXN_HEADER.size + TXN_PAYLOAD_MAX, PAGE)
         size = _align(slabs_at + num_slabs * config.slab_size, PAGE)
         return cls(
             config, n_locks, slot_size, ring_capacity, appenders_size, locks_at, slots_at,
             topics_at, partitions_at, partition_capacity, deques_at, DEQUE_SIZE, active_at,
             batches_at, appenders_at, freemap_at, waitq_at, topic_requests_at, refusals_at,
-            events_at, brokers_at, token_at, slabs_at, size,
+            events_at, brokers_at, token_at, txn_at, slabs_at, size,
         )  # fmt: skip
 
     @property
@@ -610,6 +630,7 @@ assert B_PARENT + PARENT.size == B_NEXT and B_NEXT + 4 == BATCH_SIZE_BYTES
 assert B_PARENT + PARENT.size <= BATCH_SIZE_BYTES
 assert EVENT.size == 256 and field_offsets(EVENT)[0] == E_SEQ
 assert BROKER.size == 168
+assert TXN_HEADER.size == 256
 assert SLOT_HEADER.size == SLOT_HEADER_SIZE
 # The publish word: write_pos | record_count << 32 in one aligned little-endian u64.
 assert B_WRITE_POS == B_PUBLISH and B_PUBLISH + U32.size == B_RECORD_COUNT

@@ -53,6 +53,7 @@ from shmkafka.shm.segment import Segment
 from shmkafka.shm.sender_counters import recorded_sender
 from shmkafka.shm.slots import SlotTable
 from shmkafka.shm.tokens import TokenBoard
+from shmkafka.shm.txn_board import TxnBoard
 
 
 class SharedPool:
@@ -74,6 +75,7 @@ class SharedPool:
         self.events = EventRing(segment)
         self.brokers = BrokerTable(segment)
         self.tokens = TokenBoard(segment)
+        self.txn = TxnBoard(segment)
         self._closed = False
 
     @property

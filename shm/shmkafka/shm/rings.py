@@ -23,6 +23,7 @@ from shmkafka.shm.segment import Segment, semaphore_name
 DELIVERY_TIMEOUT = -100  # delivery.timeout.ms passed before the batch was acknowledged
 CORRUPT_DESCRIPTOR = -101  # the batch's descriptor was damaged in shared memory: not sent
 SSL_HANDSHAKE_FAILED = -102  # the TLS handshake with the brokers failed: not sent
+TXN_ABORTED = -103  # the record's transaction was aborted before the batch was sent
 
 
 @dataclass(frozen=True)

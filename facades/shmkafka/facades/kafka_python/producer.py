@@ -8,8 +8,9 @@ Rules:
 - Every argument is checked before anything reaches shared memory; an unknown one is a
   ``KafkaConfigurationError`` naming it and the closest valid name.
 - kafka-python arguments that do not apply here (sockets, SSL/SASL files with PLAINTEXT,
-  metrics reporters...) are accepted and logged once; ``security_protocol`` other than
-  PLAINTEXT and ``transactional_id`` are rejected.
+  metrics reporters...) are accepted and logged once.
+- ``transactional_id``: the producer has a pool of its own (one per transactional id) and
+  kafka-python's transactional methods (transactions.py).
 - Defaults are kafka-python's, except that the pool's memory is bounded (``buffer_memory``,
   32 MiB, as in Java): a full pool blocks ``send`` up to ``max_block_ms``.
 """
@@ -41,6 +42,7 @@ from shmkafka.facades.kafka_python.plugins import (
     is_default_partitioner,
     serialize,
 )
+from shmkafka.facades.kafka_python.transactions import KafkaTransactions
 from shmkafka.producer import peer_errors
 from shmkafka.producer.accumulator import record_size_bound
 from shmkafka.producer.engine import Engine, Settings, check_topic, valid_topics
@@ -48,6 +50,7 @@ from shmkafka.producer.entry import PARTITION_MURMUR2, SendEntry, c_tracked
 from shmkafka.producer.futures import Future
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.producer.settings import normalize_bootstrap
+from shmkafka.producer.transactions import TransactionClient
 from shmkafka.shm.sender_link import sender_alive
 
 log = logging.getLogger("shmkafka.producer")
@@ -59,6 +62,7 @@ SENDER_ARGS = (
     "retry_backoff_ms", "retry_backoff_max_ms", "request_timeout_ms", "delivery_timeout_ms",
     "max_in_flight_requests_per_connection", "enable_idempotence", "metadata_max_age_ms",
     "metadata_max_idle_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms", "max_request_size",
+    "transactional_id", "transaction_timeout_ms",
 )  # fmt: skip
 POOL_ARGS = ("batch_size", "buffer_memory", "max_topics", "max_partitions", "max_processes",
              "lock_stripes")  # fmt: skip
@@ -68,6 +72,8 @@ DEFAULTS: dict[str, Any] = {
     "key_serializer": None,
     "value_serializer": None,
     "enable_idempotence": True,
+    "transactional_id": None,
+    "transaction_timeout_ms": 60_000,
     "delivery_timeout_ms": 120_000,
     "acks": -1,
     "compression_type": None,
@@ -111,14 +117,13 @@ DEFAULTS: dict[str, Any] = {
 # kafka-python arguments accepted and ignored: nothing they control exists here, or the
 # value they take with PLAINTEXT has no effect.
 IGNORED = frozenset({
-    "transaction_timeout_ms", "connections_max_idle_ms", "allow_auto_create_topics",
+    "connections_max_idle_ms", "allow_auto_create_topics",
     "client_dns_lookup", "receive_message_max_bytes", "receive_buffer_bytes",
     "send_buffer_bytes", "socket_options",
     "bootstrap_timeout_ms", "metric_reporters", "metrics_enabled", "metrics_num_samples",
     "metrics_sample_window_ms", "selector", "sasl_kerberos_name", "sasl_kerberos_service_name",
     "sasl_kerberos_domain_name", "proxy_url", "socks5_proxy", "kafka_client",
 })  # fmt: skip
-REJECTED = frozenset({"transactional_id"})
 _logged_ignored: set[str] = set()
 
 
@@ -159,6 +164,10 @@ def _resolve(config: dict[str, Any], given: set[str]) -> None:
         version = None if version == "auto" else tuple(int(p) for p in version.split("."))
     config["api_version"] = API_VERSION if version is None else tuple(version)
     explicit = "enable_idempotence" in given
+    if config["transactional_id"] is not None:
+        if explicit and not config["enable_idempotence"]:
+            raise KafkaConfigurationError("Cannot set transactional_id without enable_idempotence.")
+        config["enable_idempotence"] = True
     if config["enable_idempotence"]:
         conflicts = [
             f"{name}={config[name]!r}"
@@ -233,10 +242,7 @@ def _settings(config: dict[str, Any]) -> Settings:
 
 def resolved_config(configs: dict[str, Any]) -> dict[str, Any]:
     """The arguments checked, with the defaults, resolved as kafka-python resolves them."""
-    check_names(configs, set(DEFAULTS) | IGNORED | REJECTED, "KafkaProducer argument")
-    for name in REJECTED & set(configs):
-        if configs[name] is not None:
-            raise KafkaConfigurationError(f"{name}: transactions are not supported")
+    check_names(configs, set(DEFAULTS) | IGNORED, "KafkaProducer argument")
     config = {**DEFAULTS, **{k: v for k, v in configs.items() if k in DEFAULTS}}
     _resolve(config, set(configs))
     return config
@@ -248,7 +254,7 @@ def settings_for(configs: dict[str, Any]) -> Settings:
     return _settings(resolved_config(configs))
 
 
-class KafkaProducer(SendEntry):
+class KafkaProducer(KafkaTransactions, SendEntry):
     """kafka-python's KafkaProducer, its records batched with every other process of the
     pool. ``pool=NAME`` picks the pool (default: one per distinct configuration)."""
 
@@ -276,6 +282,10 @@ class KafkaProducer(SendEntry):
         self._plain = (self.config["key_serializer"] is None and self.config["value_serializer"]
                        is None and not self._custom_partitioner)  # fmt: skip
         self._size_precheck = self._max_size - 1024  # (headroom for the record's frame)
+        tid = self.config["transactional_id"]
+        self._txn = None if tid is None else TransactionClient(self._handle, tid)
+        if self._txn is not None:
+            self._plain = False  # (each send checks the transaction first: no short path)
 
     @classmethod
     def max_usable_produce_magic(cls, api_version: tuple[int, ...] | None = None) -> int:
@@ -331,6 +341,7 @@ class KafkaProducer(SendEntry):
         self._check_size(key_bytes, value_bytes, headers)
         if partition is not None and (not isinstance(partition, int) or partition < 0):
             raise IllegalArgumentError(f"partition must be an int >= 0, got {partition!r}")
+        self._check_transactional_send()
         handle = self._handle
         if partition is None and self._custom_partitioner:
             partition = self._custom_partition(handle, topic, key, key_bytes, value, value_bytes)
@@ -424,18 +435,6 @@ class KafkaProducer(SendEntry):
         pool = self._handle.pool
         heard = pool.producer_identity()[0] >= 0 or pool.directory.version() > 0
         return sender_alive(pool) and heard
-
-    # Transactions are not supported (``transactional_id`` is refused): kafka-python's
-    # methods answer as they do on a producer without one.
-
-    def init_transactions(self) -> None:
-        raise IllegalStateError("Cannot use transactional methods without enabling transactions")
-
-    begin_transaction = commit_transaction = abort_transaction = init_transactions
-
-    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any) -> None:
-        del offsets, group_metadata
-        self.init_transactions()
 
     def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
         """The pool's metrics under the Java client's names (shm/metrics.py), and this

@@ -1,0 +1,191 @@
+"""A transactional producer's calls, as commands on its pool's transaction board
+(shm/txn_board.py), answered by the Sender that runs the transaction
+(sender/transactions.py). Each facade turns the outcome into its peer's errors.
+
+Rules:
+- One producer object owns the transactional id: ``init`` makes it the owner (a new
+  generation; an earlier owner is fenced). A forked child's copy owns nothing: its calls
+  and sends raise until it makes its own producer.
+- A call that times out leaves its command open. The same call again waits for the same
+  answer (confluent-kafka's resumable calls); another call meanwhile is a conflict.
+- ``check_send`` runs before a record reaches shared memory: outside a transaction, in an
+  error state or fenced, nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from shmkafka.producer.handle import ProducerHandle
+from shmkafka.shm import txn_board as board
+from shmkafka.shm.txn_board import Answer
+
+# local states (the app's view; the Sender's state on the board decides the rest)
+UNINITIALIZED, READY, IN_TRANSACTION = "UNINITIALIZED", "READY", "IN_TRANSACTION"
+SENDER_ROUND_S = 0.0002  # first wait for an answer; doubles up to MAX_WAIT_S
+MAX_WAIT_S = 0.005
+
+
+class TxnCallError(Exception):
+    """A transactional call's outcome other than success (``kind``: one of the board's
+    actions, TIMEOUT or CONFLICT); each facade raises its peer's error for it."""
+
+    TIMEOUT = 100
+    CONFLICT = 101
+    NOT_OWNER = 102
+
+    def __init__(self, kind: int, code: int, message: str) -> None:
+        super().__init__(message)
+        self.kind, self.code, self.message = kind, code, message
+
+
+@dataclass
+class _Open:
+    command: int
+    number: int
+
+
+class TransactionClient:
+    def __init__(self, handle: ProducerHandle, transactional_id: str) -> None:
+        self.handle = handle
+        self.transactional_id = transactional_id
+        self.board = handle.pool.txn
+        self.pid = os.getpid()
+        self.generation = 0  # 0: not the owner yet (no init)
+        self.state = UNINITIALIZED
+        self._open: _Open | None = None
+
+    # ------------------------------------------------------------------ the calls
+
+    def init(self, timeout_s: float) -> None:
+        self._same_process()
+        if self._open is None and self.state != UNINITIALIZED:
+            return  # (kafka-python: once initialized, init does nothing)
+        self._call(board.INIT, None, timeout_s)
+        self.state = READY
+
+    def begin(self) -> None:
+        self._owned()
+        if self.state != READY:
+            raise TxnCallError(board.STATE, 0, self._transition(IN_TRANSACTION))
+        self._call(board.BEGIN, None, None)
+        self.state = IN_TRANSACTION
+
+    def send_offsets(self, payload: dict[str, Any], timeout_s: float | None) -> None:
+        self._owned()
+        if self.state != IN_TRANSACTION and self._open_of(board.OFFSETS) is None:
+            raise TxnCallError(board.STATE, 0, "Cannot send offsets to transaction because "
+                               "the producer is not in an active transaction")  # fmt: skip
+        self._call(board.OFFSETS, payload, timeout_s)
+
+    def commit(self, timeout_s: float | None) -> None:
+        self._owned()
+        if self.state != IN_TRANSACTION and self._open_of(board.COMMIT) is None:
+            raise TxnCallError(board.STATE, 0, self._transition("COMMITTING_TRANSACTION"))
+        self.handle.flush(timeout_s)  # (the records first: commit answers once they are acked)
+        try:
+            self._call(board.COMMIT, None, timeout_s)
+        except TxnCallError as exc:
+            if exc.kind not in (TxnCallError.TIMEOUT, board.RETRIABLE):
+                self.state = READY if exc.kind == board.STATE else self.state
+            raise
+        self.state = READY
+
+    def abort(self, timeout_s: float | None) -> None:
+        self._owned()
+        if self.state != IN_TRANSACTION and self._open_of(board.ABORT) is None:
+            raise TxnCallError(board.STATE, 0, self._transition("ABORTING_TRANSACTION"))
+        self._call(board.ABORT, None, timeout_s)
+        self.state = READY
+
+    def check_send(self) -> None:
+        """Raises if a record may not be sent now (before anything is written)."""
+        if self.state != IN_TRANSACTION or os.getpid() != self.pid:
+            self._owned()
+            raise TxnCallError(board.STATE, 0, f"Cannot call send in state {self.state}")
+        sender_state = self.board.state()
+        if sender_state in (board.ABORTABLE_ERROR, board.FATAL_ERROR):
+            raise TxnCallError(
+                board.ABORTABLE if sender_state == board.ABORTABLE_ERROR else board.FATAL, 0,
+                "Cannot perform send because at least one previous transactional or "
+                "idempotent request has failed with errors.",
+            )  # fmt: skip
+        if self.board.owner_generation() != self.generation:
+            raise TxnCallError(board.FENCED, 0, "a newer producer with the same transactional "
+                               "id fenced this one")  # fmt: skip
+
+    @property
+    def sender_state(self) -> int:
+        return self.board.state()
+
+    # ------------------------------------------------------------------ inside
+
+    def _same_process(self) -> None:
+        if os.getpid() != self.pid:
+            raise TxnCallError(
+                TxnCallError.NOT_OWNER, 0,
+                f"transactional id {self.transactional_id!r} belongs to the producer of process "
+                f"{self.pid}: a forked child makes its own transactional producer",
+            )  # fmt: skip
+
+    def _owned(self) -> None:
+        self._same_process()
+        if self.generation == 0:
+            raise TxnCallError(board.STATE, 0, "Cannot use transactional methods before "
+                               "init_transactions")  # fmt: skip
+
+    def _transition(self, target: str) -> str:
+        return (f"TransactionalId {self.transactional_id}: Invalid transition attempted from "
+                f"state {self.state} to state {target}")  # fmt: skip
+
+    def _open_of(self, command: int) -> _Open | None:
+        return self._open if self._open is not None and self._open.command == command else None
+
+    def _call(self, command: int, payload: Any, timeout_s: float | None) -> Answer:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        self.handle.start()  # (its thread checks on the Sender while we wait)
+        open_call = self._open
+        if open_call is not None and open_call.command != command:
+            raise TxnCallError(
+                TxnCallError.CONFLICT, 0,
+                f"Conflicting {board.COMMAND_NAMES[open_call.command]} API call is already in "
+                "progress",
+            )  # fmt: skip
+        if open_call is None:
+            open_call = self._open = _Open(command, self._post(command, payload, deadline))
+        answer = self._wait(open_call.number, deadline)
+        self._open = None
+        if not answer.ok:
+            raise TxnCallError(answer.action, answer.code, answer.text)
+        return answer
+
+    def _post(self, command: int, payload: Any, deadline: float | None) -> int:
+        with self.board.lock():
+            delay = SENDER_ROUND_S
+            while not self.board.free():  # (another producer's call, still being answered)
+                self._check_deadline(deadline, "waiting for another producer's call to end")
+                time.sleep(delay)
+                delay = min(delay * 2, MAX_WAIT_S)
+            if command == board.INIT:
+                self.generation = max(self.board.newest_generation(),
+                                      self.board.owner_generation()) + 1  # fmt: skip
+            number = self.board.post(command, self.generation, (self.pid, self.handle.pool.started),
+                                     payload)  # fmt: skip
+        self.handle.wake_sender()
+        return number
+
+    def _wait(self, number: int, deadline: float | None) -> Answer:
+        delay = SENDER_ROUND_S
+        while (answer := self.board.answer_of(number)) is None:
+            self._check_deadline(deadline, "Timed out waiting for the transaction coordinator")
+            time.sleep(delay)
+            delay = min(delay * 2, MAX_WAIT_S)
+        return answer
+
+    @staticmethod
+    def _check_deadline(deadline: float | None, what: str) -> None:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TxnCallError(TxnCallError.TIMEOUT, 0, what)
