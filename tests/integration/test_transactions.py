@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -133,3 +134,125 @@ def test_a_second_producer_fences_the_first(peer: Peer, pool_name: str) -> None:
         batches = log_of(c, peer, topic, 0, 1)
     committed = [values for kind, values in outcomes(batches) if kind == "COMMIT"]
     assert committed == [[b"kept"]]
+
+
+# ---------------------------------------------------------------------- confluent-kafka's API
+
+STEPS = (
+    ("produce before init", lambda p: p.produce("t", b"x")),
+    ("begin before init", lambda p: p.begin_transaction()),
+    ("commit before init", lambda p: p.commit_transaction(5)),
+    ("init", lambda p: p.init_transactions(30)),
+    ("init again", lambda p: p.init_transactions(30)),
+    ("produce after init", lambda p: p.produce("t", b"x")),
+    ("commit without begin", lambda p: p.commit_transaction(5)),
+    ("abort without begin", lambda p: p.abort_transaction(5)),
+    ("begin", lambda p: p.begin_transaction()),
+    ("begin again", lambda p: p.begin_transaction()),
+    ("send_offsets without metadata", lambda p: p.send_offsets_to_transaction([], None)),
+    ("commit an empty transaction", lambda p: p.commit_transaction(10)),
+)
+
+
+def _outcome(call: Any, producer: Any) -> tuple[Any, ...]:
+    import confluent_kafka
+
+    try:
+        call(producer)
+    except confluent_kafka.KafkaException as exc:
+        e = exc.args[0]
+        return ("KafkaException", e.name(), e.str(), e.retriable(), e.txn_requires_abort(),
+                e.fatal())  # fmt: skip
+    except Exception as exc:  # noqa: BLE001
+        return (type(exc).__name__, str(exc))
+    return ("ok",)
+
+
+def test_confluent_calls_out_of_order_fail_as_the_peers(tansu: Peer, pool_name: str) -> None:
+    """Each call of STEPS, on confluent-kafka's Producer and on ours: the same exception,
+    error name, text and flags (librdkafka's state names, _NOT_CONFIGURED without an id)."""
+    import confluent_kafka
+
+    from shmkafka.confluent_kafka import Producer
+
+    conf = {"bootstrap.servers": tansu.bootstrap, "transactional.id": _txn_id("cf")}
+    theirs = confluent_kafka.Producer(conf)
+    ours = Producer({**conf, "transactional.id": _txn_id("cf"), "shmkafka.pool": pool_name})
+    try:
+        for label, call in STEPS:
+            assert _outcome(call, ours) == _outcome(call, theirs), label
+        plain_theirs = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap})
+        plain_ours = Producer({"bootstrap.servers": tansu.bootstrap,
+                               "shmkafka.pool": pool_name + "x"})  # fmt: skip
+        for call in (lambda p: p.init_transactions(1), lambda p: p.begin_transaction()):
+            assert _outcome(call, plain_ours) == _outcome(call, plain_theirs)
+        plain_ours.close()
+    finally:
+        ours.close()
+    for bad in ({"enable.idempotence": False}, {"message.timeout.ms": 120_000}):
+
+        def make(cls: Any, extra: dict[str, Any] = bad) -> Any:
+            return lambda _: cls({**conf, **extra})
+
+        assert _outcome(make(Producer), None) == _outcome(make(confluent_kafka.Producer), None)
+    wait_removed(pool_name + "x")
+
+
+def test_consume_transform_produce_with_confluent(tansu: Peer, pool_name: str) -> None:
+    """The example of docs/transactions.md: a confluent-kafka Consumer reads, our Producer
+    writes the transformed records and commits the consumer's offsets in the transaction;
+    a read_committed consumer sees the output, and the group's committed offset moved."""
+    import confluent_kafka
+
+    from shmkafka.confluent_kafka import Producer
+
+    source, sink, group = unique_topic("ctp-in"), unique_topic("ctp-out"), unique_topic("ctp-g")
+    with cluster(tansu) as c:
+        c.ensure_topic(source, 1)
+        c.ensure_topic(sink, 1)
+    seed = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap})
+    for i in range(20):
+        seed.produce(source, f"in-{i}".encode(), partition=0)
+    assert seed.flush(30) == 0
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": tansu.bootstrap, "group.id": group,
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+    })  # fmt: skip
+    producer = Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txn_id("ctp"),
+                         "shmkafka.pool": pool_name})  # fmt: skip
+    try:
+        consumer.subscribe([source])
+        producer.init_transactions(30)
+        done = 0
+        deadline = time.monotonic() + 60
+        while done < 20 and time.monotonic() < deadline:
+            messages = consumer.consume(10, timeout=1)
+            if not messages:
+                continue
+            producer.begin_transaction()
+            for m in messages:
+                producer.produce(sink, m.value().upper(), partition=0)
+            producer.send_offsets_to_transaction(
+                consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
+            )
+            producer.commit_transaction(30)
+            done += len(messages)
+        assert done == 20
+        committed = consumer.committed([confluent_kafka.TopicPartition(source, 0)], timeout=10)
+    finally:
+        consumer.close()
+        producer.close()
+    assert committed[0].offset == 20
+    reader = confluent_kafka.Consumer({
+        "bootstrap.servers": tansu.bootstrap, "group.id": unique_topic("ctp-r"),
+        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+    })  # fmt: skip
+    try:
+        reader.assign([confluent_kafka.TopicPartition(sink, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(values) < 20 and time.monotonic() < deadline:
+            values += [m.value() for m in reader.consume(20, timeout=1) if not m.error()]
+    finally:
+        reader.close()
+    assert values == [f"IN-{i}".encode() for i in range(20)]

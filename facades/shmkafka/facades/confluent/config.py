@@ -11,8 +11,7 @@ Rules:
   topic table; aliases resolve to their property, whose name the messages use.
 - Every valid property is accepted. Those in ``SETTINGS`` take effect; the others are
   checked and reported once as having no effect here (consumer properties as librdkafka
-  warns of them). ``security.protocol`` other than plaintext and ``transactional.id`` are
-  refused: shmkafka does not do them.
+  warns of them). ``transactional.id`` gives the producer a pool of its own.
 - Defaults differ from librdkafka's where the pool is shared memory reserved when it is
   made: ``queue.buffering.max.kbytes`` 32768 (1048576), ``max.in.flight`` 5 (1000000).
   ``batch.size`` (1000000) and ``batch.num.messages`` (10000) are librdkafka's: a batch
@@ -87,6 +86,8 @@ SETTINGS = {
     "sasl.oauthbearer.scope": "oauth_scope",
     "enable.sasl.oauthbearer.unsecure.jwt": "oauth_unsecured",
     "sasl.oauthbearer.config": "oauth_config",
+    "transactional.id": "transactional_id",
+    "transaction.timeout.ms": "transaction_timeout_ms",
 }
 # the Sender's settings (SenderConfig) made from librdkafka's: name → the setting's name
 SECURITY_KEYS = (
@@ -96,9 +97,7 @@ SECURITY_KEYS = (
     "oauth_token_endpoint_url", "oauth_client_id", "oauth_client_secret", "oauth_scope",
     "oauth_unsecured_principal", "oauth_unsecured_lifetime_s",
 )  # fmt: skip
-NOT_SUPPORTED = {
-    "transactional.id": "transactions are not supported by shmkafka",
-}
+NOT_SUPPORTED: dict[str, str] = {}
 JAVA_ONLY = {
     "ssl.truststore.location": "Java TrustStores are not supported, use `ssl.ca.location` "
     "and a certificate file instead. See "
@@ -118,6 +117,8 @@ DEFAULTS: dict[str, Any] = {
     "compression_type": "none",
     "compression_level": -1,
     "enable_idempotence": False,
+    "transactional_id": None,
+    "transaction_timeout_ms": 60_000,
     "delivery_timeout_ms": 300_000,
     "request_timeout_ms": 30_000,
     "retries": INT32_MAX,
@@ -415,6 +416,8 @@ def _check_across(given: dict[str, Any], settings: dict[str, Any], warnings: lis
         if "queue.buffering.max.ms" in given:
             raise _failed("`message.timeout.ms` must be greater than `linger.ms`")
         settings["linger_ms"] = timeout - 0.1
+    if settings["transactional_id"] is not None:
+        _check_transactional(given, settings)
     if settings["enable_idempotence"]:
         if "request.required.acks" in given and settings["acks"] != -1:
             raise _failed("`acks` must be set to `all` when `enable.idempotence` is true")
@@ -451,6 +454,20 @@ def _check_across(given: dict[str, Any], settings: dict[str, Any], warnings: lis
         warnings.append(
             "No `bootstrap.servers` configured: client will not be able to connect to Kafka cluster"
         )
+
+
+def _check_transactional(given: dict[str, Any], settings: dict[str, Any]) -> None:
+    """librdkafka's: idempotence on unless explicitly off; message.timeout.ms at most
+    transaction.timeout.ms (lowered to it when not given)."""
+    if not settings["enable_idempotence"]:
+        if "enable.idempotence" in given:
+            raise _failed("`transactional.id` requires `enable.idempotence=true`")
+        settings["enable_idempotence"] = True
+    timeout = settings["transaction_timeout_ms"]
+    if settings["delivery_timeout_ms"] > timeout:
+        if "message.timeout.ms" in given:
+            raise _failed("`message.timeout.ms` must be set <= `transaction.timeout.ms`")
+        settings["delivery_timeout_ms"] = timeout
 
 
 def _clamped_level(codec: str, level: int) -> int:

@@ -50,6 +50,7 @@ from shmkafka.facades.confluent.records import (
     text_of,
 )
 from shmkafka.facades.confluent.stats import statistics
+from shmkafka.facades.confluent.transactions import ConfluentTransactions
 from shmkafka.facades.confluent.types import KafkaError, KafkaException, Message
 from shmkafka.producer.accumulator import record_size_bound
 from shmkafka.producer.callbacks import call_capturing, oauth_token_provider, weakly
@@ -65,6 +66,7 @@ from shmkafka.producer.metadata_view import (
     wait_for_metadata,
 )
 from shmkafka.producer.settings import normalize_bootstrap
+from shmkafka.producer.transactions import TransactionClient
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.shm.events import Event
 
@@ -75,7 +77,7 @@ NO_BOOTSTRAP = (
 )
 
 
-class Producer(ProduceEntry):
+class Producer(ConfluentTransactions, ProduceEntry):
     """confluent-kafka's Producer, its records batched with every other process of the
     pool (``shmkafka.pool`` picks it; default: one per distinct configuration).
 
@@ -117,6 +119,9 @@ class Producer(ProduceEntry):
         self._max_messages = s["max_messages"]
         self._size_precheck = s["max_request_size"] - 1024  # (headroom for the record's frame)
         self._engine = self._open_engine(s)
+        tid = s["transactional_id"]
+        self._txn = None if self._engine is None or tid is None else (
+            TransactionClient(self._engine.handle, tid))  # fmt: skip
         if self._engine is None and s["error_cb"] is not None:
             self._errors.append(KafkaError(KafkaError._ALL_BROKERS_DOWN, NO_BOOTSTRAP))
         if self._engine is not None:
@@ -142,7 +147,8 @@ class Producer(ProduceEntry):
                 "request_timeout_ms", "retries", "retry_backoff_ms", "retry_backoff_max_ms",
                 "max_in_flight_requests_per_connection", "max_request_size",
                 "metadata_max_age_ms", "metadata_max_idle_ms", "reconnect_backoff_ms",
-                "reconnect_backoff_max_ms", "compression_type")  # fmt: skip
+                "reconnect_backoff_max_ms", "compression_type", "transactional_id",
+                "transaction_timeout_ms")  # fmt: skip
         out = {k: s[k] for k in keys}
         out["compression_level"] = None if s["compression_level"] == -1 else s["compression_level"]
         out["bootstrap_servers"] = normalize_bootstrap(s["bootstrap_servers"])
@@ -165,7 +171,9 @@ class Producer(ProduceEntry):
         if self._settings["error_cb"] is not None:
             handle.on_event = weakly(self._queue_error)
         weakref.finalize(self, handle.release)
-        if c_tracked(handle):  # the common record's produce() is one C call (entry.py)
+        if c_tracked(handle) and not self._settings["transactional_id"]:
+            # the common record's produce() is one C call (entry.py); a transactional
+            # producer's are checked against the transaction first
             self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
                               PARTITIONER_CODES.get(self._partitioner, 0), self._on_delivery,
                               self._reports, self._unassigned, self._max_messages)  # fmt: skip
@@ -220,7 +228,7 @@ class Producer(ProduceEntry):
         # knows) takes a short path; anything else, or any doubt, takes the full one.
         if (headers is None and partition == -1 and not timestamp and type(value) is bytes
                 and (key is None or type(key) is bytes) and not self._closed
-                and not self._unassigned):  # fmt: skip
+                and not self._unassigned and self._txn is None):  # fmt: skip
             handle = self._fast_handle
             route = handle._routes.get(topic) if handle is not None else None
             if (
@@ -261,6 +269,7 @@ class Producer(ProduceEntry):
         header_list = check_headers(headers)
         partition, timestamp = operator.index(partition), operator.index(timestamp)
         self._check_open()
+        self._check_transactional_produce()
         if len(self) >= self._settings["max_messages"]:
             raise BufferError(KafkaError(KafkaError._QUEUE_FULL).str())
         value_bytes = value.encode() if isinstance(value, str) else value
@@ -503,29 +512,6 @@ class Producer(ProduceEntry):
         self._check_open("Handle has been closed")
         handle = self._handle
         return None if handle is None else wait_for_cluster_id(handle, timeout)
-
-    # Transactions are not supported (``transactional.id`` is refused): librdkafka's answer
-    # on a producer without one.
-
-    def init_transactions(self, timeout: float = -1) -> None:
-        del timeout
-        self._check_open()
-        raise KafkaException(KafkaError(
-            KafkaError._NOT_CONFIGURED,
-            "The Transactional API requires transactional.id to be configured",
-        ))  # fmt: skip
-
-    def begin_transaction(self) -> None:
-        self.init_transactions()
-
-    def commit_transaction(self, timeout: float = -1) -> None:
-        self.init_transactions()
-
-    def abort_transaction(self, timeout: float = -1) -> None:
-        self.init_transactions()
-
-    def send_offsets_to_transaction(self, *args: Any, **kwargs: Any) -> None:
-        self.init_transactions()
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
         """Accepted: shmkafka connects with PLAINTEXT only, where credentials are unused."""

@@ -20,6 +20,7 @@ from shmkafka.errors import (
     MemoryExhaustedError,
     MessageSizeTooLargeError,
     PoolCapacityError,
+    TransactionAbortedError,
 )
 from shmkafka.facades.confluent.types import (
     TIMESTAMP_CREATE_TIME,
@@ -156,6 +157,8 @@ def kafka_error_of(error: BaseException) -> Any:
     code = getattr(error, "error_code", None)
     if isinstance(error, KafkaTimeoutError) and code is None:
         return KafkaError(KafkaError._MSG_TIMED_OUT)
+    if isinstance(error, TransactionAbortedError):  # librdkafka purges them at abort
+        return KafkaError(KafkaError._PURGE_QUEUE)
     if isinstance(error, PoolCapacityError):  # a limit of the pool (the text names it)
         return KafkaError(KafkaError._QUEUE_FULL, text_of(error))
     if isinstance(error, KafkaConnectionError):  # the TLS handshake failed
