@@ -256,3 +256,50 @@ def test_consume_transform_produce_with_confluent(tansu: Peer, pool_name: str) -
     finally:
         reader.close()
     assert values == [f"IN-{i}".encode() for i in range(20)]
+
+
+# ---------------------------------------------------------------------- aiokafka's API
+
+
+def test_aiokafka_transaction_context_commits_and_aborts(peer: Peer, pool_name: str) -> None:
+    """``transaction()`` commits; an exception inside aborts it and goes out; send outside a
+    transaction is aiokafka's IllegalOperation."""
+    import asyncio
+
+    from shmkafka.aiokafka import AIOKafkaProducer
+    from shmkafka.aiokafka.errors import IllegalOperation
+
+    topic = unique_topic("txaio")
+    with cluster(peer) as c:
+        c.ensure_topic(topic, 1)
+
+        async def body() -> None:
+            async with AIOKafkaProducer(bootstrap_servers=peer.bootstrap, pool=pool_name,
+                                        transactional_id=_txn_id("aio")) as p:  # fmt: skip
+                with pytest.raises(IllegalOperation):
+                    await p.send(topic, b"outside", partition=0)
+                async with p.transaction():
+                    first = await p.send(topic, b"kept", partition=0)
+                assert (await first).offset >= 0
+                with pytest.raises(RuntimeError, match="boom"):
+                    async with p.transaction():
+                        await p.send(topic, b"dropped", partition=0)
+                        await p.flush()  # (sent: the abort leaves its marker)
+                        raise RuntimeError("boom")
+                with pytest.raises(RuntimeError, match="boom"):
+                    async with p.transaction():
+                        unsent = await p.send(topic, b"never sent", partition=0)
+                        raise RuntimeError("boom")
+                with pytest.raises(Exception, match="transaction was aborted"):
+                    await unsent
+                await p.begin_transaction()
+                await p.send(topic, b"also kept", partition=0)
+                await p.commit_transaction()
+                with pytest.raises(AssertionError, match="Invalid state transition"):
+                    await p.commit_transaction()
+
+        asyncio.run(body())
+        batches = log_of(c, peer, topic, 0, 3)
+    assert outcomes(batches) == [
+        ("COMMIT", [b"kept"]), ("ABORT", [b"dropped"]), ("COMMIT", [b"also kept"]),
+    ]  # fmt: skip

@@ -32,6 +32,7 @@ from typing import Any
 
 from shmkafka.errors import KafkaError, MemoryExhaustedError
 from shmkafka.facades.aiokafka import types as aio_types
+from shmkafka.facades.aiokafka.transactions import AIOTransactions, aiokafka_txn_error
 from shmkafka.facades.kafka_python.producer import resolved_config, settings_for
 from shmkafka.producer.accumulator import record_size_bound
 from shmkafka.producer.callbacks import weakly
@@ -39,12 +40,13 @@ from shmkafka.producer.engine import FULL_POOL_WAIT_S, Engine, check_topic
 from shmkafka.producer.entry import PARTITION_MURMUR2, AppendEntry, c_tracked
 from shmkafka.producer.futures import Future
 from shmkafka.producer.metadata_view import metadata_poll_s
+from shmkafka.producer.transactions import TransactionClient, TxnCallError
 
 _MISSING = object()
 AIOKAFKA_BATCH_BYTES = 16384  # aiokafka's max_batch_size: create_batch's bound
 POOL_BATCH_BYTES = 1_000_000  # the pool's batches when max_batch_size is not given
 # aiokafka arguments accepted and ignored: what they control does not exist here
-IGNORED = ("loop", "api_version", "connections_max_idle_ms", "transaction_timeout_ms",
+IGNORED = ("loop", "api_version", "connections_max_idle_ms",
            "sasl_kerberos_service_name", "sasl_kerberos_domain_name")  # fmt: skip
 
 
@@ -98,7 +100,7 @@ def _check_security(
             raise ValueError("sasl_plain_username and sasl_plain_password required for PLAIN sasl")
 
 
-class AIOKafkaProducer(AppendEntry):
+class AIOKafkaProducer(AIOTransactions, AppendEntry):
     """aiokafka's AIOKafkaProducer, its records batched with every other process of the
     pool. ``pool=NAME`` picks the pool (default: one per distinct configuration)."""
 
@@ -122,16 +124,14 @@ class AIOKafkaProducer(AppendEntry):
         sasl_oauth_token_provider: Any = None, delivery_timeout_ms: int = 120_000,
         pool: str | None = None, sender_log: str | None = None,
     ) -> None:  # fmt: skip
-        del connections_max_idle_ms, transaction_timeout_ms
+        del connections_max_idle_ms
         del sasl_kerberos_service_name, sasl_kerberos_domain_name
         _check_arguments(loop, api_version, acks, compression_type, enable_idempotence)
         _check_security(security_protocol, ssl_context, sasl_mechanism,
                         sasl_plain_username, sasl_plain_password)  # fmt: skip
         errors = aio_types.errors()
         if transactional_id is not None:
-            raise errors.KafkaConfigurationError(
-                "transactional_id: transactions are not supported by shmkafka yet"
-            )
+            enable_idempotence = True  # (aiokafka's rule)
         if acks is _MISSING:
             acks = "all" if enable_idempotence else 1
         tls = getattr(ssl_context, "shmkafka_files", None)
@@ -149,7 +149,8 @@ class AIOKafkaProducer(AppendEntry):
             "batch_size": POOL_BATCH_BYTES if max_batch_size is _MISSING else max_batch_size,
             "max_request_size": max_request_size, "linger_ms": linger_ms,
             "retry_backoff_ms": retry_backoff_ms, "security_protocol": security_protocol,
-            "enable_idempotence": enable_idempotence,
+            "enable_idempotence": enable_idempotence, "transactional_id": transactional_id,
+            "transaction_timeout_ms": transaction_timeout_ms,
             "sasl_mechanism": sasl_mechanism if security_protocol.startswith("SASL") else None,
             "sasl_plain_username": sasl_plain_username,
             "sasl_plain_password": sasl_plain_password,
@@ -177,6 +178,10 @@ class AIOKafkaProducer(AppendEntry):
         self._size_precheck = max_request_size - 1024  # (a record below it always fits)
         # the common record (bytes, no partition, timestamp or headers) takes the C append
         self._plain = key_serializer is None and value_serializer is None and partitioner is None
+        self._plain = self._plain and transactional_id is None  # (a send checks the transaction)
+        self._txn = None
+        self._transactional_id = transactional_id
+        self._init_timeout_s = delivery_timeout_ms / 1000
         self._pid = os.getpid()
         self._started = False
         self._closed = False
@@ -202,6 +207,13 @@ class AIOKafkaProducer(AppendEntry):
         # the completion thread serves from here: it also answers the Sender's token
         # questions, which the first metadata can wait on
         handle.start()
+        if self._transactional_id is not None:  # (aiokafka gets its producer id at start)
+            txn = TransactionClient(handle, self._transactional_id)
+            try:
+                await self._loop.run_in_executor(None, txn.init, self._init_timeout_s)
+            except TxnCallError as exc:
+                raise aiokafka_txn_error(exc) from None
+            self._txn = txn
         self._started = True
         self._enable_fast(handle)
 
@@ -255,6 +267,7 @@ class AIOKafkaProducer(AppendEntry):
         if value is None and key is None:
             raise AssertionError("Need at least one: key or value")
         self._live_handle()
+        self._check_transactional_send()
         key_bytes = key if self._key_serializer is None else self._key_serializer(key)
         value_bytes = value if self._value_serializer is None else self._value_serializer(value)
         return await self._send_bytes(
@@ -329,6 +342,7 @@ class AIOKafkaProducer(AppendEntry):
     ) -> asyncio.Future[Any]:
         """Send a batch's records to ``partition``, in order; the future gives the first
         record's metadata once all are done."""
+        self._check_transactional_send()
         batch.close()
         futures = [
             await self._send_bytes(topic, value, key, partition, timestamp_ms, headers)

@@ -73,6 +73,7 @@ _ATTRS: dict[str, dict[str, Any]] = {
     "InvalidTopicError": {"errno": 17},
     "RecordListTooLargeError": {"errno": 18},
     "NotEnoughReplicasError": {"errno": 19, "retriable": True},
+    "ProducerFenced": {"errno": 90},
 }
 for _name, _attrs in _ATTRS.items():
     _FALLBACK[_name] = _error(_name, **_attrs)
