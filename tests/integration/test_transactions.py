@@ -274,8 +274,11 @@ def test_aiokafka_transaction_context_commits_and_aborts(peer: Peer, pool_name: 
         c.ensure_topic(topic, 1)
 
         async def body() -> None:
+            # (a long linger: "never sent" stays queued until the abort; commits and flush
+            # send at once)
             async with AIOKafkaProducer(bootstrap_servers=peer.bootstrap, pool=pool_name,
-                                        transactional_id=_txn_id("aio")) as p:  # fmt: skip
+                                        transactional_id=_txn_id("aio"),
+                                        linger_ms=10_000) as p:  # fmt: skip
                 with pytest.raises(IllegalOperation):
                     await p.send(topic, b"outside", partition=0)
                 async with p.transaction():

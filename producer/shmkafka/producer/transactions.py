@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shmkafka.producer.handle import ProducerHandle
+from shmkafka.shm import faultpoints
 from shmkafka.shm import txn_board as board
 from shmkafka.shm.txn_board import Answer
 
@@ -156,6 +157,8 @@ class TransactionClient:
             )  # fmt: skip
         if open_call is None:
             open_call = self._open = _Open(command, self._post(command, payload, deadline))
+            if command == board.COMMIT:
+                faultpoints.reached("txn.commit_posted")
         answer = self._wait(open_call.number, deadline)
         self._open = None
         if not answer.ok:

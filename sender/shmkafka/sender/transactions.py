@@ -28,7 +28,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from shmkafka.protocol.error_codes import ErrorCode
-from shmkafka.protocol.messages import APIS
+from shmkafka.protocol.messages import APIS, EndTxnRequest
 from shmkafka.protocol.txn_errors import TxnAction
 from shmkafka.sender.connection import ClientResponse
 from shmkafka.sender.sequences import reset_sequences
@@ -39,6 +39,7 @@ from shmkafka.sender.txn_manager import (
     TxnRequest,
     TxnStateError,
 )
+from shmkafka.shm import faultpoints
 from shmkafka.shm import txn_board as board
 from shmkafka.shm.procs import is_alive
 from shmkafka.shm.rings import TXN_ABORTED
@@ -119,10 +120,13 @@ class Transactions:
         return self.tm.state is State.COMMITTING
 
     def busy(self) -> bool:
+        """Work left: a call to answer, or a transaction not ended (an open one too: if its
+        owner died, it is aborted before the Sender may exit)."""
         return (
             self._open is not None
             or self._resetting
             or self.tm.state in (State.INITIALIZING, State.COMMITTING, State.ABORTING)
+            or self.tm.state in OPEN_STATES
         )
 
     def batch_failed(self, batch: DrainedBatch, code: int) -> None:
@@ -141,6 +145,8 @@ class Transactions:
             self.board.take(command)
             self._open = command
             self._apply(command, now_ms)
+        # (before any request goes out: a Sender killed after it resumes from this state)
+        self.board.publish_state(STATE_CODES[self.tm.state], self.tm.started)
         self._progress(now_ms)
         if self._open is not None:
             self._maybe_answer(self._open)
@@ -222,10 +228,15 @@ class Transactions:
         if request is not None:
             node = self._node(request.node, now_ms)
             assert node is not None
+            ending = isinstance(request.message, EndTxnRequest)
+            if ending:
+                faultpoints.reached("txn.before_end")
             api = APIS[request.message.API_KEY][1]
             sender.network.send(
                 node, request.message, lambda r, t: self._on_response(request, api, r, t), now_ms
             )
+            if ending:
+                faultpoints.reached("txn.end_sent")
         if was is State.ABORTING and tm.state is State.READY and self._gap:
             self._gap = False
             self._resetting = True  # (the next round: a new epoch, sequences from 0)

@@ -34,6 +34,9 @@ POINTS = frozenset({
     "topic.before_request_count",  # app: a topic request written under the directory
                                    # lock, not yet counted
     "topic.waiting",            # app: its first send to a new topic waits for metadata
+    "txn.commit_posted",        # app: its COMMIT is on the transaction board, unanswered
+    "txn.before_end",           # Sender: EndTxn (commit or abort) is due, not yet sent
+    "txn.end_sent",             # Sender: EndTxn written to the socket, no answer read
 })  # fmt: skip
 
 
