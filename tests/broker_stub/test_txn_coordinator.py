@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import confluent_kafka
 import pytest
 
+from shmkafka.broker_stub.coordinator import CommittedOffset
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.protocol.control import ControlType, markers_of
 from shmkafka.protocol.error_codes import ErrorCode as E
@@ -127,10 +128,11 @@ def test_offsets_are_committed_with_the_transaction_only(stub: BrokerStub) -> No
             tm.begin()
             tm.send_offsets(PendingOffsets("group-1", {("in", 0): (offset, None)}))
             drive_transaction(tm, c, lambda: tm._offsets is None)
-            assert stub.coordinator.committed_offsets.get("group-1", {}).get(("in", 0)) != offset
+            committed = stub.coordinator.committed_offsets.get("group-1", {}).get(("in", 0))
+            assert committed is None or committed.offset != offset
             tm.commit() if commit else tm.abort()
             drive_transaction(tm, c, lambda: tm.state is State.READY)
-    assert stub.coordinator.committed_offsets["group-1"] == {("in", 0): 9}
+    assert stub.coordinator.committed_offsets["group-1"] == {("in", 0): CommittedOffset(9)}
 
 
 def test_injected_coordinator_faults_are_retried_or_looked_up(stub: BrokerStub) -> None:

@@ -119,13 +119,26 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     del session
     from tests.peers import run_tansu
 
-    peer = _stack.enter_context(run_tansu())
-    host, port = peer.brokers[0]
+    if os.environ.get("SHMKAFKA_CONFORMANCE_BROKER") == "broker_stub":
+        host, port = _broker_stub()
+    else:
+        host, port = _stack.enter_context(run_tansu()).brokers[0]
+    peer_bootstrap = f"{host}:{port}"
     os.environ["KAFKA_URI"] = f"tcp://{host}:{port}"
-    _bootstrap.append(peer.bootstrap)
+    _bootstrap.append(peer_bootstrap)
     if REPORT:  # so that run.py can clean up after a run it had to kill
         with open(REPORT + ".broker", "w", encoding="utf-8") as f:
-            f.write(peer.bootstrap)
+            f.write(peer_bootstrap)
+
+
+def _broker_stub() -> tuple[str, int]:
+    """shmkafka's broker_stub (one node): it has a transaction coordinator and reports
+    aborted transactions to read_committed consumers, which Tansu does not."""
+    from shmkafka.broker_stub.server import BrokerStub
+
+    stub = _stack.enter_context(BrokerStub(nodes=1, partitions=2))
+    host, port = stub.bootstrap.rsplit(":", 1)
+    return host, int(port)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -149,6 +149,7 @@ def run_variant(
     test_files: tuple[str, ...],
     keyword: str | None,
     timeout: float,
+    broker: str = "tansu",
 ) -> dict:
     report = WORK / f"report-{variant}.json"
     log = WORK / f"{variant}.log"
@@ -160,6 +161,7 @@ def run_variant(
         "KAFKA_VERSION": KAFKA_VERSION,
         "KAFKA_ROOT": str(run / "kafka-root"),
         "SHMKAFKA_CONFORMANCE_PRODUCER": variant,
+        "SHMKAFKA_CONFORMANCE_BROKER": broker,
         "SHMKAFKA_CONFORMANCE_REPORT": str(report),
         "SHMKAFKA_CONFORMANCE_KAFKA_VERSION": VERSION,
         "SHMKAFKA_SENDER_IDLE_EXIT_MS": "300",  # Senders leave soon after their last producer
@@ -333,6 +335,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"also run {', '.join(CONSUMER_TEST_FILES)} (about 2 more minutes)",
     )
     parser.add_argument("--timeout", type=float, help="seconds per pytest run (150, or 400)")
+    parser.add_argument(
+        "--broker", choices=("tansu", "broker_stub"), default="tansu",
+        help="the broker (broker_stub: a transaction coordinator that reports aborted "
+        "transactions, which Tansu does not)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     test_files = TEST_FILES + (CONSUMER_TEST_FILES if args.with_consumer_tests else ())
     timeout = args.timeout or (400 if args.with_consumer_tests else 150)
@@ -340,12 +347,13 @@ def main(argv: list[str] | None = None) -> int:
     run = build_tree(source, test_files)
     variants = VARIANTS if args.variant == "both" else (args.variant,)
     print(
-        f"conformance: kafka-python {VERSION}'s {', '.join(test_files)} (unchanged) on Tansu; "
+        f"conformance: kafka-python {VERSION}'s {', '.join(test_files)} (unchanged) on "
+        f"{args.broker}; "
         f"producers: {', '.join(variants)}"
     )
 
     def one(variant: str) -> dict:
-        return run_variant(variant, run, source, test_files, args.keyword, timeout)
+        return run_variant(variant, run, source, test_files, args.keyword, timeout, args.broker)
 
     with ThreadPoolExecutor(max_workers=1 if args.sequential else len(variants)) as pool:
         runs = dict(zip(variants, pool.map(one, variants), strict=True))

@@ -306,3 +306,31 @@ def test_aiokafka_transaction_context_commits_and_aborts(peer: Peer, pool_name: 
     assert outcomes(batches) == [
         ("COMMIT", [b"kept"]), ("ABORT", [b"dropped"]), ("COMMIT", [b"also kept"]),
     ]  # fmt: skip
+
+
+def test_confluent_calls_without_a_cluster_time_out_then_conflict(pool_name: str) -> None:
+    """confluent-kafka's own test_transaction_api, side by side: no bootstrap.servers, so
+    init_transactions times out (retriable), and every later call conflicts with it."""
+    import confluent_kafka
+
+    from shmkafka.confluent_kafka import Producer
+
+    consumer = confluent_kafka.Consumer({"group.id": "testgroup", "log_level": 0})
+    metadata = consumer.consumer_group_metadata()
+    consumer.close()
+    steps = (
+        lambda p: p.init_transactions(0.5),
+        lambda p: p.begin_transaction(),
+        lambda p: p.send_offsets_to_transaction(
+            [confluent_kafka.TopicPartition("topic", 0, 123)], metadata
+        ),
+        lambda p: p.commit_transaction(0.5),
+        lambda p: p.abort_transaction(0.5),
+    )
+    theirs = confluent_kafka.Producer({"transactional.id": "test"})
+    ours = Producer({"transactional.id": "test", "shmkafka.pool": pool_name})
+    outcomes = [(_outcome(step, ours), _outcome(step, theirs)) for step in steps]
+    assert ours.close()
+    for mine, peer in outcomes:
+        assert mine == peer
+    assert [o[0][1] for o in outcomes] == ["_TIMED_OUT"] + ["_CONFLICT"] * 4

@@ -19,9 +19,11 @@ from shmkafka.protocol.messages import (
     ApiVersionsRequest,
     MetadataRequest,
     MetadataResponse,
+    OffsetFetchRequest,
     ProduceRequest,
 )
 from shmkafka.protocol.messages.metadata import MetadataRequestTopic
+from shmkafka.protocol.messages.offset_fetch import OffsetFetchRequestTopic
 from shmkafka.protocol.schema import Message
 from tests.strategies import message_at
 
@@ -56,6 +58,8 @@ KAFKA_PYTHON: dict[str, Any] = {
     "EndTxnResponse": kp_producer.EndTxnResponse,
     "TxnOffsetCommitRequest": kp_producer.TxnOffsetCommitRequest,
     "TxnOffsetCommitResponse": kp_producer.TxnOffsetCommitResponse,
+    "OffsetFetchRequest": kp_consumer.OffsetFetchRequest,
+    "OffsetFetchResponse": kp_consumer.OffsetFetchResponse,
 }
 
 MESSAGE_VERSIONS = [
@@ -92,7 +96,9 @@ def test_round_trip_and_kafka_python_agree(
 def test_all_apis_and_versions_covered() -> None:
     names = {cls.__name__ for cls, _ in MESSAGE_VERSIONS}
     assert names == set(KAFKA_PYTHON)
-    assert len(MESSAGE_VERSIONS) == 2 * (4 + 12 + 7 + 5 + 9 + 7 + 4 + 2 + 3 + 6 + 5 + 4 + 4 + 4 + 4)
+    assert len(MESSAGE_VERSIONS) == 2 * (
+        4 + 12 + 7 + 5 + 9 + 7 + 4 + 2 + 3 + 6 + 5 + 4 + 4 + 4 + 4 + 8
+    )
 
 
 def test_decode_kafka_python_metadata_request_v12() -> None:
@@ -126,6 +132,24 @@ def test_decode_kafka_python_produce_request_v9() -> None:
     assert ours.topic_data[0].name == "t"
     assert ours.topic_data[0].partition_data[0].index == 3
     assert ours.topic_data[0].partition_data[0].records == b"xyz"
+
+
+def test_decode_kafka_python_offset_fetch_requests() -> None:
+    req = kp_consumer.OffsetFetchRequest
+    topic = req.OffsetFetchRequestTopic(name="in", partition_indexes=[0, 3])
+    theirs = req(group_id="g", topics=[topic])
+    ours = OffsetFetchRequest.decode(bytes(theirs.encode(version=1)), 1)
+    assert ours == OffsetFetchRequest("g", (OffsetFetchRequestTopic("in", (0, 3)),))
+    every = req(group_id="g", topics=None, require_stable=True)
+    assert OffsetFetchRequest.decode(bytes(every.encode(version=7)), 7) == OffsetFetchRequest(
+        "g", None, require_stable=True
+    )
+
+
+def test_offset_fetch_all_topics_is_null_from_v2_only() -> None:
+    assert OffsetFetchRequest("g", None).encode(2) == b"\x00\x01g\xff\xff\xff\xff"
+    with pytest.raises(EncodeError, match=r"OffsetFetchRequest\.topics is not nullable"):
+        OffsetFetchRequest("g", None).encode(1)
 
 
 def test_metadata_v1_all_topics_is_null_array() -> None:

@@ -12,11 +12,15 @@ Rules:
   any later request is PRODUCER_FENCED.
 - EndTxn writes one marker into every partition of the transaction (a control batch of its
   producer id and epoch, no sequence), then commits the group offsets it carried (commit
-  only). EndTxn with the outcome just completed is answered NONE (a client's retry); the
+  only), each with its leader epoch and metadata (a null metadata kept as "", as Kafka
+  does). EndTxn with the outcome just completed is answered NONE (a client's retry); the
   other outcome, or no open transaction, is INVALID_TXN_STATE.
 - A transaction open longer than its timeout is aborted by the coordinator, with the epoch
   bumped (the producer is fenced, as Kafka does).
 - A transactional batch is accepted only for a partition its transaction added.
+- OffsetFetch answers a partition the group never committed with offset -1, leader epoch
+  -1 and metadata "", no error; with ``require_stable``, a partition an open transaction
+  carries an offset for answers UNSTABLE_OFFSET_COMMIT (Kafka's classic coordinator).
 """
 
 from __future__ import annotations
@@ -41,6 +45,16 @@ EMPTY, ONGOING, COMPLETE_COMMIT, COMPLETE_ABORT = (
 )
 
 
+@dataclass(frozen=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+
+
+NO_OFFSET = CommittedOffset(-1)
+
+
 @dataclass
 class Transaction:
     transactional_id: str
@@ -51,7 +65,7 @@ class Transaction:
     started_ms: int = 0
     partitions: set[TopicPartition] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
-    offsets: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
 
 
 @dataclass
@@ -67,7 +81,9 @@ class PartitionTxns:
 class Coordinator:
     cluster: Cluster
     transactions: dict[str, Transaction] = field(default_factory=dict)
-    committed_offsets: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    committed_offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(
+        default_factory=dict
+    )
     partition_txns: dict[TopicPartition, PartitionTxns] = field(default_factory=dict)
     moved: dict[str, int] = field(default_factory=dict)  # transactional id → node (tests)
     markers_written: int = 0
@@ -125,7 +141,7 @@ class Coordinator:
         return code
 
     def txn_offset_commit(self, txn_id: str, producer_id: int, epoch: int, group_id: str,
-                          offsets: dict[TopicPartition, int]) -> int:  # fmt: skip
+                          offsets: dict[TopicPartition, CommittedOffset]) -> int:  # fmt: skip
         txn = self.transactions.get(txn_id)
         if txn is None or txn.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -150,6 +166,23 @@ class Coordinator:
             return ErrorCode.INVALID_TXN_STATE
         self._end(txn, commit)
         return ErrorCode.NONE
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool
+    ) -> list[tuple[TopicPartition, CommittedOffset, int]]:
+        """(partition, committed offset, error code) of each of ``partitions``, or of every
+        partition the group committed (None)."""
+        self.expire()  # (an expired transaction's offsets are no longer pending)
+        committed = self.committed_offsets.get(group_id, {})
+        pending = {tp for txn in self.transactions.values() if txn.state == ONGOING
+                   for tp in txn.offsets.get(group_id, {})}  # fmt: skip
+        answers: list[tuple[TopicPartition, CommittedOffset, int]] = []
+        for tp in sorted(committed) if partitions is None else partitions:
+            if require_stable and tp in pending:
+                answers.append((tp, NO_OFFSET, ErrorCode.UNSTABLE_OFFSET_COMMIT))
+            else:
+                answers.append((tp, committed.get(tp, NO_OFFSET), ErrorCode.NONE))
+        return answers
 
     # ------------------------------------------------------------------ the data path
 

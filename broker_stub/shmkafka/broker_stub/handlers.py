@@ -39,6 +39,7 @@ from shmkafka.protocol.messages import (
     ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
+    OffsetFetchRequest,
     ProduceRequest,
     ProduceResponse,
     SaslAuthenticateRequest,
@@ -75,7 +76,7 @@ SUPPORTED = (
     (DeleteTopicsRequest, 1, 6), (InitProducerIdRequest, 0, 4), (SaslHandshakeRequest, 0, 1),
     (SaslAuthenticateRequest, 0, 2), (FindCoordinatorRequest, 0, 4),
     (AddPartitionsToTxnRequest, 0, 3), (AddOffsetsToTxnRequest, 0, 3), (EndTxnRequest, 0, 3),
-    (TxnOffsetCommitRequest, 0, 3),
+    (TxnOffsetCommitRequest, 0, 3), (OffsetFetchRequest, 0, 7),
 )  # fmt: skip
 
 

@@ -166,6 +166,7 @@ class ProducerHandle:
         self._serving = False  # the attachment's thread hands us completions (start())
         self._next_check = 0.0  # when housekeeping() next checks the Sender
         self._flushers = 0  # threads waiting in flush(), under self._cond
+        self.answer_waiters = 0  # threads waiting for the Sender's answer on the txn board
         self._idle = self._cond
         self.start_sender = start_sender
         if start_sender:
@@ -419,6 +420,9 @@ class ProducerHandle:
         pool's events and token questions."""
         if self._closed:
             return
+        if self.answer_waiters:  # (the Sender wakes our slot when it answers a txn call)
+            with self._cond:
+                self._cond.notify_all()
         now = time.monotonic()
         if self.start_sender and now >= self._next_check:
             self._next_check = now + SENDER_CHECK_S

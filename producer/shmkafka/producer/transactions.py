@@ -10,6 +10,8 @@ Rules:
   answer (confluent-kafka's resumable calls); another call meanwhile is a conflict.
 - ``check_send`` runs before a record reaches shared memory: outside a transaction, in an
   error state or fenced, nothing is written.
+- Without a cluster (no bootstrap servers: no pool), a call waits out its timeout, as
+  librdkafka's does with no broker to ask.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from shmkafka.shm.txn_board import Answer
 
 # local states (the app's view; the Sender's state on the board decides the rest)
 UNINITIALIZED, READY, IN_TRANSACTION = "UNINITIALIZED", "READY", "IN_TRANSACTION"
+API_NAMES = {
+    board.INIT: "init_transactions", board.BEGIN: "begin_transaction",
+    board.OFFSETS: "send_offsets_to_transaction", board.COMMIT: "commit_transaction",
+    board.ABORT: "abort_transaction",
+}  # fmt: skip
 SENDER_ROUND_S = 0.0002  # first wait for an answer; doubles up to MAX_WAIT_S
 MAX_WAIT_S = 0.005
 
@@ -50,32 +57,39 @@ class _Open:
 
 
 class TransactionClient:
-    def __init__(self, handle: ProducerHandle, transactional_id: str) -> None:
+    def __init__(self, handle: ProducerHandle | None, transactional_id: str) -> None:
         self.handle = handle
         self.transactional_id = transactional_id
-        self.board = handle.pool.txn
+        self.board = None if handle is None else handle.pool.txn
         self.pid = os.getpid()
         self.generation = 0  # 0: not the owner yet (no init)
         self.state = UNINITIALIZED
         self._open: _Open | None = None
+        self._unread = 0  # a BEGIN posted without waiting: its answer is read next
 
     # ------------------------------------------------------------------ the calls
 
-    def init(self, timeout_s: float) -> None:
+    def init(self, timeout_s: float | None) -> None:
         self._same_process()
+        self._no_conflict(board.INIT)
         if self._open is None and self.state != UNINITIALIZED:
             return  # (kafka-python: once initialized, init does nothing)
         self._call(board.INIT, None, timeout_s)
         self.state = READY
 
     def begin(self) -> None:
+        self._no_conflict(board.BEGIN)
         self._owned()
         if self.state != READY:
             raise TxnCallError(board.STATE, 0, self._transition(IN_TRANSACTION))
-        self._call(board.BEGIN, None, None)
+        self._check_owner()
+        # As Java's begin, a local step: the Sender takes the BEGIN before the batches that
+        # follow it, and its answer is read by the next call (``_post``).
+        self._unread = self._post(board.BEGIN, None, None)
         self.state = IN_TRANSACTION
 
     def send_offsets(self, payload: dict[str, Any], timeout_s: float | None) -> None:
+        self._no_conflict(board.OFFSETS)
         self._owned()
         if self.state != IN_TRANSACTION and self._open_of(board.OFFSETS) is None:
             raise TxnCallError(board.STATE, 0, "Cannot send offsets to transaction because "
@@ -83,19 +97,23 @@ class TransactionClient:
         self._call(board.OFFSETS, payload, timeout_s)
 
     def commit(self, timeout_s: float | None) -> None:
+        self._no_conflict(board.COMMIT)
         self._owned()
         if self.state != IN_TRANSACTION and self._open_of(board.COMMIT) is None:
             raise TxnCallError(board.STATE, 0, self._transition("COMMITTING_TRANSACTION"))
-        self.handle.flush(timeout_s)  # (the records first: commit answers once they are acked)
-        try:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        try:  # (the Sender answers once every record is acknowledged and EndTxn done)
             self._call(board.COMMIT, None, timeout_s)
         except TxnCallError as exc:
             if exc.kind not in (TxnCallError.TIMEOUT, board.RETRIABLE):
                 self.state = READY if exc.kind == board.STATE else self.state
             raise
         self.state = READY
+        if self.handle is not None:  # (their futures resolved too, before commit returns)
+            self.handle.flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def abort(self, timeout_s: float | None) -> None:
+        self._no_conflict(board.ABORT)
         self._owned()
         if self.state != IN_TRANSACTION and self._open_of(board.ABORT) is None:
             raise TxnCallError(board.STATE, 0, self._transition("ABORTING_TRANSACTION"))
@@ -104,9 +122,14 @@ class TransactionClient:
 
     def check_send(self) -> None:
         """Raises if a record may not be sent now (before anything is written)."""
-        if self.state != IN_TRANSACTION or os.getpid() != self.pid:
+        if self.state != IN_TRANSACTION or os.getpid() != self.pid or self.board is None:
             self._owned()
             raise TxnCallError(board.STATE, 0, f"Cannot call send in state {self.state}")
+        self._check_owner()
+
+    def _check_owner(self) -> None:
+        """Raises if the Sender's transaction failed, or a newer owner fenced us."""
+        assert self.board is not None
         sender_state = self.board.state()
         if sender_state in (board.ABORTABLE_ERROR, board.FATAL_ERROR):
             raise TxnCallError(
@@ -114,13 +137,13 @@ class TransactionClient:
                 "Cannot perform send because at least one previous transactional or "
                 "idempotent request has failed with errors.",
             )  # fmt: skip
-        if self.board.owner_generation() != self.generation:
+        if self.board.owner_generation() != self.generation:  # (a newer owner's INIT)
             raise TxnCallError(board.FENCED, 0, "a newer producer with the same transactional "
                                "id fenced this one")  # fmt: skip
 
     @property
     def sender_state(self) -> int:
-        return self.board.state()
+        return board.UNINITIALIZED if self.board is None else self.board.state()
 
     # ------------------------------------------------------------------ inside
 
@@ -130,6 +153,15 @@ class TransactionClient:
                 TxnCallError.NOT_OWNER, 0,
                 f"transactional id {self.transactional_id!r} belongs to the producer of process "
                 f"{self.pid}: a forked child makes its own transactional producer",
+            )  # fmt: skip
+
+    def _no_conflict(self, command: int) -> None:
+        """Another call is still open (timed out, to be resumed): this one conflicts."""
+        open_call = self._open
+        if open_call is not None and open_call.command != command:
+            raise TxnCallError(
+                TxnCallError.CONFLICT, 0,
+                f"Conflicting {API_NAMES[open_call.command]} API call is already in progress",
             )  # fmt: skip
 
     def _owned(self) -> None:
@@ -147,14 +179,13 @@ class TransactionClient:
 
     def _call(self, command: int, payload: Any, timeout_s: float | None) -> Answer:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        if self.handle is None:  # (no cluster: nothing can answer)
+            self._open = self._open or _Open(command, 0)
+            while True:
+                self._check_deadline(deadline, "no bootstrap.servers: nothing to ask")
+                time.sleep(0.01)
         self.handle.start()  # (its thread checks on the Sender while we wait)
         open_call = self._open
-        if open_call is not None and open_call.command != command:
-            raise TxnCallError(
-                TxnCallError.CONFLICT, 0,
-                f"Conflicting {board.COMMAND_NAMES[open_call.command]} API call is already in "
-                "progress",
-            )  # fmt: skip
         if open_call is None:
             open_call = self._open = _Open(command, self._post(command, payload, deadline))
             if command == board.COMMIT:
@@ -166,6 +197,12 @@ class TransactionClient:
         return answer
 
     def _post(self, command: int, payload: Any, deadline: float | None) -> int:
+        assert self.board is not None and self.handle is not None
+        if self._unread:
+            unread, self._unread = self._unread, 0
+            answer = self._wait(unread, deadline)
+            if not answer.ok:  # (the BEGIN the Sender refused: this call fails with it)
+                raise TxnCallError(answer.action, answer.code, answer.text)
         with self.board.lock():
             delay = SENDER_ROUND_S
             while not self.board.free():  # (another producer's call, still being answered)
@@ -175,17 +212,26 @@ class TransactionClient:
             if command == board.INIT:
                 self.generation = max(self.board.newest_generation(),
                                       self.board.owner_generation()) + 1  # fmt: skip
-            number = self.board.post(command, self.generation, (self.pid, self.handle.pool.started),
-                                     payload)  # fmt: skip
+            pool = self.handle.pool
+            number = self.board.post(command, self.generation, (self.pid, pool.started), payload,
+                                     pool.slot)  # fmt: skip
         self.handle.wake_sender()
         return number
 
     def _wait(self, number: int, deadline: float | None) -> Answer:
-        delay = SENDER_ROUND_S
-        while (answer := self.board.answer_of(number)) is None:
-            self._check_deadline(deadline, "Timed out waiting for the transaction coordinator")
-            time.sleep(delay)
-            delay = min(delay * 2, MAX_WAIT_S)
+        """The answer; the Sender wakes our slot when it writes one, and our completion
+        thread wakes us (the bounded wait covers a wake lost to a Sender's death)."""
+        assert self.board is not None and self.handle is not None
+        cond = self.handle._cond
+        with cond:
+            self.handle.answer_waiters += 1
+            try:
+                while (answer := self.board.answer_of(number)) is None:
+                    self._check_deadline(deadline, "Timed out waiting for the transaction "
+                                         "coordinator")  # fmt: skip
+                    cond.wait(MAX_WAIT_S)
+            finally:
+                self.handle.answer_waiters -= 1
         return answer
 
     @staticmethod

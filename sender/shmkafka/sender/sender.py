@@ -178,6 +178,8 @@ class Sender:
         for node, batches in drained.items():
             faultpoints.reached("sender.after_drain")
             self._send_produce(node, batches, now_ms)
+        if self.txn is not None:  # (after the sends: drained batches count as in flight)
+            self.txn.send_requests(now_ms)  # AddPartitionsToTxn for what ready() found
         timeout = 0 if drained else min(result.next_ready_check_delay_ms, MAX_POLL_MS)
         return self._poll(timeout, now_ms)
 

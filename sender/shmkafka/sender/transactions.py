@@ -25,7 +25,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import APIS, EndTxnRequest
@@ -152,6 +152,11 @@ class Transactions:
             self._maybe_answer(self._open)
         self.board.publish_state(STATE_CODES[self.tm.state], self.tm.started)
 
+    def send_requests(self, now_ms: int) -> None:
+        """After ready: AddPartitionsToTxn for the partitions it found, in this round."""
+        if not self._resetting:
+            self._progress(now_ms)
+
     # ------------------------------------------------------------------ commands
 
     def _apply(self, command: Command, now_ms: int) -> None:
@@ -204,6 +209,8 @@ class Transactions:
         command, self._open = self._open, None
         assert command is not None
         self.board.answer(command.number, code, action, text)
+        if command.poster_slot < self.pool.slots.high():  # (its completion thread wakes it)
+            self.pool.rings.wake(command.poster_slot)
 
     def _error_code(self) -> int:
         return self.tm.error.error_code if self.tm.error is not None else 0
@@ -306,16 +313,15 @@ class Transactions:
             self._failing = False
 
 
-def _offsets(payload: dict[str, object]) -> PendingOffsets:
-    """The OFFSETS command's JSON: group, [[topic, partition, offset, metadata], ...]."""
-    offsets = {
-        (str(t), int(p)): (int(o), None if m is None else str(m))
-        for t, p, o, m in payload["offsets"]  # type: ignore[attr-defined]
-    }
+def _offsets(payload: dict[str, Any]) -> PendingOffsets:
+    """The OFFSETS command's JSON: the group, and [[topic, partition, offset, metadata,
+    leader epoch], ...] (-1: no leader epoch)."""
+    rows = payload["offsets"]
     return PendingOffsets(
         str(payload["group_id"]),
-        offsets,
-        int(payload.get("generation_id", -1)),  # type: ignore[call-overload]
+        {(str(r[0]), int(r[1])): (int(r[2]), None if r[3] is None else str(r[3])) for r in rows},
+        int(payload.get("generation_id", -1)),
         str(payload.get("member_id", "")),
-        payload.get("group_instance_id"),  # type: ignore[arg-type]
+        payload.get("group_instance_id"),
+        {(str(r[0]), int(r[1])): int(r[4]) for r in rows if len(r) > 4 and r[4] is not None},
     )

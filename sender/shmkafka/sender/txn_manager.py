@@ -109,6 +109,7 @@ class PendingOffsets:
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+    leader_epochs: dict[TopicPartition, int] = field(default_factory=dict)  # (-1: none)
 
 
 @dataclass
@@ -332,7 +333,9 @@ class TransactionManager:
         by_topic: dict[str, list[TxnOffsetCommitRequestPartition]] = {}
         for (topic, partition), (offset, metadata) in sorted(offsets.offsets.items()):
             by_topic.setdefault(topic, []).append(
-                TxnOffsetCommitRequestPartition(partition, offset, -1, metadata)
+                TxnOffsetCommitRequestPartition(
+                    partition, offset, offsets.leader_epochs.get((topic, partition), -1), metadata
+                )
             )
         topics = tuple(TxnOffsetCommitRequestTopic(t, tuple(ps)) for t, ps in by_topic.items())
         return TxnRequest(Target.GROUP_COORDINATOR, node, TxnOffsetCommitRequest(

@@ -219,7 +219,8 @@ Region 13b - TXN: the transaction board of a transactional pool (txn_board.py): 
      40  u64 answered                      the Sender: the last command answered (stored last)
      48  i32 result_code, u8 result_action, u8 state, u8 started, pad     the Sender
      56  u32 owner_generation              the Sender: the generation whose INIT it took
-     60  u16 text_len, 62 194s text        the Sender: the answer's message
+     60  u32 poster_slot                   the producer posting: the slot to wake with the answer
+     64  u16 text_len, 66 190s text        the Sender: the answer's message
 Region 14 - SLABS: num_slabs x slab_size bytes of record batches (config.py: SLAB_SIZE, or
     batch_size when that is smaller), written by the appender
     holding the deque's stripe lock (records), and by the Sender (batch header at drain).
@@ -327,8 +328,8 @@ BROKER_SLOTS = 32
 TOKEN_HEADER = struct.Struct("<QQqI4x")  # asked, answered, expiry_ms, length
 TOKEN_MAX = 8192
 # posted, command, generation, owner_pid, payload_len, owner_start, taken, answered,
-# result_code, result_action, state, started, owner_generation, text_len, text
-TXN_HEADER = struct.Struct("<QIIiIqQQiBBBxIH194s")
+# result_code, result_action, state, started, owner_generation, poster_slot, text_len, text
+TXN_HEADER = struct.Struct("<QIIiIqQQiBBBxIIH190s")
 TXN_PAYLOAD_MAX = 32768
 
 TOPIC_REQUEST = struct.Struct("<H250s")

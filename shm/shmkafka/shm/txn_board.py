@@ -44,7 +44,7 @@ COMMITTING, ABORTING, ABORTABLE_ERROR, FATAL_ERROR = 4, 5, 6, 7
 
 _POSTED, _COMMAND, _GENERATION, _OWNER_PID, _PAYLOAD_LEN, _OWNER_START = 0, 8, 12, 16, 20, 24
 _TAKEN, _ANSWERED, _RESULT, _STATE, _STARTED, _OWNER_GENERATION = 32, 40, 48, 53, 54, 56
-_TEXT_MAX = 194
+_POSTER_SLOT, _TEXT_LEN, _TEXT, _TEXT_MAX = 60, 64, 66, 190
 
 
 class TxnBoardError(ShmError):
@@ -59,6 +59,7 @@ class Command:
     owner_pid: int
     owner_start: int
     payload: Any  # the decoded JSON (OFFSETS), else None
+    poster_slot: int  # the process slot that posted it (woken with the answer)
 
 
 @dataclass(frozen=True)
@@ -113,8 +114,9 @@ class TxnBoard:
         return KernelLock.for_segment(self.segment, TXN_BYTE)
 
     def post(
-        self, command: int, generation: int, owner: tuple[int, int] = (0, 0), payload: Any = None
-    ) -> int:
+        self, command: int, generation: int, owner: tuple[int, int] = (0, 0), payload: Any = None,
+        poster_slot: int = 0,
+    ) -> int:  # fmt: skip
         """Write a command (the caller holds ``lock()`` and has seen ``free()``); returns its
         number."""
         blob = b"" if payload is None else json.dumps(payload).encode()
@@ -130,6 +132,7 @@ class TxnBoard:
         U32.pack_into(buf, at + _COMMAND, command)
         U32.pack_into(buf, at + _GENERATION, generation)
         U32.pack_into(buf, at + _PAYLOAD_LEN, len(blob))
+        U32.pack_into(buf, at + _POSTER_SLOT, poster_slot)
         if command == INIT:  # (only an INIT names the owner: a fenced one's posts do not)
             I32.pack_into(buf, at + _OWNER_PID, owner[0])
             U64.pack_into(buf, at + _OWNER_START, owner[1])
@@ -141,7 +144,7 @@ class TxnBoard:
         if self.answered() < number:
             return None
         fields = TXN_HEADER.unpack_from(self.segment.buf, self.at)
-        code, action, text_len, text = fields[8], fields[9], fields[13], fields[14]
+        code, action, text_len, text = fields[8], fields[9], fields[14], fields[15]
         message = bytes(text[:text_len]).decode(errors="replace")
         return Answer(number, int(code), int(action), message)
 
@@ -163,7 +166,8 @@ class TxnBoard:
         _, command, generation, pid, length, start = fields[:6]
         begin = self.at + TXN_HEADER.size
         payload = json.loads(bytes(self.segment.buf[begin : begin + length])) if length else None
-        return Command(posted, int(command), int(generation), int(pid), int(start), payload)
+        poster = int(fields[13])
+        return Command(posted, int(command), int(generation), int(pid), int(start), payload, poster)
 
     def take(self, command: Command) -> None:
         if command.command == INIT:
@@ -180,8 +184,8 @@ class TxnBoard:
         buf, at = self.segment.buf, self.at
         I32.pack_into(buf, at + _RESULT, code)
         buf[at + _RESULT + 4] = action
-        buf[at + 60 : at + 62] = len(encoded).to_bytes(2, "little")
-        buf[at + 62 : at + 62 + len(encoded)] = encoded
+        buf[at + _TEXT_LEN : at + _TEXT] = len(encoded).to_bytes(2, "little")
+        buf[at + _TEXT : at + _TEXT + len(encoded)] = encoded
         self.segment.store_u64(at + _ANSWERED, number)  # publishes the answer
 
     def publish_state(self, state: int, started: bool) -> None:

@@ -120,8 +120,8 @@ class Producer(ConfluentTransactions, ProduceEntry):
         self._size_precheck = s["max_request_size"] - 1024  # (headroom for the record's frame)
         self._engine = self._open_engine(s)
         tid = s["transactional_id"]
-        self._txn = None if self._engine is None or tid is None else (
-            TransactionClient(self._engine.handle, tid))  # fmt: skip
+        handle = None if self._engine is None else self._engine.handle
+        self._txn = None if tid is None else TransactionClient(handle, tid)
         if self._engine is None and s["error_cb"] is not None:
             self._errors.append(KafkaError(KafkaError._ALL_BROKERS_DOWN, NO_BOOTSTRAP))
         if self._engine is not None:

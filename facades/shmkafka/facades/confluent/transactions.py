@@ -57,7 +57,9 @@ def offsets_payload(positions: Any, cgmd: Any) -> dict[str, Any]:
             raise KafkaException(
                 KafkaError(KafkaError._INVALID_ARG, f"Invalid offset {tp.offset} for {where}")
             )
-        rows.append([tp.topic, tp.partition, tp.offset, getattr(tp, "metadata", None) or ""])
+        epoch = getattr(tp, "leader_epoch", None)
+        rows.append([tp.topic, tp.partition, tp.offset, getattr(tp, "metadata", None) or "",
+                     -1 if epoch is None else epoch])  # fmt: skip
     return {**group, "offsets": rows}
 
 

@@ -50,7 +50,10 @@ def offsets_payload(offsets: Any, group: Any) -> dict[str, Any]:
         metadata = None if isinstance(value, int) else getattr(value, "metadata", None)
         if not isinstance(offset, int) or offset < 0:
             raise ValueError(f"invalid offset {value!r} for {tp!r}")
-        rows.append([tp.topic, tp.partition, offset, metadata or ""])
+        epoch = None if isinstance(value, int) else getattr(value, "leader_epoch", None)
+        rows.append(
+            [tp.topic, tp.partition, offset, metadata or "", -1 if epoch is None else epoch]
+        )
     return {"group_id": group_id, "offsets": rows, "generation_id": generation,
             "member_id": member, "group_instance_id": instance}  # fmt: skip
 

@@ -16,6 +16,7 @@ from shmkafka.protocol.messages.init_producer_id import (
 )
 from shmkafka.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from shmkafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from shmkafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from shmkafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from shmkafka.protocol.messages.sasl import (
     SaslAuthenticateRequest,
@@ -54,6 +55,7 @@ APIS: dict[int, tuple[type[Message], type[Message]]] = {
         (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
         (EndTxnRequest, EndTxnResponse),
         (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+        (OffsetFetchRequest, OffsetFetchResponse),
     )
 }
 
@@ -81,6 +83,8 @@ __all__ = [
     "ListOffsetsResponse",
     "MetadataRequest",
     "MetadataResponse",
+    "OffsetFetchRequest",
+    "OffsetFetchResponse",
     "ProduceRequest",
     "ProduceResponse",
     "SaslAuthenticateRequest",
