@@ -12,6 +12,7 @@ import pytest
 
 from shmkafka.kafka import KafkaProducer
 from shmkafka.kafka.errors import IllegalStateError, KafkaError, ProducerFencedError
+from shmkafka.producer.entry import c_tracked
 from shmkafka.protocol.control import markers_of
 from shmkafka.protocol.records import RecordBatch
 from tests.conftest import wait_removed
@@ -59,9 +60,12 @@ def test_kafka_python_commit_and_abort(peer: Peer, pool_name: str) -> None:
                           pool=pool_name)  # fmt: skip
         try:
             p.init_transactions()
+            assert not p._fast_enabled()  # (outside a transaction every send is checked)
             p.begin_transaction()
+            assert p._fast_enabled() == c_tracked(p._handle)  # (the C entry, guarded)
             futures = [p.send(topic, f"c{i}".encode(), partition=0) for i in range(5)]
             p.commit_transaction()
+            assert not p._fast_enabled()
             assert all(f.is_done and f.succeeded() for f in futures)
             p.begin_transaction()
             aborted = [p.send(topic, f"a{i}".encode(), partition=0) for i in range(3)]
@@ -122,7 +126,10 @@ def test_a_second_producer_fences_the_first(peer: Peer, pool_name: str) -> None:
             first.init_transactions()
             first.begin_transaction()
             first.send(topic, b"fenced", partition=0)
+            first.send(topic, b"fenced too")  # (the common record: the C entry, in a txn)
             second.init_transactions()
+            with pytest.raises(ProducerFencedError):  # (the C entry's guard: owner changed)
+                first.send(topic, b"late")
             with pytest.raises(ProducerFencedError):
                 first.commit_transaction()
             second.begin_transaction()
@@ -334,3 +341,33 @@ def test_confluent_calls_without_a_cluster_time_out_then_conflict(pool_name: str
     for mine, peer in outcomes:
         assert mine == peer
     assert [o[0][1] for o in outcomes] == ["_TIMED_OUT"] + ["_CONFLICT"] * 4
+
+
+def test_a_producer_of_another_client_fences_ours(tansu: Peer, pool_name: str) -> None:
+    """confluent-kafka's own Producer takes the transactional id (on another host, say): the
+    coordinator fences ours, whose next transaction fails with ProducerFencedError."""
+    import confluent_kafka
+
+    txn_id, topic = _txn_id("xfence"), unique_topic("txxfence")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    ours = KafkaProducer(bootstrap_servers=tansu.bootstrap, transactional_id=txn_id,
+                         pool=pool_name)  # fmt: skip
+    try:
+        ours.init_transactions()
+        ours.begin_transaction()
+        ours.send(topic, b"ours", partition=0)
+        ours.commit_transaction()
+        theirs = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap,
+                                           "transactional.id": txn_id})  # fmt: skip
+        theirs.init_transactions(30)
+        ours.begin_transaction()
+        fenced = ours.send(topic, b"fenced", partition=0)
+        with pytest.raises(ProducerFencedError):
+            ours.commit_transaction()
+        assert isinstance(fenced.exception, ProducerFencedError)  # (failed, not left queued)
+        with pytest.raises(KafkaError, match="error state"):
+            ours.begin_transaction()  # (fatal: nothing more, as kafka-python)
+        del theirs
+    finally:
+        ours.close(0)

@@ -20,6 +20,10 @@
  *   key (or None) and value, no headers, no partition, no timestamp, a topic
  *   whose route the handle already cached (so its name was checked), a
  *   partitioner this file knows.
+ * - A guard (_fast_guard: a u32 of shared memory and the value it must hold)
+ *   sends every record to the Python path once the word changed: a
+ *   transactional producer's, fenced by a newer owner of its transactional
+ *   id, raises there before anything is written.
  *
  * The style is CPython's (PEP 7).
  */
@@ -47,6 +51,9 @@ typedef struct {
     Py_ssize_t size_precheck, max_messages;
     int partitioner;
     unsigned long generation;
+    PyObject *guard_owner;          /* the buffer the guard word lives in */
+    volatile const uint32_t *guard; /* NULL: no guard */
+    uint32_t guard_value;
 } Entry;
 
 static PyObject *str_value, *str_key, *str_topic, *str_headers;
@@ -101,6 +108,8 @@ Entry_dealloc(Entry *self)
 {
     PyObject_GC_UnTrack(self);
     Entry_clear(self);
+    self->guard = NULL;
+    Py_CLEAR(self->guard_owner);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -150,6 +159,51 @@ Entry_fast_enable(Entry *self, PyObject *const *args, Py_ssize_t nargs)
     self->partitioner = (int)partitioner;
     self->max_messages = max_messages;
     self->generation = fork_generation;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(Entry_fast_guard__doc__,
+"_fast_guard($self, buffer, offset, expected, /)\n"
+"--\n"
+"\n"
+"The C path takes a record only while the little-endian u32 at offset of\n"
+"buffer (a writable buffer: shared memory) equals expected; buffer None:\n"
+"no guard.");
+
+static PyObject *
+Entry_fast_guard(Entry *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError,
+                     "_fast_guard() takes exactly 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    self->guard = NULL;
+    Py_CLEAR(self->guard_owner);
+    if (args[0] == Py_None) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    unsigned long expected = PyLong_AsUnsignedLong(args[2]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    /* The pointer is kept after the view is released: the object holding the
+     * buffer is kept too, and a pool's mapping outlives its producers. */
+    char *base = (char *)view.buf;
+    Py_ssize_t length = view.len;
+    PyBuffer_Release(&view);
+    if (offset < 0 || offset % 4 != 0 || offset + 4 > length) {
+        PyErr_SetString(PyExc_ValueError, "_fast_guard(): offset out of the buffer");
+        return NULL;
+    }
+    self->guard_owner = Py_NewRef(args[0]);
+    self->guard = (volatile const uint32_t *)(base + offset);
+    self->guard_value = (uint32_t)expected;
     Py_RETURN_NONE;
 }
 
@@ -235,6 +289,7 @@ static PyObject *
 common_route(Entry *self, PyObject *topic, PyObject *value, PyObject *key)
 {
     if (self->tracker == NULL || self->generation != fork_generation
+        || (self->guard != NULL && *self->guard != self->guard_value)
         || topic == NULL || !PyUnicode_CheckExact(topic)
         || !PyBytes_CheckExact(value)
         || (key != Py_None && !PyBytes_CheckExact(key)))
@@ -428,6 +483,8 @@ AppendEntry_fast_append(Entry *self, PyObject *const *args, Py_ssize_t nargs)
 #define ENTRY_COMMON_METHODS \
     {"_fast_enable", (PyCFunction)(void (*)(void))Entry_fast_enable, \
      METH_FASTCALL, Entry_fast_enable__doc__}, \
+    {"_fast_guard", (PyCFunction)(void (*)(void))Entry_fast_guard, \
+     METH_FASTCALL, Entry_fast_guard__doc__}, \
     {"_fast_disable", (PyCFunction)Entry_fast_disable, METH_NOARGS, \
      "Send every record through the Python path."}, \
     {"_fast_enabled", (PyCFunction)Entry_fast_enabled, METH_NOARGS, \

@@ -30,6 +30,9 @@ class _PyEntry:
     def _fast_enable(self, *args: Any) -> None:
         return None
 
+    def _fast_guard(self, buffer: Any, offset: int, expected: int) -> None:
+        return None
+
     def _fast_disable(self) -> None:
         return None
 

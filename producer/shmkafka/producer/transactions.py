@@ -16,12 +16,14 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from shmkafka.producer.handle import ProducerHandle
+from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm import faultpoints
 from shmkafka.shm import txn_board as board
 from shmkafka.shm.txn_board import Answer
@@ -33,6 +35,9 @@ API_NAMES = {
     board.OFFSETS: "send_offsets_to_transaction", board.COMMIT: "commit_transaction",
     board.ABORT: "abort_transaction",
 }  # fmt: skip
+SEND_FAILED = ("Cannot perform send because at least one previous transactional or idempotent "
+               "request has failed with errors.")  # fmt: skip
+FATAL_FLUSH_S = 5.0  # how long a failed commit waits for its records' futures
 SENDER_ROUND_S = 0.0002  # first wait for an answer; doubles up to MAX_WAIT_S
 MAX_WAIT_S = 0.005
 
@@ -80,9 +85,10 @@ class TransactionClient:
     def begin(self) -> None:
         self._no_conflict(board.BEGIN)
         self._owned()
+        self._check_owner("Cannot execute transactional method because we are in an error "
+                          "state")  # fmt: skip
         if self.state != READY:
             raise TxnCallError(board.STATE, 0, self._transition(IN_TRANSACTION))
-        self._check_owner()
         # As Java's begin, a local step: the Sender takes the BEGIN before the batches that
         # follow it, and its answer is read by the next call (``_post``).
         self._unread = self._post(board.BEGIN, None, None)
@@ -107,6 +113,10 @@ class TransactionClient:
         except TxnCallError as exc:
             if exc.kind not in (TxnCallError.TIMEOUT, board.RETRIABLE):
                 self.state = READY if exc.kind == board.STATE else self.state
+            if exc.kind in (board.FENCED, board.FATAL) and self.handle is not None:
+                # (the Sender failed every queued record with it: their futures first)
+                with contextlib.suppress(KafkaError):
+                    self.handle.flush(FATAL_FLUSH_S)
             raise
         self.state = READY
         if self.handle is not None:  # (their futures resolved too, before commit returns)
@@ -127,19 +137,25 @@ class TransactionClient:
             raise TxnCallError(board.STATE, 0, f"Cannot call send in state {self.state}")
         self._check_owner()
 
-    def _check_owner(self) -> None:
+    def _check_owner(self, failed: str = SEND_FAILED) -> None:
         """Raises if the Sender's transaction failed, or a newer owner fenced us."""
         assert self.board is not None
         sender_state = self.board.state()
         if sender_state in (board.ABORTABLE_ERROR, board.FATAL_ERROR):
-            raise TxnCallError(
-                board.ABORTABLE if sender_state == board.ABORTABLE_ERROR else board.FATAL, 0,
-                "Cannot perform send because at least one previous transactional or "
-                "idempotent request has failed with errors.",
-            )  # fmt: skip
+            kind = board.ABORTABLE if sender_state == board.ABORTABLE_ERROR else board.FATAL
+            raise TxnCallError(kind, 0, failed)
         if self.board.owner_generation() != self.generation:  # (a newer owner's INIT)
             raise TxnCallError(board.FENCED, 0, "a newer producer with the same transactional "
                                "id fenced this one")  # fmt: skip
+
+    def fast_guard(self) -> tuple[Any, int, int]:
+        """The C entry's guard while a transaction is open: the owner generation's word
+        must stay ours (a newer owner's INIT changes it). Within the transaction the C
+        path skips ``check_send``: a record sent after the transaction became abortable is
+        queued, and failed by the abort it needs anyway."""
+        assert self.board is not None
+        buffer, offset = self.board.generation_word()
+        return buffer, offset, self.generation
 
     @property
     def sender_state(self) -> int:

@@ -16,6 +16,7 @@ Rules:
   with a new epoch (InitProducerId) and sequences from 0.
 - The owner dead (kill -9): an open transaction is aborted at once; a commit or an abort it
   had asked for is finished.
+- A fatal error (fenced): every queued batch fails with it; nothing can send them now.
 - A Sender started on a pool with an open transaction marks it ABORTABLE_ERROR. One that
   finds a commit or an abort under way finishes it: the partitions of the batches still
   queued are added again, which the coordinator accepts within the same transaction. It
@@ -148,6 +149,9 @@ class Transactions:
         # (before any request goes out: a Sender killed after it resumes from this state)
         self.board.publish_state(STATE_CODES[self.tm.state], self.tm.started)
         self._progress(now_ms)
+        if self.tm.state is State.FATAL_ERROR:  # (nothing queued can ever be sent now)
+            code = self._error_code()
+            self._fail_queued(code if code > 0 else TXN_ABORTED, now_ms)
         if self._open is not None:
             self._maybe_answer(self._open)
         self.board.publish_state(STATE_CODES[self.tm.state], self.tm.started)

@@ -102,6 +102,11 @@ class TxnBoard:
     def owner_generation(self) -> int:
         return int(U32.unpack_from(self.segment.buf, self.at + _OWNER_GENERATION)[0])
 
+    def generation_word(self) -> tuple[Any, int]:
+        """(buffer, offset) of ``owner_generation``: the C entry's guard (a change of
+        owner sends every record to the Python path, which raises FENCED)."""
+        return self.segment.buf, self.at + _OWNER_GENERATION
+
     def newest_generation(self) -> int:
         """The generation of the last command posted (an INIT's is the newest owner's)."""
         return int(U32.unpack_from(self.segment.buf, self.at + _GENERATION)[0])

@@ -178,6 +178,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         self._size_precheck = max_request_size - 1024  # (a record below it always fits)
         # the common record (bytes, no partition, timestamp or headers) takes the C append
         self._plain = key_serializer is None and value_serializer is None and partitioner is None
+        self._c_plain = self._plain  # (the C append: for a transactional one, in transactions)
         self._plain = self._plain and transactional_id is None  # (a send checks the transaction)
         self._txn = None
         self._transactional_id = transactional_id
@@ -216,6 +217,20 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
             self._txn = txn
         self._started = True
         self._enable_fast(handle)
+
+    def _txn_fast(self, on: bool) -> None:
+        """Within a transaction the common record takes the C append too, guarded by the
+        transaction board's owner generation (producer/transactions.py, fast_guard)."""
+        self._plain = False
+        if not on:
+            self._fast_disable()
+            return
+        handle = self._handle
+        if self._txn is not None and self._c_plain and c_tracked(handle):
+            self._fast_guard(*self._txn.fast_guard())
+            self._plain = True
+            self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
+                              PARTITION_MURMUR2, None, None, None, 0)  # fmt: skip
 
     def _enable_fast(self, handle: Any) -> None:
         """Let ``_fast_append`` take the common record, with this process's handle."""

@@ -45,6 +45,7 @@ def aiokafka_txn_error(exc: TxnCallError, state: str = "", target: str = "") -> 
 class AIOTransactions:
     _txn: TransactionClient | None
     _loop: asyncio.AbstractEventLoop | None
+    _txn_fast: Any  # (the producer's: the C append on within a transaction, or off)
 
     def _transactions(self) -> TransactionClient:
         if self._txn is None:
@@ -65,13 +66,16 @@ class AIOTransactions:
     async def begin_transaction(self) -> None:
         txn = self._transactions()
         await self._in_executor(txn.begin, target="IN_TRANSACTION")
+        self._txn_fast(True)
 
     async def commit_transaction(self) -> None:
         txn = self._transactions()
+        self._txn_fast(False)
         await self._in_executor(txn.commit, None, target="COMMITTING_TRANSACTION")
 
     async def abort_transaction(self) -> None:
         txn = self._transactions()
+        self._txn_fast(False)
         await self._in_executor(txn.abort, None, target="ABORTING_TRANSACTION")
 
     def transaction(self) -> TransactionContext:

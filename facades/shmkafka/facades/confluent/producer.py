@@ -171,13 +171,28 @@ class Producer(ConfluentTransactions, ProduceEntry):
         if self._settings["error_cb"] is not None:
             handle.on_event = weakly(self._queue_error)
         weakref.finalize(self, handle.release)
-        if c_tracked(handle) and not self._settings["transactional_id"]:
+        if not self._settings["transactional_id"]:
             # the common record's produce() is one C call (entry.py); a transactional
-            # producer's are checked against the transaction first
+            # producer's only within a transaction (_txn_fast)
+            self._enable_entry(handle)
+        return handle
+
+    def _enable_entry(self, handle: ProducerHandle) -> None:
+        if c_tracked(handle):
             self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
                               PARTITIONER_CODES.get(self._partitioner, 0), self._on_delivery,
                               self._reports, self._unassigned, self._max_messages)  # fmt: skip
-        return handle
+
+    def _txn_fast(self, on: bool) -> None:
+        """Within a transaction the common record takes the C entry too, guarded by the
+        transaction board's owner generation (producer/transactions.py, fast_guard)."""
+        if not on:
+            self._fast_disable()
+            return
+        handle = self._handle
+        if self._txn is not None and handle is not None:
+            self._fast_guard(*self._txn.fast_guard())
+            self._enable_entry(handle)
 
     @property
     def _handle(self) -> ProducerHandle | None:

@@ -91,6 +91,7 @@ class ConfluentTransactions:
 
     _txn: TransactionClient | None
     _check_open: Any  # (the Producer's)
+    _txn_fast: Any  # (the Producer's: the C entry on within a transaction, or off)
 
     def _transactions(self) -> TransactionClient:
         self._check_open()
@@ -115,6 +116,7 @@ class ConfluentTransactions:
     def begin_transaction(self) -> None:
         txn = self._transactions()
         self._run(txn, txn.begin)
+        self._txn_fast(True)
 
     def send_offsets_to_transaction(
         self, positions: Any, group_metadata: Any, timeout: float = -1
@@ -125,10 +127,12 @@ class ConfluentTransactions:
 
     def commit_transaction(self, timeout: float = -1) -> None:
         txn = self._transactions()
+        self._txn_fast(False)
         self._run(txn, txn.commit, _seconds(timeout))
 
     def abort_transaction(self, timeout: float = -1) -> None:
         txn = self._transactions()
+        self._txn_fast(False)
         self._run(txn, txn.abort, _seconds(timeout))
 
     def _check_transactional_produce(self) -> None:

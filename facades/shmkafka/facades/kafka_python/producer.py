@@ -284,6 +284,7 @@ class KafkaProducer(KafkaTransactions, SendEntry):
         self._size_precheck = self._max_size - 1024  # (headroom for the record's frame)
         tid = self.config["transactional_id"]
         self._txn = None if tid is None else TransactionClient(self._handle, tid)
+        self._c_plain = self._plain  # (the C entry: for a transactional one, in transactions)
         if self._txn is not None:
             self._plain = False  # (each send checks the transaction first: no short path)
 
@@ -357,6 +358,18 @@ class KafkaProducer(KafkaTransactions, SendEntry):
     def _enable_fast(self, handle: ProducerHandle) -> None:
         """Let the C entry take the common record (entry.py), with this process's handle."""
         if self._plain and not self._fast_enabled() and c_tracked(handle):
+            self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
+                              PARTITION_MURMUR2, None, None, None, 0)  # fmt: skip
+
+    def _txn_fast(self, on: bool) -> None:
+        """Within a transaction the common record takes the C entry too, guarded by the
+        transaction board's owner generation (producer/transactions.py, fast_guard)."""
+        if not on:
+            self._fast_disable()
+            return
+        handle = self._handle
+        if self._txn is not None and self._c_plain and c_tracked(handle):
+            self._fast_guard(*self._txn.fast_guard())
             self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
                               PARTITION_MURMUR2, None, None, None, 0)  # fmt: skip
 

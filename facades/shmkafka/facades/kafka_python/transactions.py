@@ -88,6 +88,7 @@ class KafkaTransactions:
 
     config: dict[str, Any]
     _txn: TransactionClient | None
+    _txn_fast: Any  # (the producer's: the C entry on within a transaction, or off)
 
     def _transactions(self, message: str) -> TransactionClient:
         if self._txn is None:
@@ -106,6 +107,7 @@ class KafkaTransactions:
         txn = self._transactions("Cannot use transactional methods without enabling transactions")
         with _errors():
             txn.begin()
+        self._txn_fast(True)
 
     def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any) -> None:
         txn = self._transactions("Cannot use transactional methods without enabling transactions")
@@ -115,11 +117,13 @@ class KafkaTransactions:
 
     def commit_transaction(self) -> None:
         txn = self._transactions("Cannot commit transaction since transactions are not enabled")
+        self._txn_fast(False)
         with _errors():
             txn.commit(None)
 
     def abort_transaction(self) -> None:
         txn = self._transactions("Cannot abort transaction since transactions are not enabled.")
+        self._txn_fast(False)
         with _errors():
             txn.abort(None)
 
