@@ -24,7 +24,10 @@ def _pools() -> set[str]:
         ({"security_protocol": "SASL_SSL"}, "sasl_mechanism is required with SASL_SSL"),
         ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI"}, "not supported"),
         ({"security_protocol": "TLS"}, "security_protocol must be one of"),
-        ({"transactional_id": "t"}, "transactions are not supported"),
+        (
+            {"transactional_id": "t", "enable_idempotence": False},
+            "Cannot set transactional_id without enable_idempotence",  # kafka-python's words
+        ),
         ({"acks": 2}, "acks must be 0, 1, -1 or 'all'"),
         ({"compression_type": "brotli"}, "Not supported codec: brotli"),
         ({"linger_ms": -1}, "linger_ms must be >= 0"),

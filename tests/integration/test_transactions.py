@@ -87,6 +87,48 @@ def test_kafka_python_commit_and_abort(peer: Peer, pool_name: str) -> None:
     assert len(producer_ids) == 1
 
 
+KP_STEPS = (
+    ("begin before init", lambda p, t: p.begin_transaction()),
+    ("commit before init", lambda p, t: p.commit_transaction()),
+    ("init", lambda p, t: p.init_transactions()),
+    ("init again", lambda p, t: p.init_transactions()),
+    ("send before begin", lambda p, t: p.send(t, b"x", partition=0)),
+    ("commit without begin", lambda p, t: p.commit_transaction()),
+    ("abort without begin", lambda p, t: p.abort_transaction()),
+    ("begin", lambda p, t: p.begin_transaction()),
+    ("begin again", lambda p, t: p.begin_transaction()),
+    ("send offsets with a bad group", lambda p, t: p.send_offsets_to_transaction({}, 42)),
+    ("abort", lambda p, t: p.abort_transaction()),
+)
+
+
+def _kp_outcome(call: Any, producer: Any, topic: str) -> tuple[str, str]:
+    try:
+        call(producer, topic)
+    except Exception as exc:  # noqa: BLE001
+        return type(exc).__name__, str(exc).replace(producer.config["transactional_id"], "ID")
+    return "ok", ""
+
+
+def test_kafka_python_calls_out_of_order_fail_as_kafka_pythons(tansu: Peer, pool_name: str) -> None:
+    """Each call of KP_STEPS on kafka-python's KafkaProducer and on ours: the same
+    exception class and message."""
+    import kafka
+
+    topic = unique_topic("txkpsteps")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    conf = {"bootstrap_servers": tansu.bootstrap, "transactional_id": _txn_id("kps")}
+    theirs = kafka.KafkaProducer(**conf)
+    ours = KafkaProducer(pool=pool_name, **conf)
+    try:
+        for label, call in KP_STEPS:
+            assert _kp_outcome(call, ours, topic) == _kp_outcome(call, theirs, topic), label
+    finally:
+        ours.close()
+        theirs.close()
+
+
 def test_kafka_python_state_errors(tansu: Peer, pool_name: str) -> None:
     """kafka-python's errors for calls out of order (checked against kafka-python itself in
     tests/conformance)."""

@@ -53,10 +53,10 @@ def _peer(stub: BrokerStub) -> Peer:
 
 
 def _stable_and_high(c: Cluster) -> tuple[int, int]:
-    c.leaders[(TOPIC, 0)] = c.peer.brokers[0]
+    leader = c.leaders.setdefault((TOPIC, 0), c.peer.brokers[0])
     topics = (FetchTopic(TOPIC, (FetchPartition(0, fetch_offset=0),)),)
     request = FetchRequest(max_wait_ms=10, min_bytes=1, isolation_level=1, topics=topics)
-    data = c.client().call(request, FetchResponse).responses[0].partitions[0]
+    data = c.client(leader).call(request, FetchResponse).responses[0].partitions[0]
     return int(data.last_stable_offset), int(data.high_watermark)
 
 
@@ -138,7 +138,7 @@ def test_an_app_killed_mid_transaction_is_aborted_by_the_sender(
     finally:
         victim.kill()
     assert _read_committed(stub, 5) == [b"after:%d" % i for i in range(5)]
-    ledger.note("app killed mid-transaction", app_kills=1, records=25, cases=1)
+    ledger.note("app killed mid-transaction", app_kills=1, records=25)
 
 
 def test_an_app_killed_after_asking_to_commit_is_committed(
@@ -159,7 +159,7 @@ def test_an_app_killed_after_asking_to_commit_is_committed(
         _wait_stable(c, timeout=20)
         assert _markers(c) == ["COMMIT"]
     assert _read_committed(stub, 20) == [b"open:%d" % i for i in range(20)]
-    ledger.note("app killed after commit", app_kills=1, records=20, cases=1)
+    ledger.note("app killed after commit", app_kills=1, records=20)
 
 
 @pytest.mark.parametrize(("point", "commit"), [
@@ -194,7 +194,7 @@ def test_a_sender_killed_at_end_txn_ends_it_the_same_way(
         assert _markers(c) == ["COMMIT" if commit else "ABORT"]
     expected = [b"r:%d" % i for i in range(30)] if commit else []
     assert _read_committed(stub, len(expected)) == expected
-    ledger.note(f"Sender killed at {point}", sender_kills=1, records=30, cases=1)
+    ledger.note(f"Sender killed at {point}", sender_kills=1, records=30)
 
 
 def test_a_sender_killed_mid_transaction_makes_it_abortable(
@@ -220,4 +220,44 @@ def test_a_sender_killed_mid_transaction_makes_it_abortable(
     with cluster(_peer(stub)) as c:
         assert _markers(c) == ["ABORT", "COMMIT"]
     assert _read_committed(stub, 1) == [b"kept"]
-    ledger.note("Sender killed mid-transaction", sender_kills=1, records=11, cases=1)
+    ledger.note("Sender killed mid-transaction", sender_kills=1, records=11)
+
+
+def test_coordinator_faults_through_the_pool(pool_name: str) -> None:
+    """broker_stub's coordinator faults under a producer of the pool: CONCURRENT_TRANSACTIONS
+    on EndTxn, NOT_COORDINATOR on AddPartitionsToTxn, and the coordinator moved to another
+    node mid-transaction. The Sender retries and looks the coordinator up again; both
+    transactions commit, once each."""
+    from shmkafka.protocol.error_codes import ErrorCode as E
+
+    txn_id = f"faults-{uuid.uuid4().hex[:6]}"
+    with BrokerStub(nodes=3, partitions=1, replication_factor=3) as stub:
+        stub.create_topic(TOPIC, 1)
+        p = KafkaProducer(bootstrap_servers=stub.bootstrap, transactional_id=txn_id,
+                          pool=pool_name)  # fmt: skip
+        try:
+            p.init_transactions()
+            stub.control("fail_api", api_key=26, code=E.CONCURRENT_TRANSACTIONS, count=2)
+            stub.control("fail_api", api_key=24, code=E.NOT_COORDINATOR, count=1)
+            p.begin_transaction()
+            for i in range(10):
+                p.send(TOPIC, b"one:%d" % i, partition=0)
+            p.commit_transaction()
+            p.begin_transaction()
+            p.send(TOPIC, b"two:0", partition=0)
+            p.flush()
+            before = stub.run(lambda: stub.coordinator.node_for(txn_id))
+            moved_to = next(n for n in sorted(stub.ports) if n != before)
+            stub.move_coordinator(txn_id, moved_to)
+            p.send(TOPIC, b"two:1", partition=0)
+            p.commit_transaction()
+        finally:
+            p.close()
+        left = stub.run(lambda: [rule.remaining for rule in stub.faults.api_errors])
+        assert left == [0, 0]  # (each injected error was answered)
+        with cluster(_peer(stub)) as c:
+            c.leaders[(TOPIC, 0)] = ("127.0.0.1", stub.ports[stub.leader(TOPIC, 0)])
+            assert _markers(c) == ["COMMIT", "COMMIT"]
+        expected = [b"one:%d" % i for i in range(10)] + [b"two:0", b"two:1"]
+        assert _read_committed(stub, len(expected)) == expected
+    ledger.note("coordinator faults", records=12)

@@ -104,7 +104,7 @@ class TransactionClient:
 
     def commit(self, timeout_s: float | None) -> None:
         self._no_conflict(board.COMMIT)
-        self._owned()
+        self._owned("COMMITTING_TRANSACTION")
         if self.state != IN_TRANSACTION and self._open_of(board.COMMIT) is None:
             raise TxnCallError(board.STATE, 0, self._transition("COMMITTING_TRANSACTION"))
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -124,7 +124,7 @@ class TransactionClient:
 
     def abort(self, timeout_s: float | None) -> None:
         self._no_conflict(board.ABORT)
-        self._owned()
+        self._owned("ABORTING_TRANSACTION")
         if self.state != IN_TRANSACTION and self._open_of(board.ABORT) is None:
             raise TxnCallError(board.STATE, 0, self._transition("ABORTING_TRANSACTION"))
         self._call(board.ABORT, None, timeout_s)
@@ -180,11 +180,10 @@ class TransactionClient:
                 f"Conflicting {API_NAMES[open_call.command]} API call is already in progress",
             )  # fmt: skip
 
-    def _owned(self) -> None:
+    def _owned(self, target: str = IN_TRANSACTION) -> None:
         self._same_process()
-        if self.generation == 0:
-            raise TxnCallError(board.STATE, 0, "Cannot use transactional methods before "
-                               "init_transactions")  # fmt: skip
+        if self.generation == 0:  # (kafka-python's words: no transition from UNINITIALIZED)
+            raise TxnCallError(board.STATE, 0, self._transition(target))
 
     def _transition(self, target: str) -> str:
         return (f"TransactionalId {self.transactional_id}: Invalid transition attempted from "
