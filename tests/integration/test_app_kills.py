@@ -42,7 +42,11 @@ def test_app_processes_killed_at_random_lose_nothing_they_returned(
                 app = ctx.Process(target=e2e_workers.send_until_killed,
                                   args=(pool_name, config, "kills", proc, last))  # fmt: skip
                 app.start()
-                time.sleep(rng.uniform(0.05, 0.4))  # anywhere: appending, opening a batch...
+                started = time.monotonic()
+                while last.value < 0:  # (a busy machine may take a while to fork and attach)
+                    assert time.monotonic() - started < 30, "the app never sent"
+                    time.sleep(0.005)
+                time.sleep(rng.uniform(0.0, 0.35))  # anywhere: appending, opening a batch...
                 os.kill(app.pid, signal.SIGKILL)  # type: ignore[arg-type]
                 app.join(10)
                 assert app.exitcode == -signal.SIGKILL
@@ -76,5 +80,5 @@ def test_app_processes_killed_at_random_lose_nothing_they_returned(
             partition, offset = seen[(proc, seq)]
             assert offset > offsets.get(partition, -1), "order per process per partition"
             offsets[partition] = offset
-    assert sum(1 for n in returned.values() if n > 0) >= kills // 2  # the kills landed mid-run
+    assert all(n >= 0 for n in returned.values())  # every kill landed mid-run
     ledger.note(f"{kills} app kills", app_kills=kills, records=len(seen))

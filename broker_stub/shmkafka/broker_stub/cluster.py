@@ -189,12 +189,17 @@ class Cluster:
         """One fetch round of every live follower, then the leaders' high watermarks."""
         for parts in self.topics.values():
             for p in parts:
-                if p.leader == NO_LEADER:
-                    continue
-                for replica in p.replicas:
-                    if replica != p.leader and replica in self.live:
-                        self._fetch(p, replica, now_ms)
-                self._advance_hw(p)
+                self.replicate_partition(p, now_ms)
+
+    def replicate_partition(self, p: Partition, now_ms: int) -> None:
+        """One partition's fetch round and high watermark (a produce without replication
+        lag: the whole cluster's round would cost every partition on every append)."""
+        if p.leader == NO_LEADER:
+            return
+        for replica in p.replicas:
+            if replica != p.leader and replica in self.live:
+                self._fetch(p, replica, now_ms)
+        self._advance_hw(p)
 
     def _fetch(self, p: Partition, replica: int, now_ms: int) -> None:
         leader, mine = p.leader_log, p.logs[replica]

@@ -277,7 +277,7 @@ class Handlers(TxnHandlers):
             self.touched.add(p)
             first_offset = stored.base_offset if first_offset < 0 else first_offset
         if self.cluster.config.replication_lag_ms == 0:
-            self.cluster.replicate(wall_ms())
+            self.cluster.replicate_partition(p, wall_ms())
         answer = PartitionProduceResponse(
             index, 0, first_offset, log_append_time_ms=append_time if append_time else -1,
             log_start_offset=log.log_start,
