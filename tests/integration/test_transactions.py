@@ -415,3 +415,31 @@ def test_a_producer_of_another_client_fences_ours(tansu: Peer, pool_name: str) -
         del theirs
     finally:
         ours.close(0)
+
+
+def test_no_record_joins_a_transaction_being_committed(tansu: Peer, pool_name: str) -> None:
+    """A commit under way refuses sends (as librdkafka: _STATE) until it ends; a timed-out
+    commit is resumed by calling it again."""
+    import confluent_kafka
+
+    from shmkafka.confluent_kafka import Producer
+
+    topic = unique_topic("txcommitting")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    p = Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txn_id("cm"),
+                  "shmkafka.pool": pool_name})  # fmt: skip
+    try:
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(topic, b"in", partition=0)
+        with pytest.raises(confluent_kafka.KafkaException) as timed_out:
+            p.commit_transaction(0.000001)  # (no coordinator answers within a microsecond)
+        assert timed_out.value.args[0].code() == confluent_kafka.KafkaError._TIMED_OUT
+        assert timed_out.value.args[0].retriable()
+        with pytest.raises(confluent_kafka.KafkaException) as refused:
+            p.produce(topic, b"late", partition=0)
+        assert refused.value.args[0].code() == confluent_kafka.KafkaError._STATE
+        p.commit_transaction(30)  # (resumed)
+    finally:
+        p.close()

@@ -66,6 +66,15 @@ def _markers(c: Cluster) -> list[str]:
     return [m.control_type.name for b in batches for m in markers_of(b)]
 
 
+def _markers_once(c: Cluster, count: int, timeout: float = 20) -> list[str]:
+    """The partition's markers, once it holds ``count`` (a marker is readable once the
+    replicas have it: the high watermark moves on the next replication round)."""
+    deadline = time.monotonic() + timeout
+    while len(markers := _markers(c)) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return markers
+
+
 def _wait_stable(c: Cluster, timeout: float) -> float:
     """Seconds until the last stable offset reaches the high watermark (no open txn)."""
     started = time.monotonic()
@@ -257,7 +266,41 @@ def test_coordinator_faults_through_the_pool(pool_name: str) -> None:
         assert left == [0, 0]  # (each injected error was answered)
         with cluster(_peer(stub)) as c:
             c.leaders[(TOPIC, 0)] = ("127.0.0.1", stub.ports[stub.leader(TOPIC, 0)])
-            assert _markers(c) == ["COMMIT", "COMMIT"]
+            assert _markers_once(c, 2) == ["COMMIT", "COMMIT"]
         expected = [b"one:%d" % i for i in range(10)] + [b"two:0", b"two:1"]
         assert _read_committed(stub, len(expected)) == expected
     ledger.note("coordinator faults", records=12)
+
+
+def test_a_failed_batch_makes_the_transaction_abortable_and_the_abort_a_new_epoch(
+    stub: BrokerStub, pool_name: str
+) -> None:
+    """A batch the broker refuses for good (INVALID_RECORD) had its sequence: the
+    transaction must be aborted, and the abort takes a new epoch (sequences from 0), so the
+    next transaction on the same partition commits (without it: OUT_OF_ORDER_SEQUENCE)."""
+    from shmkafka.protocol.error_codes import ErrorCode as E
+
+    p = KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool_name,
+                      transactional_id=f"gap-{uuid.uuid4().hex[:6]}")  # fmt: skip
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(TOPIC, b"first", partition=0).get(30)
+        stub.control("fail_produce", topic=TOPIC, partition=0, code=E.INVALID_RECORD, count=1)
+        refused = p.send(TOPIC, b"refused", partition=0)
+        with pytest.raises(KafkaError):
+            refused.get(30)
+        with pytest.raises(KafkaError):
+            p.commit_transaction()  # (abortable)
+        epoch = p._handle.pool.producer_identity()[1]
+        p.abort_transaction()
+        assert p._handle.pool.producer_identity()[1] == epoch + 1  # a new epoch
+        p.begin_transaction()
+        p.send(TOPIC, b"after", partition=0)
+        p.commit_transaction()
+    finally:
+        p.close()
+    with cluster(_peer(stub)) as c:
+        assert _markers_once(c, 2) == ["ABORT", "COMMIT"]
+    assert _read_committed(stub, 1) == [b"after"]
+    ledger.note("failed batch in a transaction", records=3)

@@ -184,16 +184,20 @@ Entry_fast_guard(Entry *self, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    if (offset == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
     unsigned long expected = PyLong_AsUnsignedLong(args[2]);
-    if (PyErr_Occurred()) {
+    if (expected == (unsigned long)-1 && PyErr_Occurred()) {
         return NULL;
     }
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
         return NULL;
     }
-    /* The pointer is kept after the view is released: the object holding the
-     * buffer is kept too, and a pool's mapping outlives its producers. */
+    /* The pointer is kept after the view is released. It stays valid while the
+     * C path is on: the facade turns it off (_fast_disable) before its handle
+     * unmaps the pool, and a guarded record is checked after ``tracker``. */
     char *base = (char *)view.buf;
     Py_ssize_t length = view.len;
     PyBuffer_Release(&view);

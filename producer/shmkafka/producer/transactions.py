@@ -30,6 +30,7 @@ from shmkafka.shm.txn_board import Answer
 
 # local states (the app's view; the Sender's state on the board decides the rest)
 UNINITIALIZED, READY, IN_TRANSACTION = "UNINITIALIZED", "READY", "IN_TRANSACTION"
+COMMITTING, ABORTING = "COMMITTING_TRANSACTION", "ABORTING_TRANSACTION"
 API_NAMES = {
     board.INIT: "init_transactions", board.BEGIN: "begin_transaction",
     board.OFFSETS: "send_offsets_to_transaction", board.COMMIT: "commit_transaction",
@@ -108,11 +109,12 @@ class TransactionClient:
         if self.state != IN_TRANSACTION and self._open_of(board.COMMIT) is None:
             raise TxnCallError(board.STATE, 0, self._transition("COMMITTING_TRANSACTION"))
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        self.state = COMMITTING  # (sends are refused from now on)
         try:  # (the Sender answers once every record is acknowledged and EndTxn done)
             self._call(board.COMMIT, None, timeout_s)
         except TxnCallError as exc:
             if exc.kind not in (TxnCallError.TIMEOUT, board.RETRIABLE):
-                self.state = READY if exc.kind == board.STATE else self.state
+                self.state = READY if exc.kind == board.STATE else IN_TRANSACTION
             if exc.kind in (board.FENCED, board.FATAL) and self.handle is not None:
                 # (the Sender failed every queued record with it: their futures first)
                 with contextlib.suppress(KafkaError):
@@ -127,7 +129,13 @@ class TransactionClient:
         self._owned("ABORTING_TRANSACTION")
         if self.state != IN_TRANSACTION and self._open_of(board.ABORT) is None:
             raise TxnCallError(board.STATE, 0, self._transition("ABORTING_TRANSACTION"))
-        self._call(board.ABORT, None, timeout_s)
+        self.state = ABORTING  # (sends are refused from now on)
+        try:
+            self._call(board.ABORT, None, timeout_s)
+        except TxnCallError as exc:
+            if exc.kind not in (TxnCallError.TIMEOUT, board.RETRIABLE):
+                self.state = IN_TRANSACTION
+            raise
         self.state = READY
 
     def check_send(self) -> None:

@@ -152,7 +152,10 @@ class Sender:
         if self.txn is not None:
             self.txn.poll(now_ms)
         if self.idle.sequences_forgotten():  # (a new producer id: see idle.py)
-            self._reset_producer |= self.config.enable_idempotence
+            if self.txn is not None:
+                self.txn.sequences_lost()  # (a new epoch, once no transaction is open)
+            else:
+                self._reset_producer |= self.config.enable_idempotence
         if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
             # (no producer id yet, the cluster unreachable: records still expire in time)
             self._post_pending()

@@ -19,8 +19,12 @@ Rules:
 - A fatal error (fenced): every queued batch fails with it; nothing can send them now.
 - A Sender started on a pool with an open transaction marks it ABORTABLE_ERROR. One that
   finds a commit or an abort under way finishes it: the partitions of the batches still
-  queued are added again, which the coordinator accepts within the same transaction. It
-  sends InitProducerId only when asked.
+  queued are added again, which the coordinator accepts within the same transaction. A
+  call its predecessor took and did not answer is answered from the state it left (a
+  COMMIT that reached READY committed) or applied again (a BEGIN or an ABORT it may not
+  have applied). It sends InitProducerId only for an INIT or after a sequence gap.
+- No command is taken while a new epoch is under way; what INIT answers, no batch of the
+  fenced owner is left queued (failed when the INIT is taken and again when answered).
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ class Transactions:
         self._gap = False  # a batch with a sequence failed: the next abort bumps the epoch
         self._failing = False  # failing batches ourselves: not the transaction's failure
         self._next_owner_check = 0
+        self._reapply = False
         self.tm = self._restore()
 
     def _restore(self) -> TransactionManager:
@@ -96,8 +101,15 @@ class Transactions:
             log.info("transaction state %s found at start: now %s", state.value, tm.state.value)
         if self.board.taken() > self.board.answered():  # a call a dead Sender had taken
             self._open = self.board.taken_command()
-            if self._open.command == board.INIT:
+            kind = self._open.command
+            if kind == board.INIT:
                 self._resetting = True
+            elif kind == board.COMMIT and state is State.READY:
+                tm.completed.append(True)  # (COMMITTING reaches READY only by committing)
+            elif (kind == board.ABORT and tm.state in OPEN_STATES) or (
+                kind == board.BEGIN and tm.state is State.READY
+            ):
+                self._reapply = True  # (taken, not applied yet: applied at the first poll)
         return tm
 
     # ------------------------------------------------------------------ the Sender's calls
@@ -134,26 +146,44 @@ class Transactions:
         """A batch failed for good (after retries, or at delivery.timeout.ms)."""
         if batch.info.base_sequence >= 0:
             self._gap = True
-        if not self._failing:
+        if not self._failing and self.tm.state in (State.IN_TRANSACTION, State.COMMITTING):
             self.tm.batch_failed(code)
             log.warning("transaction failed: %s", self.tm.error)
+
+    def sequences_lost(self) -> None:
+        """The pool forgot retired topics' sequences: a new epoch once no transaction is
+        open (sequences restart at 0 only with a new epoch)."""
+        self._gap = True
 
     def poll(self, now_ms: int) -> None:
         """Once a round, before ready: take a command, send the coordinator what it needs,
         answer what is done."""
         self._check_owner(now_ms)
-        if self._open is None and (command := self.board.next_command()) is not None:
+        if self._reapply and self._open is not None:
+            self._reapply = False
+            self._apply(self._open, now_ms)
+        if (self._open is None and not self._resetting
+                and (command := self.board.next_command()) is not None):  # fmt: skip
             self.board.take(command)
             self._open = command
             self._apply(command, now_ms)
         # (before any request goes out: a Sender killed after it resumes from this state)
-        self.board.publish_state(STATE_CODES[self.tm.state], self.tm.started)
+        self._publish()
         self._progress(now_ms)
-        if self.tm.state is State.FATAL_ERROR:  # (nothing queued can ever be sent now)
+        state = self.tm.state
+        if state is State.FATAL_ERROR:  # (nothing queued can ever be sent now)
             code = self._error_code()
             self._fail_queued(code if code > 0 else TXN_ABORTED, now_ms)
+        elif state is State.ABORTING:  # (a batch queued again meanwhile: Java's abortUndrained)
+            self._fail_queued(TXN_ABORTED, now_ms)
+        elif state is State.READY and self._gap and not self._resetting:
+            self._gap = False  # (a gap in the sequences: a new epoch before the next one)
+            self._resetting = True
+        self._publish()
         if self._open is not None:
-            self._maybe_answer(self._open)
+            self._maybe_answer(self._open, now_ms)
+
+    def _publish(self) -> None:
         self.board.publish_state(STATE_CODES[self.tm.state], self.tm.started)
 
     def send_requests(self, now_ms: int) -> None:
@@ -176,6 +206,7 @@ class Transactions:
                 self._resetting = True
             elif command.command == board.BEGIN:
                 tm.begin()
+                self._publish()  # (before the answer: a restarted Sender is IN_TRANSACTION)
                 self._answer(board.OK)
             elif command.command == board.OFFSETS:
                 tm.send_offsets(_offsets(command.payload))
@@ -190,7 +221,7 @@ class Transactions:
                 action = board.ABORTABLE
             self._answer(action, self._error_code(), str(exc))
 
-    def _maybe_answer(self, command: Command) -> None:
+    def _maybe_answer(self, command: Command, now_ms: int) -> None:
         tm = self.tm
         if self._resetting or tm.state in (State.INITIALIZING, State.COMMITTING, State.ABORTING):
             return  # (still under way)
@@ -207,6 +238,8 @@ class Transactions:
         elif kind == board.COMMIT and not (tm.state is State.READY and tm.completed[-1:] == [True]):
             self._answer(board.STATE, 0, f"the transaction ended in state {tm.state.value}")
         else:
+            if kind == board.INIT:  # (what a fenced owner appended after the INIT was taken)
+                self._fail_queued(ErrorCode.PRODUCER_FENCED, now_ms)
             self._answer(board.OK)
 
     def _answer(self, action: int, code: int = 0, text: str = "") -> None:
@@ -225,11 +258,10 @@ class Transactions:
         sender = self.sender
         in_flight = sum(sender.in_flight.values())
         if self._resetting:
-            if in_flight:
-                return
+            if in_flight or self.tm.request_in_flight:
+                return  # (a new epoch once nothing of the old one is in flight)
             self._new_epoch()
         tm = self.tm
-        was = tm.state
         unacked = in_flight
         if tm.state in (State.COMMITTING, State.ABORTING):
             unacked += sum(s.queued for s in sender.accumulator.partition_states())
@@ -244,13 +276,11 @@ class Transactions:
                 faultpoints.reached("txn.before_end")
             api = APIS[request.message.API_KEY][1]
             sender.network.send(
-                node, request.message, lambda r, t: self._on_response(request, api, r, t), now_ms
-            )
+                node, request.message, lambda r, t: self._on_response(tm, request, api, r, t),
+                now_ms,
+            )  # fmt: skip
             if ending:
                 faultpoints.reached("txn.end_sent")
-        if was is State.ABORTING and tm.state is State.READY and self._gap:
-            self._gap = False
-            self._resetting = True  # (the next round: a new epoch, sequences from 0)
 
     def _new_epoch(self) -> None:
         """InitProducerId again: asked for (INIT), or after an abort that left a gap."""
@@ -273,8 +303,11 @@ class Transactions:
         return node if sender.network.ready(node, now_ms) else None
 
     def _on_response(
-        self, request: TxnRequest, api: type, response: ClientResponse, now_ms: int
-    ) -> None:
+        self, tm: TransactionManager, request: TxnRequest, api: type, response: ClientResponse,
+        now_ms: int,
+    ) -> None:  # fmt: skip
+        if tm is not self.tm:
+            return  # (an answer to the manager a new epoch replaced)
         answer = response.response if isinstance(response.response, api) else None
         if answer is None:
             log.info("%s to %s failed: %s", type(request.message).__name__,

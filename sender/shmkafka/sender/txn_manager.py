@@ -237,6 +237,10 @@ class TransactionManager:
         self._fail(TxnAction.ABORTABLE, -1, -1, text)
 
     @property
+    def request_in_flight(self) -> bool:
+        return self._in_flight is not None
+
+    @property
     def offsets_pending(self) -> bool:
         return self._offsets is not None
 

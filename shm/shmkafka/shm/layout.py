@@ -211,16 +211,19 @@ Region 13 - TOKEN: the OAUTHBEARER token board (tokens.py): u64 asked (the Sende
     write under the kernel lock on TOKEN_BYTE. The segment is its owner's only (0600).
 Region 13b - TXN: the transaction board of a transactional pool (txn_board.py): the app's
     commands to the Sender's TransactionManager, its answers and the state it keeps there
-    so that a restarted Sender resumes (TXN_HEADER, then TXN_PAYLOAD_MAX bytes of payload):
+    so that a restarted Sender resumes (TXN_HEADER, the answers, TXN_PAYLOAD_MAX bytes of
+    payload):
       0  u64 posted, u32 command, u32 generation   the producer posting, under the kernel lock
      16  i32 owner_pid, u32 payload_len            on TXN_BYTE; ``posted`` stored last
      24  i64 owner_start
      32  u64 taken                         the Sender: the last command it took
      40  u64 answered                      the Sender: the last command answered (stored last)
-     48  i32 result_code, u8 result_action, u8 state, u8 started, pad     the Sender
+     53  u8 state, u8 started              the Sender (48..52 and 64..255 reserved)
      56  u32 owner_generation              the Sender: the generation whose INIT it took
      60  u32 poster_slot                   the producer posting: the slot to wake with the answer
-     64  u16 text_len, 66 190s text        the Sender: the answer's message
+    then TXN_ANSWER_SLOTS answers (TXN_ANSWER), the one to command n at n % TXN_ANSWER_SLOTS,
+    written by the Sender, its number last (a poster reads its own even after the next
+    command was posted): u64 number, i32 code, u8 action, pad, u16 text_len, 240s text
 Region 14 - SLABS: num_slabs x slab_size bytes of record batches (config.py: SLAB_SIZE, or
     batch_size when that is smaller), written by the appender
     holding the deque's stripe lock (records), and by the Sender (batch header at drain).
@@ -327,9 +330,11 @@ BROKER = struct.Struct("<iBBH64s6QIIqqqQq")
 BROKER_SLOTS = 32
 TOKEN_HEADER = struct.Struct("<QQqI4x")  # asked, answered, expiry_ms, length
 TOKEN_MAX = 8192
-# posted, command, generation, owner_pid, payload_len, owner_start, taken, answered,
-# result_code, result_action, state, started, owner_generation, poster_slot, text_len, text
-TXN_HEADER = struct.Struct("<QIIiIqQQiBBBxIIH190s")
+# posted, command, generation, owner_pid, payload_len, owner_start, taken, answered, state,
+# started, owner_generation, poster_slot
+TXN_HEADER = struct.Struct("<QIIiIqQQ5xBBxII192x")
+TXN_ANSWER = struct.Struct("<QiBxH240s")  # number, code, action, text_len, text
+TXN_ANSWER_SLOTS = 8
 TXN_PAYLOAD_MAX = 32768
 
 TOPIC_REQUEST = struct.Struct("<H250s")
@@ -468,7 +473,8 @@ class Layout:
         brokers_at = _align(events_at + EVENT_SLOTS * EVENT.size)
         token_at = _align(brokers_at + BROKER_SLOTS * BROKER.size)
         txn_at = _align(token_at + TOKEN_HEADER.size + TOKEN_MAX)
-        slabs_at = _align(txn_at + TXN_HEADER.size + TXN_PAYLOAD_MAX, PAGE)
+        txn_size = TXN_HEADER.size + TXN_ANSWER_SLOTS * TXN_ANSWER.size + TXN_PAYLOAD_MAX
+        slabs_at = _align(txn_at + txn_size, PAGE)
         size = _align(slabs_at + num_slabs * config.slab_size, PAGE)
         return cls(
             config, n_locks, slot_size, ring_capacity, appenders_size, locks_at, slots_at,
@@ -631,7 +637,7 @@ assert B_PARENT + PARENT.size == B_NEXT and B_NEXT + 4 == BATCH_SIZE_BYTES
 assert B_PARENT + PARENT.size <= BATCH_SIZE_BYTES
 assert EVENT.size == 256 and field_offsets(EVENT)[0] == E_SEQ
 assert BROKER.size == 168
-assert TXN_HEADER.size == 256
+assert TXN_HEADER.size == 256 and TXN_ANSWER.size == 256
 assert SLOT_HEADER.size == SLOT_HEADER_SIZE
 # The publish word: write_pos | record_count << 32 in one aligned little-endian u64.
 assert B_WRITE_POS == B_PUBLISH and B_PUBLISH + U32.size == B_RECORD_COUNT

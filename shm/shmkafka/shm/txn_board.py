@@ -12,7 +12,9 @@ Rules:
   an open command's fields stay as posted until it is answered (a restarted Sender reads
   them again: ``taken_command``).
 - The Sender takes a command (``taken`` = its number) and answers it when it is done: code,
-  action and message, then ``answered`` = its number last. One command is open at a time.
+  action and message into the command's answer slot (number % TXN_ANSWER_SLOTS), the
+  slot's number, then ``answered`` = its number last. One command is open at a time; the
+  poster reads its own answer even once the next command was posted and answered.
 - The Sender writes ``state`` and ``started`` at each change of its TransactionManager, so
   that a Sender started after a crash resumes a commit or an abort, or marks an open
   transaction abortable.
@@ -26,7 +28,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from shmkafka.shm.errors import ShmError
-from shmkafka.shm.layout import I32, TXN_BYTE, TXN_HEADER, TXN_PAYLOAD_MAX, U32, U64
+from shmkafka.shm.layout import (
+    I32,
+    TXN_ANSWER,
+    TXN_ANSWER_SLOTS,
+    TXN_BYTE,
+    TXN_HEADER,
+    TXN_PAYLOAD_MAX,
+    U32,
+    U64,
+)
 from shmkafka.shm.locks import KernelLock
 from shmkafka.shm.segment import Segment
 
@@ -43,8 +54,10 @@ UNINITIALIZED, INITIALIZING, READY, IN_TRANSACTION = 0, 1, 2, 3
 COMMITTING, ABORTING, ABORTABLE_ERROR, FATAL_ERROR = 4, 5, 6, 7
 
 _POSTED, _COMMAND, _GENERATION, _OWNER_PID, _PAYLOAD_LEN, _OWNER_START = 0, 8, 12, 16, 20, 24
-_TAKEN, _ANSWERED, _RESULT, _STATE, _STARTED, _OWNER_GENERATION = 32, 40, 48, 53, 54, 56
-_POSTER_SLOT, _TEXT_LEN, _TEXT, _TEXT_MAX = 60, 64, 66, 190
+_TAKEN, _ANSWERED, _STATE, _STARTED, _OWNER_GENERATION, _POSTER_SLOT = 32, 40, 53, 54, 56, 60
+_TEXT_MAX = 240
+_ANSWERS = TXN_HEADER.size
+_PAYLOAD = _ANSWERS + TXN_ANSWER_SLOTS * TXN_ANSWER.size
 
 
 class TxnBoardError(ShmError):
@@ -132,7 +145,7 @@ class TxnBoard:
             )
         buf, at = self.segment.buf, self.at
         number = self.posted() + 1
-        start = at + TXN_HEADER.size
+        start = at + _PAYLOAD
         buf[start : start + len(blob)] = blob
         U32.pack_into(buf, at + _COMMAND, command)
         U32.pack_into(buf, at + _GENERATION, generation)
@@ -148,10 +161,16 @@ class TxnBoard:
         """The answer to command ``number``, once the Sender wrote it."""
         if self.answered() < number:
             return None
-        fields = TXN_HEADER.unpack_from(self.segment.buf, self.at)
-        code, action, text_len, text = fields[8], fields[9], fields[14], fields[15]
-        message = bytes(text[:text_len]).decode(errors="replace")
-        return Answer(number, int(code), int(action), message)
+        at = self._answer_at(number)
+        written, code, action, text_len, text = TXN_ANSWER.unpack_from(self.segment.buf, at)
+        if written != number:  # (TXN_ANSWER_SLOTS later commands were answered since)
+            return Answer(number, 0, FATAL, f"the answer to transaction call {number} was lost")
+        return Answer(
+            number, int(code), int(action), bytes(text[:text_len]).decode(errors="replace")
+        )
+
+    def _answer_at(self, number: int) -> int:
+        return self.at + _ANSWERS + (number % TXN_ANSWER_SLOTS) * TXN_ANSWER.size
 
     # ------------------------------------------------------------------ the Sender's
 
@@ -169,9 +188,9 @@ class TxnBoard:
         posted = self.posted()
         fields = TXN_HEADER.unpack_from(self.segment.buf, self.at)
         _, command, generation, pid, length, start = fields[:6]
-        begin = self.at + TXN_HEADER.size
+        begin = self.at + _PAYLOAD
         payload = json.loads(bytes(self.segment.buf[begin : begin + length])) if length else None
-        poster = int(fields[13])
+        poster = int(fields[11])
         return Command(posted, int(command), int(generation), int(pid), int(start), payload, poster)
 
     def take(self, command: Command) -> None:
@@ -186,12 +205,14 @@ class TxnBoard:
 
     def answer(self, number: int, code: int, action: int, text: str = "") -> None:
         encoded = text.encode()[:_TEXT_MAX]
-        buf, at = self.segment.buf, self.at
-        I32.pack_into(buf, at + _RESULT, code)
-        buf[at + _RESULT + 4] = action
-        buf[at + _TEXT_LEN : at + _TEXT] = len(encoded).to_bytes(2, "little")
-        buf[at + _TEXT : at + _TEXT + len(encoded)] = encoded
-        self.segment.store_u64(at + _ANSWERED, number)  # publishes the answer
+        buf, at = self.segment.buf, self._answer_at(number)
+        U64.pack_into(buf, at, 0)  # (a torn slot reads as lost, never as another answer)
+        I32.pack_into(buf, at + 8, code)
+        buf[at + 12] = action
+        buf[at + 14 : at + 16] = len(encoded).to_bytes(2, "little")
+        buf[at + 16 : at + 16 + len(encoded)] = encoded
+        self.segment.store_u64(at, number)
+        self.segment.store_u64(self.at + _ANSWERED, number)  # publishes the answer
 
     def publish_state(self, state: int, started: bool) -> None:
         buf = self.segment.buf

@@ -23,7 +23,11 @@ from shmkafka.producer.transactions import TransactionClient, TxnCallError
 from shmkafka.shm import txn_board as board
 
 # librdkafka's names of the states a call can find (rd_kafka_txn_state2str)
-STATE_NAMES = {"UNINITIALIZED": "Init", "READY": "Ready", "IN_TRANSACTION": "InTransaction"}
+STATE_NAMES = {
+    "UNINITIALIZED": "Init", "READY": "Ready", "IN_TRANSACTION": "InTransaction",
+    "COMMITTING_TRANSACTION": "CommittingTransaction",
+    "ABORTING_TRANSACTION": "AbortingTransaction",
+}  # fmt: skip
 CGMD_MAGIC = b"CGMDv2:"
 NOT_CONFIGURED = "The Transactional API requires transactional.id to be configured"
 
