@@ -8,10 +8,8 @@ an expired transaction)."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 
-import confluent_kafka
 import pytest
 
 from shmkafka.broker_stub.coordinator import CommittedOffset
@@ -22,7 +20,13 @@ from shmkafka.protocol.messages import FetchRequest, FetchResponse
 from shmkafka.protocol.messages.fetch import FetchPartition, FetchTopic
 from shmkafka.protocol.txn_errors import TxnAction
 from shmkafka.sender.txn_manager import PendingOffsets, State, TransactionManager
-from tests.integration.kafka_io import Cluster, cluster, drive_transaction, transactional_batch
+from tests.integration.kafka_io import (
+    Cluster,
+    cluster,
+    drive_transaction,
+    read_committed,
+    transactional_batch,
+)
 from tests.peers import Peer
 
 TOPIC = "txn"
@@ -71,27 +75,6 @@ def _fetch(c: Cluster, committed: bool) -> tuple[int, list[tuple[int, int]], byt
     return int(data.last_stable_offset), aborted, records
 
 
-def _read_committed(stub: BrokerStub, expected: int) -> list[bytes]:
-    """What a read_committed confluent-kafka consumer reads: until ``expected`` records and
-    then 1 s more (so that one too many shows), or 10 s."""
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": stub.bootstrap, "group.id": uuid.uuid4().hex,
-        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-        "enable.auto.commit": False, "log_level": 3,
-    })  # fmt: skip
-    consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        message = consumer.poll(0.1)
-        if message is not None and message.error() is None:
-            values.append(message.value())
-        if len(values) == expected:
-            deadline = min(deadline, time.monotonic() + 1)
-    consumer.close()
-    return values
-
-
 def test_markers_stable_offset_and_read_committed(stub: BrokerStub) -> None:
     with cluster(_peer(stub)) as c:
         c.ensure_topic(TOPIC, 1)
@@ -117,7 +100,7 @@ def test_markers_stable_offset_and_read_committed(stub: BrokerStub) -> None:
         [],
         [ControlType.COMMIT],
     ]
-    assert _read_committed(stub, 2) == [b"committed", b"after"]
+    assert read_committed(stub.bootstrap, TOPIC, 2) == [b"committed", b"after"]
 
 
 def test_offsets_are_committed_with_the_transaction_only(stub: BrokerStub) -> None:
@@ -154,7 +137,7 @@ def test_injected_coordinator_faults_are_retried_or_looked_up(stub: BrokerStub) 
         tm.commit()
         drive_transaction(tm, c, lambda: tm.state is State.READY)
         assert tm.coordinator == moved_to and tm.completed == [True, True]
-    assert _read_committed(stub, 2) == [b"one", b"two"]
+    assert read_committed(stub.bootstrap, TOPIC, 2) == [b"one", b"two"]
 
 
 def test_a_second_producer_fences_the_first(stub: BrokerStub) -> None:
@@ -171,7 +154,7 @@ def test_a_second_producer_fences_the_first(stub: BrokerStub) -> None:
         first.commit()
         drive_transaction(first, c, lambda: first.state is State.FATAL_ERROR)
     assert first.error is not None and first.error.action is TxnAction.FENCED
-    assert _read_committed(stub, 0) == []
+    assert read_committed(stub.bootstrap, TOPIC, 0) == []
 
 
 def test_invalid_txn_state_is_fatal_and_an_unadded_partition_is_refused(stub: BrokerStub) -> None:

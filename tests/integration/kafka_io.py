@@ -195,6 +195,27 @@ def cluster(peer: Peer) -> Iterator[Cluster]:
         c.close()
 
 
+def read_committed(bootstrap: str, topic: str, expected: int, partition: int = 0) -> list[bytes]:
+    """What a read_committed confluent-kafka consumer reads of one partition: until
+    ``expected`` records and then 1 s more (so that one too many shows), or 15 s."""
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
+        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+        "enable.auto.commit": False, "log_level": 3,
+    })  # fmt: skip
+    consumer.assign([confluent_kafka.TopicPartition(topic, partition, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+        if len(values) == expected:
+            deadline = min(deadline, time.monotonic() + 1)
+    consumer.close()
+    return values
+
+
 def consume_all(
     peer: Peer, topic: str, partitions: list[int], expected: int, timeout: float = 30.0
 ) -> list[confluent_kafka.Message]:

@@ -22,7 +22,6 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import confluent_kafka
 import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
@@ -32,7 +31,7 @@ from shmkafka.protocol.control import markers_of
 from shmkafka.protocol.messages import FetchRequest, FetchResponse
 from shmkafka.protocol.messages.fetch import FetchPartition, FetchTopic
 from tests import ledger
-from tests.integration.kafka_io import Cluster, cluster
+from tests.integration.kafka_io import Cluster, cluster, read_committed
 from tests.peers import Peer
 from tests.reliability import txn_workers
 
@@ -86,26 +85,6 @@ def _wait_stable(c: Cluster, timeout: float) -> float:
         time.sleep(0.05)
 
 
-def _read_committed(stub: BrokerStub, expected: int) -> list[bytes]:
-    """A read_committed confluent-kafka consumer: ``expected`` records, then 1 s more."""
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": stub.bootstrap, "group.id": uuid.uuid4().hex,
-        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-        "enable.auto.commit": False, "log_level": 3,
-    })  # fmt: skip
-    consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        message = consumer.poll(0.1)
-        if message is not None and message.error() is None:
-            values.append(message.value())
-        if len(values) == expected:
-            deadline = min(deadline, time.monotonic() + 1)
-    consumer.close()
-    return values
-
-
 def _arm(monkeypatch: pytest.MonkeyPatch, point: str, marker: Path) -> None:
     monkeypatch.setenv("SHMKAFKA_FAULT_AT", point)
     monkeypatch.setenv("SHMKAFKA_FAULT_FILE", str(marker))
@@ -146,7 +125,7 @@ def test_an_app_killed_mid_transaction_is_aborted_by_the_sender(
             assert _markers(c) == ["ABORT", "COMMIT"]
     finally:
         victim.kill()
-    assert _read_committed(stub, 5) == [b"after:%d" % i for i in range(5)]
+    assert read_committed(stub.bootstrap, TOPIC, 5) == [b"after:%d" % i for i in range(5)]
     ledger.note("app killed mid-transaction", app_kills=1, records=25)
 
 
@@ -167,7 +146,7 @@ def test_an_app_killed_after_asking_to_commit_is_committed(
     with cluster(_peer(stub)) as c:
         _wait_stable(c, timeout=20)
         assert _markers(c) == ["COMMIT"]
-    assert _read_committed(stub, 20) == [b"open:%d" % i for i in range(20)]
+    assert read_committed(stub.bootstrap, TOPIC, 20) == [b"open:%d" % i for i in range(20)]
     ledger.note("app killed after commit", app_kills=1, records=20)
 
 
@@ -202,7 +181,7 @@ def test_a_sender_killed_at_end_txn_ends_it_the_same_way(
         _wait_stable(c, timeout=20)
         assert _markers(c) == ["COMMIT" if commit else "ABORT"]
     expected = [b"r:%d" % i for i in range(30)] if commit else []
-    assert _read_committed(stub, len(expected)) == expected
+    assert read_committed(stub.bootstrap, TOPIC, len(expected)) == expected
     ledger.note(f"Sender killed at {point}", sender_kills=1, records=30)
 
 
@@ -228,7 +207,7 @@ def test_a_sender_killed_mid_transaction_makes_it_abortable(
         p.close()
     with cluster(_peer(stub)) as c:
         assert _markers(c) == ["ABORT", "COMMIT"]
-    assert _read_committed(stub, 1) == [b"kept"]
+    assert read_committed(stub.bootstrap, TOPIC, 1) == [b"kept"]
     ledger.note("Sender killed mid-transaction", sender_kills=1, records=11)
 
 
@@ -268,7 +247,7 @@ def test_coordinator_faults_through_the_pool(pool_name: str) -> None:
             c.leaders[(TOPIC, 0)] = ("127.0.0.1", stub.ports[stub.leader(TOPIC, 0)])
             assert _markers_once(c, 2) == ["COMMIT", "COMMIT"]
         expected = [b"one:%d" % i for i in range(10)] + [b"two:0", b"two:1"]
-        assert _read_committed(stub, len(expected)) == expected
+        assert read_committed(stub.bootstrap, TOPIC, len(expected)) == expected
     ledger.note("coordinator faults", records=12)
 
 
@@ -302,5 +281,5 @@ def test_a_failed_batch_makes_the_transaction_abortable_and_the_abort_a_new_epoc
         p.close()
     with cluster(_peer(stub)) as c:
         assert _markers_once(c, 2) == ["ABORT", "COMMIT"]
-    assert _read_committed(stub, 1) == [b"after"]
+    assert read_committed(stub.bootstrap, TOPIC, 1) == [b"after"]
     ledger.note("failed batch in a transaction", records=3)
