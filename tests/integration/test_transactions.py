@@ -443,3 +443,19 @@ def test_no_record_joins_a_transaction_being_committed(tansu: Peer, pool_name: s
         p.commit_transaction(30)  # (resumed)
     finally:
         p.close()
+
+
+def test_closing_mid_transaction_aborts_it(peer: Peer, pool_name: str) -> None:
+    """As Java's close: an open transaction is aborted, so the pool's Sender does not keep
+    it open for a process that lives on (and the pool goes away: the fixture waits)."""
+    topic = unique_topic("txclose")
+    with cluster(peer) as c:
+        c.ensure_topic(topic, 1)
+        p = KafkaProducer(bootstrap_servers=peer.bootstrap, transactional_id=_txn_id("close"),
+                          pool=pool_name)  # fmt: skip
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"open", partition=0).get(30)
+        p.close()
+        batches = log_of(c, peer, topic, 0, 1)
+    assert outcomes(batches) == [("ABORT", [b"open"])]

@@ -38,6 +38,7 @@ API_NAMES = {
 }  # fmt: skip
 SEND_FAILED = ("Cannot perform send because at least one previous transactional or idempotent "
                "request has failed with errors.")  # fmt: skip
+CLOSE_TXN_S = 5.0  # how long close() waits for an open transaction's abort
 FATAL_FLUSH_S = 5.0  # how long a failed commit waits for its records' futures
 SENDER_ROUND_S = 0.0002  # first wait for an answer; doubles up to MAX_WAIT_S
 MAX_WAIT_S = 0.005
@@ -106,7 +107,7 @@ class TransactionClient:
     def commit(self, timeout_s: float | None) -> None:
         self._no_conflict(board.COMMIT)
         self._owned("COMMITTING_TRANSACTION")
-        if self.state != IN_TRANSACTION and self._open_of(board.COMMIT) is None:
+        if self.state not in (IN_TRANSACTION, COMMITTING):  # (COMMITTING: resumed)
             raise TxnCallError(board.STATE, 0, self._transition("COMMITTING_TRANSACTION"))
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         self.state = COMMITTING  # (sends are refused from now on)
@@ -127,7 +128,7 @@ class TransactionClient:
     def abort(self, timeout_s: float | None) -> None:
         self._no_conflict(board.ABORT)
         self._owned("ABORTING_TRANSACTION")
-        if self.state != IN_TRANSACTION and self._open_of(board.ABORT) is None:
+        if self.state not in (IN_TRANSACTION, ABORTING):  # (ABORTING: resumed)
             raise TxnCallError(board.STATE, 0, self._transition("ABORTING_TRANSACTION"))
         self.state = ABORTING  # (sends are refused from now on)
         try:
@@ -137,6 +138,21 @@ class TransactionClient:
                 self.state = IN_TRANSACTION
             raise
         self.state = READY
+
+    def end_on_close(self, timeout_s: float | None) -> None:
+        """The producer closes: a call under way is waited for, an open transaction aborted
+        (as Java's close does), so that its Sender does not keep it open for an owner that
+        lives on. Bounded by ``timeout_s`` (at most CLOSE_TXN_S); errors are the next
+        owner's to see."""
+        if self.handle is None or self.generation == 0 or os.getpid() != self.pid:
+            return
+        bound = CLOSE_TXN_S if timeout_s is None else min(timeout_s, CLOSE_TXN_S)
+        with contextlib.suppress(TxnCallError, KafkaError):
+            if self._open is not None:
+                self._call(self._open.command, None, bound)
+            elif self.state in (IN_TRANSACTION, COMMITTING, ABORTING):
+                self.state = IN_TRANSACTION
+                self.abort(bound)
 
     def check_send(self) -> None:
         """Raises if a record may not be sent now (before anything is written)."""

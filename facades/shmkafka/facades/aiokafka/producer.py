@@ -243,6 +243,8 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         nothing. Records still pending stay in the pool: the Sender delivers them."""
         if self._closed:
             return
+        if self._txn is not None and self._loop is not None:
+            await self._loop.run_in_executor(None, self._txn.end_on_close, None)
         self._closed = True
         self._fast_disable()
         if self._engine is None or self._loop is None:

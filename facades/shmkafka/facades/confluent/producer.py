@@ -538,9 +538,10 @@ class Producer(ConfluentTransactions, ProduceEntry):
         """Flush, then detach; returns True. As confluent-kafka's, it waits for every record
         (each ends by ``message.timeout.ms``) whatever ``timeout`` says. Later calls to the
         producer raise RuntimeError; a second close returns True."""
-        del timeout
         if self._closed:
             return True
+        if self._txn is not None:
+            self._txn.end_on_close(None if timeout is None or timeout < 0 else timeout)
         try:
             self.flush()
         finally:

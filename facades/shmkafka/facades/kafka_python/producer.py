@@ -415,6 +415,8 @@ class KafkaProducer(KafkaTransactions, SendEntry):
             raise ValueError(f"Invalid timeout: {timeout}")
         if self._closed:
             return
+        if self._txn is not None:
+            self._txn.end_on_close(timeout)
         self._closed = True
         self._fast_disable()
         handle = self._handle
