@@ -4,6 +4,8 @@ and idempotent de-duplication."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
@@ -125,3 +127,23 @@ def test_idempotent_sequences() -> None:
     for seq in range(2, 14, 2):  # only the last five batches are remembered
         assert send(seq, epoch=1) == (0, -1)
     assert send(0, epoch=1) == (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
+
+
+def test_a_topic_grows_and_keeps_its_size_across_a_restart(tmp_path: Any) -> None:
+    config = ClusterConfig(nodes=3, replication_factor=2, storage_dir=str(tmp_path))
+    cluster = Cluster(config)
+    cluster.create_topic("t", 2)
+    assert cluster.add_partitions("t", 2) == ErrorCode.INVALID_PARTITIONS  # not larger
+    assert cluster.add_partitions("nope", 3) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert cluster.add_partitions("t", 5) == 0
+    parts = cluster.topics["t"]
+    assert [p.index for p in parts] == [0, 1, 2, 3, 4]
+    assert all(len(p.replicas) == 2 and p.leader in p.replicas for p in parts)
+    _append(cluster, "t", _batch(3))
+    for log in cluster.disk_logs():
+        log.close()
+    recovered = Cluster(config)
+    assert len(recovered.topics["t"]) == 5
+    assert recovered.topics["t"][0].leader_log.leo == 3
+    for log in recovered.disk_logs():
+        log.close()

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -549,13 +550,16 @@ def test_scram_and_oauthbearer_on_the_wire(sasl_stub: BrokerStub) -> None:
 # ----------------------------------------------------------------------------- the command line
 
 
-def test_the_command_line_serves_sasl_ssl(certs: Certs) -> None:
+def test_the_command_line_serves_sasl_ssl(certs: Certs, tmp_path: Path) -> None:
     cert, key = certs.server
+    users = tmp_path / "users"  # bob's password stays off the command line
+    users.write_text("bob:b:c\n")
+    users.chmod(0o600)
     proc = subprocess.Popen(
         [sys.executable, "-m", "shmkafka.broker_stub", "--port", "0", "--partitions", "2",
          "--tls-cert", cert, "--tls-key", key, "--tls-ca", certs.ca, "--tls-require-client-cert",
          "--sasl-mechanisms", "PLAIN,SCRAM-SHA-512", "--user", "alice:alice-secret",
-         "--user", "bob:b:c", "--sasl-session-lifetime-ms", "60000"],
+         "--users-file", str(users), "--sasl-session-lifetime-ms", "60000"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
@@ -587,7 +591,8 @@ def test_the_command_line_serves_sasl_ssl(certs: Certs) -> None:
          "--tls-require-client-cert needs --tls-ca"),
         (["--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key"],
          "No such file or directory"),
-        (["--user", "alice:x"], "--user and --sasl-session-lifetime-ms need --sasl-mechanisms"),
+        (["--user", "alice:x"], "--user, --users-file and --sasl-session-lifetime-ms need"),
+        (["--advertise-ports", "1,2"], "--advertise-ports: 2 ports for 1 node(s)"),
         (["--sasl-mechanisms", "PLAIN"], "PLAIN and SCRAM need at least one --user"),
         (["--sasl-mechanisms", "PLAIN", "--user", "alice"], "expected NAME:PASSWORD"),
         (["--sasl-mechanisms", "GSSAPI", "--user", "a:b"], "each must be one of"),

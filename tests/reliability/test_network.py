@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("pool_removed")
 def proxied() -> Iterator[tuple[BrokerStub, Proxy]]:
     with BrokerStub(nodes=1, partitions=2) as stub:
         proxy = Proxy(("127.0.0.1", stub.ports[1]))
-        stub.ports[1] = proxy.port  # Metadata now advertises the proxy: all traffic crosses it
+        stub.advertise(1, proxy.port)  # Metadata advertises the proxy: all traffic crosses it
         try:
             yield stub, proxy
         finally:

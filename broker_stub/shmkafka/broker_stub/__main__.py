@@ -6,13 +6,14 @@ line, ``{"op": "fail_produce", "args": {"code": 6, "count": 3}}``, and answers o
 ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. Operations are
 ``BrokerStub``'s and ``Faults``' methods: fail_produce, random_produce_errors,
 drop_connection, pause_node, resume_node, move_leader, kill_node, restart_node,
-create_topic, leader, high_watermark, auth_events, clear.
+create_topic, add_partitions, partition_count, leader, high_watermark, auth_events, clear.
 
 Security (plaintext by default): ``--tls-cert PATH --tls-key PATH`` make every listener speak
 TLS (``--tls-ca PATH`` checks client certificates, ``--tls-require-client-cert`` demands
 them); ``--sasl-mechanisms PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER`` (any subset) with
-``--user NAME:PASSWORD`` (repeatable) turns SASL on, and ``--sasl-session-lifetime-ms N``
-makes sessions expire (KIP-368). OAUTHBEARER takes unsecured JWTs and needs no user.
+``--user NAME:PASSWORD`` (repeatable) or ``--users-file PATH`` turns SASL on, and
+``--sasl-session-lifetime-ms N`` makes sessions expire (KIP-368). OAUTHBEARER takes
+unsecured JWTs and needs no user.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--replication-lag-ms", type=int, default=0)
     parser.add_argument("--no-auto-create", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--advertise-ports",
+        metavar="P1,P2,...",
+        help="Metadata gives these ports (one per node, e.g. proxies in front)",
+    )
     durable = parser.add_argument_group("durable log (in memory without --storage)")
     durable.add_argument(
         "--storage", metavar="DIR", help="keep the logs in DIR (recovered at start)"
@@ -83,6 +89,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="a SASL user (repeatable); SCRAM keeps salted credentials only",
     )
     security.add_argument(
+        "--users-file",
+        metavar="PATH",
+        help="SASL users, one NAME:PASSWORD a line (keeps passwords off the command line)",
+    )
+    security.add_argument(
         "--sasl-session-lifetime-ms",
         type=int,
         default=0,
@@ -105,11 +116,13 @@ def security(args: argparse.Namespace) -> tuple[ssl.SSLContext | None, SaslConfi
         context = tls_context(args.tls_cert, args.tls_key, args.tls_ca,
                               args.tls_require_client_cert)  # fmt: skip
     if not args.sasl_mechanisms:
-        if args.user or args.sasl_session_lifetime_ms:
-            raise ValueError("--user and --sasl-session-lifetime-ms need --sasl-mechanisms")
+        if args.user or args.users_file or args.sasl_session_lifetime_ms:
+            raise ValueError(
+                "--user, --users-file and --sasl-session-lifetime-ms need --sasl-mechanisms"
+            )
         return context, None
     users: dict[str, str] = {}
-    for item in args.user:
+    for item in [*args.user, *_file_users(args.users_file)]:
         name, colon, password = item.partition(":")
         if not name or not colon:
             raise ValueError(f"--user {name or item!r}: expected NAME:PASSWORD")
@@ -120,10 +133,27 @@ def security(args: argparse.Namespace) -> tuple[ssl.SSLContext | None, SaslConfi
     return context, SaslConfig.make(mechanisms, users, args.sasl_session_lifetime_ms)
 
 
+def _file_users(path: str | None) -> list[str]:
+    if path is None:
+        return []
+    with open(path) as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def _advertised(text: str | None, nodes: int) -> list[int]:
+    if text is None:
+        return []
+    ports = [int(p) for p in text.split(",")]
+    if len(ports) != nodes:
+        raise ValueError(f"--advertise-ports: {len(ports)} ports for {nodes} node(s)")
+    return ports
+
+
 CONTROL_OPERATIONS = (
     "fail_produce", "random_produce_errors", "drop_connection", "pause_node", "resume_node",
     "move_leader", "kill_node", "restart_node", "create_topic", "leader", "high_watermark",
-    "errors_sent", "auth_events", "clear", "fail_api", "move_coordinator",
+    "errors_sent", "auth_events", "clear", "fail_api", "move_coordinator", "add_partitions",
+    "partition_count",
 )  # fmt: skip
 
 
@@ -173,6 +203,7 @@ def _serve_control(stub: BrokerStub, port: int) -> int:
 def run(args: argparse.Namespace) -> int:
     try:
         ssl_context, sasl = security(args)
+        advertised = _advertised(args.advertise_ports, args.nodes)
     except (ValueError, OSError) as exc:  # OSError: a certificate or key file unreadable
         print(f"broker_stub: error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -192,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    for node, port in zip(stub.cluster.node_ids, advertised, strict=False):
+        stub.advertised[node] = port
     with stub:
         control = _serve_control(stub, args.port + args.nodes if args.port else 0)
         mechanisms = f" ({','.join(sasl.mechanisms)})" if sasl else ""

@@ -130,8 +130,28 @@ class Cluster:
             return ErrorCode.INVALID_PARTITIONS
         if not 1 <= factor <= len(self.node_ids):
             return ErrorCode.INVALID_REPLICATION_FACTOR
+        self.topics[name] = self._new_partitions(name, range(count), factor)
+        self._created.append((name, count, factor))
+        self._save_topics()
+        return 0
+
+    def add_partitions(self, name: str, count: int) -> int:
+        """Grow ``name`` to ``count`` partitions (CreatePartitions): NONE (0), or
+        UNKNOWN_TOPIC_OR_PARTITION, or INVALID_PARTITIONS unless ``count`` is larger."""
+        parts = self.topics.get(name)
+        if parts is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if count <= len(parts):
+            return ErrorCode.INVALID_PARTITIONS
+        factor = len(parts[0].replicas)
+        parts += self._new_partitions(name, range(len(parts), count), factor)
+        self._created = [(n, count if n == name else c, f) for n, c, f in self._created]
+        self._save_topics()
+        return 0
+
+    def _new_partitions(self, name: str, indexes: range, factor: int) -> list[Partition]:
         parts = []
-        for index in range(count):
+        for index in indexes:
             first = (self._next_leader + index) % len(self.node_ids)
             replicas = [self.node_ids[(first + k) % len(self.node_ids)] for k in range(factor)]
             live = [r for r in replicas if r in self.live]
@@ -139,11 +159,8 @@ class Cluster:
             partition = Partition(name, index, replicas, leader, 0, isr=live)
             partition.logs = {r: self._new_log(r, name, index) for r in replicas}
             parts.append(partition)
-        self._next_leader += count
-        self.topics[name] = parts
-        self._created.append((name, count, factor))
-        self._save_topics()
-        return 0
+        self._next_leader += len(indexes)
+        return parts
 
     def delete_topic(self, name: str) -> int:
         """NONE (0), or UNKNOWN_TOPIC_OR_PARTITION if there is no such topic."""

@@ -171,7 +171,7 @@ class _Node:
         self.server = await asyncio.start_server(self._serve, self.stub.host, self.port,
                                                  reuse_address=True)  # fmt: skip
         self.port = self.server.sockets[0].getsockname()[1]
-        self.stub.ports[self.node_id] = self.port
+        self.stub.ports[self.node_id] = self.stub.advertised.get(self.node_id, self.port)
 
     async def stop(self) -> None:
         if self.server is None:
@@ -339,7 +339,8 @@ class BrokerStub:
             self.flusher = Flusher(flush, flush_interval_ms, group_commit, self.cluster.disk_logs)
         self.faults = Faults(seed=seed)
         self.coordinator = Coordinator(self.cluster)  # (one for the cluster's nodes)
-        self.ports: dict[int, int] = {}
+        self.ports: dict[int, int] = {}  # node id → the port Metadata advertises
+        self.advertised: dict[int, int] = {}  # node id → a proxy's port, if one is in front
         self._base_port = port
         self._nodes: dict[int, _Node] = {}
         self._loop = asyncio.new_event_loop()
@@ -434,6 +435,20 @@ class BrokerStub:
         code = self.run(lambda: self.cluster.create_topic(name, partitions, rf))
         if code:
             raise ValueError(f"create_topic {name!r}: error code {code}")
+
+    def add_partitions(self, topic: str, count: int) -> None:
+        """Grow ``topic`` to ``count`` partitions, as CreatePartitions does."""
+        code = self.run(lambda: self.cluster.add_partitions(topic, count))
+        if code:
+            raise ValueError(f"add_partitions {topic!r} to {count}: error code {code}")
+
+    def partition_count(self, topic: str) -> int:
+        return self.run(lambda: len(self.cluster.topics[topic]))
+
+    def advertise(self, node: int, port: int) -> None:
+        """Metadata gives ``port`` for ``node`` from now on (a proxy in front of it)."""
+        self.advertised[node] = port
+        self.ports[node] = port
 
     def move_leader(self, topic: str, partition: int, to: int) -> None:
         self.run(lambda: self.cluster.move_leader(topic, partition, to))
