@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     for node, port in zip(stub.cluster.node_ids, advertised, strict=False):
-        stub.advertised[node] = port
+        stub.advertise(node, port)
     with stub:
         control = _serve_control(stub, args.port + args.nodes if args.port else 0)
         mechanisms = f" ({','.join(sasl.mechanisms)})" if sasl else ""
