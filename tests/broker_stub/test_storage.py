@@ -59,6 +59,24 @@ def test_index_lookups_equal_a_linear_scan(tmp_path: Path) -> None:
     log.disk.close()
 
 
+def test_a_read_stopped_by_max_bytes_does_not_skip_to_the_next_segment(tmp_path: Path) -> None:
+    """Found by the soak: a fetch that stopped inside a segment (the next batch did not fit
+    in max_bytes) went on with the next segment's first batch, so a consumer reading at
+    the offset after it skipped the rest of the segment."""
+    log = _fill(tmp_path, 300)
+    assert log.disk is not None and len(log.disk.segments) > 5
+    sizes = [len(b.data) for b in log.batches]
+    for max_bytes in (min(sizes), 2 * max(sizes), 700, 1500):
+        offset, read = 0, []
+        while offset < log.leo:
+            got = _offsets(log.read(offset, max_bytes, log.leo))
+            assert got, offset
+            read += [o for o in got if o >= offset]
+            offset = got[-1] + 1
+        assert read == list(range(log.leo)), max_bytes  # every offset, none skipped
+    log.disk.close()
+
+
 def test_recovery_cuts_a_torn_tail_and_rebuilds_indexes(tmp_path: Path) -> None:
     log = _fill(tmp_path, 60)
     leo = log.leo

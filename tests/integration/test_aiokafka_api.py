@@ -8,7 +8,9 @@ import asyncio
 import gc
 import inspect
 import re
+import time
 import warnings
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -153,10 +155,16 @@ def test_a_producer_dropped_unstopped_warns(tansu: Peer, pool_name: str) -> None
     async def body() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
         await producer.start()
+        dropped = weakref.ref(producer)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             del producer
-            gc.collect()
+            # (a delivery the completion thread handed to the loop holds it until it runs)
+            deadline = time.monotonic() + 10
+            while dropped() is not None and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+                gc.collect()
+        assert dropped() is None, "the dropped producer was never collected"
         assert any(issubclass(w.category, ResourceWarning) for w in caught)
 
     _run(body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import time
@@ -77,15 +78,18 @@ def test_a_stalled_sender_is_replaced(tansu: Peer, pool_name: str) -> None:
     try:
         started = time.monotonic()
         future = handle.send(topic, b"after")
-        assert future.get(15).offset == 1
-        assert time.monotonic() - started < 10
+        # (well within the 120 s delivery timeout a Sender that stays stopped would cost;
+        # a loaded machine takes seconds to start the new one)
+        assert future.get(30).offset == 1
+        assert time.monotonic() - started < 25
         second = handle.pool.sender()[0]
         assert second not in (0, first)
         assert start_time(first) is None  # the stalled one was killed
     finally:
         if start_time(first) is not None:
-            os.kill(first, signal.SIGKILL)
-    handle.close(10)
+            with contextlib.suppress(ProcessLookupError):  # (it may die just now)
+                os.kill(first, signal.SIGKILL)
+        handle.close(10)
     _wait_for_sender_exit(second, pool_name)
 
 

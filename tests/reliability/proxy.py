@@ -1,5 +1,6 @@
 """A loopback TCP proxy for network faults (test tooling): it forwards client ↔ broker and,
-on command, delays, black-holes, resets (RST) or truncates the traffic. Threads, one pair
+on command, delays, black-holes, resets (RST), truncates or throttles (slow reads) the
+traffic. Threads, one pair
 per connection; ``fault`` changes what happens to data from then on."""
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from dataclasses import dataclass
 
 @dataclass
 class Fault:
-    kind: str = "pass"  # pass | delay | blackhole | reset | truncate
-    delay_s: float = 0.0
+    kind: str = "pass"  # pass | delay | blackhole | reset | truncate | slow
+    delay_s: float = 0.0  # delay: per chunk; slow: per SLOW_PIECE bytes, both directions
+
+
+SLOW_PIECE = 4096
 
 
 class Proxy:
@@ -68,6 +72,11 @@ class Proxy:
                     _reset(sink)  # the request went through, the response never arrives
                     _reset(source)
                     return
+                elif fault.kind == "slow":  # a peer that reads a little at a time
+                    for at in range(0, len(data), SLOW_PIECE):
+                        sink.sendall(data[at : at + SLOW_PIECE])
+                        time.sleep(fault.delay_s)
+                    continue
                 elif fault.kind == "truncate" and responses:
                     sink.sendall(data[: max(1, len(data) // 2)])
                     sink.close()

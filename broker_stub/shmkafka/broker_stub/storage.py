@@ -134,22 +134,42 @@ class Segment:
         at = bisect.bisect_right(self.index, (offset - self.base_offset, 1 << 62)) - 1
         return self.index[at][1] if at >= 0 else 0
 
-    def read(self, offset: int, max_bytes: int, upto: int) -> bytes:
+    def read(self, offset: int, max_bytes: int, upto: int) -> tuple[bytes, bool]:
+        """Whole batches from ``offset`` (below ``upto``), at least one, about
+        ``max_bytes``; and whether the read went to this segment's end (only then may a
+        read go on in the next segment: else it would skip what is left of this one)."""
         position = self.position_for(offset)
-        self.log.seek(position)
-        data = self.log.read(self.size - position)
+        # (a bounded read: the sparse index puts offset within an interval of position)
+        length = max_bytes + self.config.index_interval_bytes + 65536
+        while True:
+            self.log.seek(position)
+            data = self.log.read(min(length, self.size - position))
+            out, last, stopped = self._batches_in(data, offset, max_bytes, upto)
+            if out or position + len(data) >= self.size:
+                break
+            length *= 4  # (one batch larger than the window: read more)
+        whole = not stopped and last + 1 >= self.next_offset
+        return b"".join(out), whole
+
+    @staticmethod
+    def _batches_in(data: bytes, offset: int, max_bytes: int,
+                    upto: int) -> tuple[list[bytes], int, bool]:  # fmt: skip
+        """(batches, the last offset read, whether a limit stopped the read)
+        of ``data``, which may end in a partial batch."""
         out: list[bytes] = []
-        size = 0
+        size, last = 0, -1
         for batch in scan(data, verify=False):
             if batch.base_offset >= upto:
-                break
+                return out, last, True
             if batch.last_offset < offset:
+                last = batch.last_offset
                 continue
             if out and size + batch.size > max_bytes:
-                break
+                return out, last, True
             out.append(data[batch.position : batch.position + batch.size])
             size += batch.size
-        return b"".join(out)
+            last = batch.last_offset
+        return out, last, False
 
     # ------------------------------------------------------------------ recovery
 
@@ -274,8 +294,9 @@ class DiskLog:
         for segment in self.segments[at:]:
             if segment.base_offset >= upto:
                 break
-            out += segment.read(offset, max_bytes - len(out), upto)
-            if len(out) >= max_bytes:
+            data, whole = segment.read(offset, max_bytes - len(out), upto)
+            out += data
+            if not whole or len(out) >= max_bytes:
                 break
         return out
 

@@ -5,6 +5,8 @@ one set lookup.
     SHMKAFKA_FAULT_AT=append.before_publish,sender.after_send   # the armed points
     SHMKAFKA_FAULT_FILE=/tmp/fired                               # fire once: the first
                                                                  # process to create it dies
+    SHMKAFKA_FAULT_SKIP=250              # the armed points pass 250 times first (a soak
+                                         # worker dies at a random record, not the first)
 
     SHMKAFKA_FAULT_RESERVE_LIMIT=65536   # /dev/shm is "full" once this process reserved
                                          # that many bytes of a pool's growing regions
@@ -40,8 +42,15 @@ POINTS = frozenset({
 })  # fmt: skip
 
 
+_skip = int(os.environ.get("SHMKAFKA_FAULT_SKIP", "0"))
+
+
 def reached(point: str) -> None:
+    global _skip
     if point in ARMED:
+        if _skip > 0:
+            _skip -= 1
+            return
         _fire(point)
 
 

@@ -1,0 +1,667 @@
+"""The soak run: a 3-node broker_stub (its own process) behind three TCP proxies, producer
+workers of the three APIs, the nemesis, and the checker; then the figures.
+
+Rules:
+- The broker is ``shmkafka broker-stub`` with 3 replicas, ``min.insync.replicas=2`` and a
+  durable log (``--flush sync``); its nodes advertise the proxies' ports, so every
+  connection (the producers' and the checker's) crosses the network faults.
+- One pool per API (the facades differ in Sender-level defaults) plus the transactional
+  worker's; workers are ``python -m tests.soak.worker`` processes, restarted as a new
+  incarnation whenever they die.
+- The rate: every worker unpaced first (``calibrate_s``), each worker's peak measured from
+  its sequence numbers, then every worker paced at ``rate_fraction`` of its own peak.
+- Secrets (the SASL password) live in 0600 files of the run's 0700 directory, never on a
+  command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import psutil
+
+from tests.reliability.proxy import Proxy
+from tests.soak.history import ACKED, INTENT, read_history
+from tests.soak.nemesis import GLOBAL, KINDS, Nemesis
+from tests.soak.worker import Board, create_board
+
+TOPIC = "soak"
+# (api, mode); the last one is transactional
+WORKERS = (
+    ("kafka-python", "future"), ("kafka-python", "callback"), ("kafka-python", "fire"),
+    ("confluent-kafka", "callback"), ("confluent-kafka", "fire"),
+    ("aiokafka", "future"), ("aiokafka", "fire"), ("kafka-python", "txn"),
+)  # fmt: skip
+POOL_OF_API = {"kafka-python": "kp", "confluent-kafka": "cf", "aiokafka": "aio"}
+DEFECTS = ("lost", "duplicated", "reordered", "phantom", "hung")
+
+
+@dataclass(frozen=True)
+class Options:
+    duration_s: float = 1800.0
+    security: str = "plaintext"  # or "sasl_ssl"
+    calibrate_s: float = 15.0
+    rate_fraction: float = 0.8
+    fault_interval_s: tuple[float, float] = (3.0, 8.0)
+    min_faults: int = 10
+    record_size: int = 200
+    buffer_memory: int = 4 << 20
+    partitions: int = 4
+    max_partitions: int = 24
+    retention_ms: int = 180_000
+    session_lifetime_ms: int = 10_000
+    seed: int | None = None
+    directory: str | None = None
+
+
+@dataclass
+class Slot:
+    worker: int
+    api: str
+    mode: str
+    pool: str
+    incarnation: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    armed: dict[str, str] | None = None
+    armed_now: bool = False  # the running incarnation carries a kill point
+    exits: Counter[str] = field(default_factory=Counter)
+
+
+def free_ports(count: int) -> int:
+    """A base port with ``count`` free ports from it."""
+    for _ in range(200):
+        base = random.randint(20_000, 50_000)
+        try:
+            sockets = [socket.create_server(("127.0.0.1", base + i)) for i in range(count)]
+        except OSError:
+            continue
+        for s in sockets:
+            s.close()
+        return base
+    raise RuntimeError("no free port range")
+
+
+class Soak:
+    def __init__(self, options: Options) -> None:
+        self.o = options
+        self.seed = options.seed if options.seed is not None else random.randrange(1 << 30)
+        self.rng = random.Random(self.seed)
+        self.dir = options.directory or tempfile.mkdtemp(prefix="shmkafka-soak-")
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        self.tag = secrets.token_hex(3)
+        self.topic = TOPIC
+        self.max_partitions = options.max_partitions
+        self.node_ids = [1, 2, 3]
+        self.epoch = time.time()
+        self.proxies: list[Proxy] = []
+        self.broker: subprocess.Popen[bytes] | None = None
+        self.control_port = 0
+        self.security: dict[str, Any] | None = None
+        self.board: Board = create_board(os.path.join(self.dir, "board"))
+        self.slots = [Slot(i, api, mode, f"soak{self.tag}{POOL_OF_API[api]}"
+                           if mode != "txn" else f"soak{self.tag}txn")
+                      for i, (api, mode) in enumerate(WORKERS)]  # fmt: skip
+        self.stopping = False
+        self._lock = threading.Lock()
+        self._log = open(os.path.join(self.dir, "soak.log"), "a")  # noqa: SIM115 - the run's
+        self._faults = open(os.path.join(self.dir, "faults.jsonl"), "a")  # noqa: SIM115
+        self.memory: list[dict[str, Any]] = []
+        self.nemesis = Nemesis(self, options.fault_interval_s, self.seed)
+
+    # ------------------------------------------------------------------ helpers
+
+    def now_ms(self) -> int:
+        return int((time.time() - self.epoch) * 1000)
+
+    def note(self, text: str) -> None:
+        with self._lock:
+            self._log.write(f"{self.now_ms():>9} {text}\n")
+            self._log.flush()
+
+    def log_fault(self, kind: str, start_ms: int, end_ms: int, target: str) -> None:
+        line = {"kind": kind, "start_ms": start_ms, "end_ms": end_ms, "target": target}
+        with self._lock:
+            self._faults.write(json.dumps(line) + "\n")
+            self._faults.flush()
+
+    def control(self, op: str, **args: Any) -> Any:
+        with socket.create_connection(("127.0.0.1", self.control_port), timeout=60) as s:
+            s.sendall(json.dumps({"op": op, "args": args}).encode() + b"\n")
+            reply = json.loads(s.makefile().readline())
+        if not reply["ok"]:
+            raise RuntimeError(f"{op}: {reply['error']}")
+        return reply["result"]
+
+    def plain_workers(self) -> list[int]:
+        return [s.worker for s in self.slots if s.mode != "txn"]
+
+    def txn_workers(self) -> list[int]:
+        return [s.worker for s in self.slots if s.mode == "txn"]
+
+    def burst_workers(self) -> list[int]:
+        return [s.worker for s in self.slots if s.api != "aiokafka" and s.mode != "txn"]
+
+    def pools(self) -> list[str]:
+        return sorted({s.pool for s in self.slots})
+
+    def sender_pid(self, pool: str) -> int:
+        from shmkafka.shm.segment import Segment
+        from shmkafka.shm.sender_counters import recorded_sender
+
+        try:
+            segment = Segment.attach(pool)
+        except Exception:  # noqa: BLE001 - no pool just now (between Senders)
+            return 0
+        try:
+            return recorded_sender(segment)[0]
+        finally:
+            segment.close()
+
+    def alive(self, worker: int) -> bool:
+        proc = self.slots[worker].proc
+        return proc is not None and proc.poll() is None
+
+    def arm(self, worker: int, env: dict[str, str]) -> None:
+        self.slots[worker].armed = env
+
+    def kill_worker(self, worker: int, signum: int) -> bool:
+        proc = self.slots[worker].proc
+        if proc is None or proc.poll() is not None:
+            return False
+        try:
+            os.kill(proc.pid, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ broker
+
+    def start_broker(self) -> None:
+        base = free_ports(4)
+        self.proxies = [Proxy(("127.0.0.1", base + i)) for i in range(3)]
+        storage = os.path.join(self.dir, "broker")
+        command = [
+            sys.executable, "-m", "shmkafka.broker_stub", "--nodes", "3", "--port", str(base),
+            "--replication-factor", "3", "--min-insync-replicas", "2",
+            "--partitions", str(self.o.partitions), "--storage", storage, "--flush", "sync",
+            "--segment-bytes", str(16 << 20), "--retention-ms", str(self.o.retention_ms),
+            "--advertise-ports", ",".join(str(p.port) for p in self.proxies),
+        ]  # fmt: skip
+        if self.o.security == "sasl_ssl":
+            command += self._security_arguments()
+        with open(os.path.join(self.dir, "broker.log"), "ab") as out:
+            self.broker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=out)
+        assert self.broker.stdout is not None
+        line = self.broker.stdout.readline().decode()
+        if "control port" not in line:
+            raise RuntimeError(f"broker_stub did not start: {line!r}")
+        self.control_port = int(line.split("control port ")[1].split(";")[0])
+        threading.Thread(target=self._drain_broker_output, daemon=True).start()
+        self.control("create_topic", name=self.topic, partitions=self.o.partitions, rf=3)
+        self.note(f"broker up: {line.strip()}")
+
+    def _drain_broker_output(self) -> None:
+        assert self.broker is not None and self.broker.stdout is not None
+        for _ in self.broker.stdout:
+            pass
+
+    def _security_arguments(self) -> list[str]:
+        from pathlib import Path
+
+        from tests.security import make_certs
+
+        certs_dir = os.path.join(self.dir, "certs")
+        os.makedirs(certs_dir, mode=0o700, exist_ok=True)
+        certs = make_certs(Path(certs_dir))
+        password = secrets.token_urlsafe(24)
+        users = os.path.join(self.dir, "users")
+        secret = os.path.join(self.dir, "password")
+        for path, text in ((users, f"soak:{password}\n"), (secret, password)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.write(fd, text.encode())
+            os.close(fd)
+        self.security = {
+            "protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "soak",
+            "password_file": secret, "cafile": certs.ca,
+        }  # fmt: skip
+        return [
+            "--tls-cert", certs.server[0], "--tls-key", certs.server[1],
+            "--sasl-mechanisms", "SCRAM-SHA-512", "--users-file", users,
+            "--sasl-session-lifetime-ms", str(self.o.session_lifetime_ms),
+        ]  # fmt: skip
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p.port}" for p in self.proxies)
+
+    # ------------------------------------------------------------------ workers
+
+    def start_worker(self, slot: Slot) -> None:
+        slot.incarnation += 1
+        config = {
+            "worker": slot.worker, "incarnation": slot.incarnation, "api": slot.api,
+            "mode": slot.mode, "pool": slot.pool, "bootstrap": self.bootstrap,
+            "security": self.security, "topic": self.topic, "dir": self.dir,
+            "board": os.path.join(self.dir, "board"), "epoch": self.epoch,
+            "record_size": self.o.record_size, "buffer_memory": self.o.buffer_memory,
+            "burst": 2 * self.o.buffer_memory // self.o.record_size,
+            "transactional_id": f"soak-{self.tag}-txn{slot.worker}",
+        }  # fmt: skip
+        path = os.path.join(self.dir, f"w{slot.worker:03d}-i{slot.incarnation:04d}.json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, json.dumps(config).encode())
+        os.close(fd)
+        env = dict(os.environ, SHMKAFKA_SENDER_IDLE_EXIT_MS="2000")
+        env.pop("SHMKAFKA_FAULT_AT", None)
+        slot.armed_now = slot.armed is not None
+        if slot.armed:
+            env.update(slot.armed)
+            slot.armed = None
+        with open(path[: -len(".json")] + ".log", "ab") as err:
+            slot.proc = subprocess.Popen([sys.executable, "-m", "tests.soak.worker", path],
+                                         env=env, stdout=err, stderr=err)  # fmt: skip
+
+    def supervise(self) -> None:
+        """Restart a worker that exited (a kill, a kill point, a clean stop asked for)."""
+        for slot in self.slots:
+            proc = slot.proc
+            if proc is None or proc.poll() is None:
+                continue
+            code = proc.returncode
+            why = {-9: "SIGKILL", 0: "clean"}.get(code, f"exit {code}")
+            slot.exits[why] += 1
+            if slot.armed_now and code == -signal.SIGKILL:
+                kind = "txn_kill_mid_commit" if slot.mode == "txn" else "app_kill_mid_append"
+                now = self.now_ms()
+                self.nemesis.counted(kind, now, now, f"w{slot.worker}")
+            elif code not in (0, -signal.SIGKILL):
+                self.note(f"worker {slot.worker} i{slot.incarnation} ended: {why}")
+            slot.proc = None
+            if not self.stopping:
+                self.start_worker(slot)
+
+    def seqs(self) -> dict[int, int]:
+        """Each worker's records announced so far, over all its incarnations."""
+        total: dict[int, int] = {}
+        for name in os.listdir(self.dir):
+            if name.endswith(".hist"):
+                worker = int(name[1:4])
+                last = 0
+                for e in read_history(os.path.join(self.dir, name)):
+                    if e.kind == INTENT:
+                        last = e.offset
+                total[worker] = total.get(worker, 0) + last
+        return total
+
+    def calibrate(self) -> dict[int, int]:
+        """Each worker's unpaced rate (records/s), all of them running at once."""
+        time.sleep(min(5.0, self.o.calibrate_s / 3))  # (started, connected)
+        before, t0 = self.seqs(), time.monotonic()
+        end = t0 + self.o.calibrate_s
+        while time.monotonic() < end:
+            self.supervise()
+            time.sleep(0.2)
+        after, t1 = self.seqs(), time.monotonic()
+        return {w: int((after.get(w, 0) - before.get(w, 0)) / (t1 - t0)) for w in after}
+
+    # ------------------------------------------------------------------ memory
+
+    def sample_memory(self) -> None:
+        row: dict[str, Any] = {"t_s": round(self.now_ms() / 1000)}
+        pids = {f"sender {p}": self.sender_pid(p) for p in self.pools()}
+        pids.update({f"w{s.worker}": s.proc.pid for s in self.slots if s.proc is not None})
+        if self.broker is not None:
+            pids["broker"] = self.broker.pid
+        for name, pid in pids.items():
+            with contextlib.suppress(psutil.Error, ValueError):
+                info = psutil.Process(pid).memory_full_info()
+                row[name] = {"rss_mb": round(info.rss / 2**20, 1),
+                             "pss_mb": round(info.pss / 2**20, 1)}  # fmt: skip
+        self.memory.append(row)
+        with open(os.path.join(self.dir, "memory.jsonl"), "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> dict[str, Any]:
+        self.note(f"soak: seed {self.seed}, dir {self.dir}, options {asdict(self.o)}")
+        self.start_broker()
+        checker = self._start_checker()
+        try:
+            for slot in self.slots:
+                self.start_worker(slot)
+            peaks = self.calibrate()
+            rates = {w: max(20, int(r * self.o.rate_fraction)) for w, r in peaks.items()}
+            for w, rate in rates.items():
+                self.board.set_rate(w, rate)
+            self.note(f"peaks {peaks}; paced at {rates}")
+            started = self.now_ms()
+            until = time.monotonic() + self.o.duration_s
+            nemesis = threading.Thread(target=self.nemesis.run, args=(until,), daemon=True)
+            nemesis.start()
+            next_memory = time.monotonic()
+            while time.monotonic() < until:
+                self.supervise()
+                if time.monotonic() >= next_memory:
+                    self.sample_memory()
+                    next_memory += 60
+                time.sleep(0.1)
+            self.nemesis.stop()
+            nemesis.join(60)
+            self.nemesis.heal()
+            ended = self.now_ms()
+            time.sleep(3)
+            self.supervise()
+            self.sample_memory()
+            stop = self._stop_workers()
+            left = self._wait_pools_gone()
+            auth = self.control("auth_events") if self.security else {}
+            verdict = self._finish_checker(checker)
+        finally:
+            self._teardown(checker)
+        report = self._report(verdict, peaks, rates, started, ended, stop, left, auth)
+        with open(os.path.join(self.dir, "report.json"), "w") as f:
+            json.dump(report, f, indent=1)
+        return report
+
+    def _start_checker(self) -> subprocess.Popen[bytes]:
+        config = {"dir": self.dir, "bootstrap": self.bootstrap, "security": self.security,
+                  "topic": self.topic, "modes": {s.worker: s.mode for s in self.slots}}  # fmt: skip
+        path = os.path.join(self.dir, "checker.json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, json.dumps(config).encode())
+        os.close(fd)
+        with open(os.path.join(self.dir, "checker.log"), "ab") as err:
+            return subprocess.Popen([sys.executable, "-m", "tests.soak.checker", path],
+                                    stdout=err, stderr=err)  # fmt: skip
+
+    def _stop_workers(self) -> dict[str, Any]:
+        """A clean stop of every worker; one that does not end in 180 s is hung."""
+        self.stopping = True
+        for slot in self.slots:
+            if slot.proc is not None:
+                self.kill_worker(slot.worker, signal.SIGTERM)
+        hung, failed = [], []
+        deadline = time.monotonic() + 180
+        for slot in self.slots:
+            if slot.proc is None:
+                continue
+            try:
+                code = slot.proc.wait(max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                hung.append(slot.worker)
+                slot.proc.kill()
+                slot.proc.wait()
+                continue
+            if code != 0:
+                failed.append((slot.worker, code))
+        return {"hung_processes": hung, "failed_processes": failed}
+
+    def _wait_pools_gone(self) -> list[str]:
+        """Every pool, its semaphores and its Sender gone (the Senders exit when idle)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            left = self._left_behind()
+            if not left:
+                return []
+            time.sleep(0.5)
+        return left
+
+    def _left_behind(self) -> list[str]:
+        prefix = f"soak{self.tag}"
+        left = [n for n in os.listdir("/dev/shm") if prefix in n]
+        for p in psutil.process_iter(["cmdline"]):
+            line = p.info["cmdline"] or []
+            if "shmkafka.sender" in line and any(prefix in a for a in line):
+                left.append(f"Sender pid {p.pid}")
+        return left
+
+    def _finish_checker(self, checker: subprocess.Popen[bytes]) -> dict[str, Any]:
+        open(os.path.join(self.dir, "final"), "w").close()
+        checker.wait(900)
+        with open(os.path.join(self.dir, "verdict.json")) as f:
+            verdict: dict[str, Any] = json.load(f)
+        return verdict
+
+    def _teardown(self, checker: subprocess.Popen[bytes]) -> None:
+        self.stopping = True
+        for slot in self.slots:
+            if slot.proc is not None and slot.proc.poll() is None:
+                slot.proc.kill()
+                slot.proc.wait()
+        if checker.poll() is None:
+            checker.kill()
+            checker.wait()
+        if self.broker is not None and self.broker.poll() is None:
+            self.broker.terminate()
+            try:
+                self.broker.wait(30)
+            except subprocess.TimeoutExpired:
+                self.broker.kill()
+                self.broker.wait()
+        for proxy in self.proxies:
+            proxy.close()
+        # a pool whose Sender was killed last may stay: remove it (it is reported above)
+        from shmkafka.shm.cleanup import cleanup_pool
+
+        for pool in self.pools():
+            with contextlib.suppress(Exception):
+                cleanup_pool(pool)
+
+    # ------------------------------------------------------------------ figures
+
+    def _report(self, verdict: dict[str, Any], peaks: dict[int, int], rates: dict[int, int],
+                started: int, ended: int, stop: dict[str, Any], left: list[str],
+                auth: dict[str, int]) -> dict[str, Any]:  # fmt: skip
+        counts = verdict["counts"]
+        counts["hung"] = counts.get("hung", 0) + len(stop["hung_processes"])
+        with open(os.path.join(self.dir, "faults.jsonl")) as f:
+            faults = [json.loads(line) for line in f]
+        timing = timeline(self.dir, faults, self.slots, started, ended)
+        injected = dict(self.nemesis.injected)
+        report = {
+            "seed": self.seed, "dir": self.dir, "security": self.o.security,
+            "duration_s": round((ended - started) / 1000), "peak_rates": peaks,
+            "paced_rates": rates, "peak_total": sum(peaks.values()),
+            "paced_total": sum(rates.values()), "counts": counts,
+            "examples": verdict.get("examples", {}), "caught_up": verdict.get("caught_up"),
+            "partitions": verdict.get("partitions"), "faults": injected,
+            "faults_asked": dict(self.nemesis.asked), **stop, "left_behind": left,
+            "auth_events": auth, "memory": memory_summary(self.memory),
+            "exits": {f"w{s.worker} {s.api} {s.mode}": dict(s.exits) for s in self.slots},
+            **timing,
+        }  # fmt: skip
+        report["passed"] = (
+            all(counts.get(k, 0) == 0 for k in (*DEFECTS, "resolved_twice", "ack_mismatch",
+                                                "txn_partial", "fire_and_forget_absent"))
+            and not stop["failed_processes"] and not left and bool(verdict.get("caught_up"))
+            and all(injected.get(k, 0) >= self.o.min_faults for k in KINDS)
+        )  # fmt: skip
+        return report
+
+
+def memory_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """First and last sample and the peak, per process kind (Senders, workers, broker)."""
+    out: dict[str, Any] = {}
+    for kind in ("sender", "w", "broker"):
+        series = [sum(v["pss_mb"] for k, v in row.items() if k.startswith(kind) and
+                      isinstance(v, dict)) for row in rows]  # fmt: skip
+        rss = [sum(v["rss_mb"] for k, v in row.items() if k.startswith(kind) and
+                   isinstance(v, dict)) for row in rows]  # fmt: skip
+        if series:
+            name = {"sender": "senders", "w": "workers", "broker": "broker"}[kind]
+            out[name] = {"pss_mb_first": series[0], "pss_mb_last": series[-1],
+                         "pss_mb_max": max(series), "rss_mb_first": rss[0],
+                         "rss_mb_last": rss[-1], "rss_mb_max": max(rss)}  # fmt: skip
+    out["per_minute"] = rows
+    return out
+
+
+def timeline(directory: str, faults: list[dict[str, Any]], slots: list[Slot], started: int,
+             ended: int) -> dict[str, Any]:  # fmt: skip
+    """p99 send→ack outside and during faults; per fault kind, the longest stretch without
+    an acknowledgement in its scope (its pool, or every pool) and the time acks resumed
+    after it was healed."""
+    pool_of = {s.worker: s.pool for s in slots}
+    length = max(1, (ended - started) // 10 + 1)  # 10 ms buckets
+    acks = {s.worker: bytearray(length) for s in slots}
+    windows = sorted((f["start_ms"], f["end_ms"] + 2000) for f in faults)
+    quiet: Counter[int] = Counter()
+    during: Counter[int] = Counter()
+    acked = 0
+    for name in os.listdir(directory):
+        if not name.endswith(".hist"):
+            continue
+        series = acks[int(name[1:4])]
+        for e in read_history(os.path.join(directory, name)):
+            if e.kind != ACKED:
+                continue
+            acked += 1
+            bucket = (e.t_ms - started) // 10
+            if 0 <= bucket < length:
+                series[bucket] = 1
+            sent = e.t_ms - e.latency_us // 1000
+            if sent < started or sent > ended:
+                continue
+            hit = _in_windows(windows, sent)
+            (during if hit else quiet)[e.latency_us // 100] += 1
+    by_kind: dict[str, dict[str, Any]] = {}
+    for f in faults:
+        scope = _scope(f, pool_of)
+        gap, resumed = _longest_gap(acks, scope, f["start_ms"] - started, f["end_ms"] - started)
+        entry = by_kind.setdefault(f["kind"], {"count": 0, "gaps_ms": [], "recovery_ms": []})
+        entry["count"] += 1
+        entry["gaps_ms"].append(gap)
+        entry["recovery_ms"].append(resumed)
+    summary = {
+        kind: {"count": e["count"], "longest_gap_ms": max(e["gaps_ms"]),
+               "median_gap_ms": int(statistics.median(e["gaps_ms"])),
+               "max_recovery_ms": max(e["recovery_ms"]),
+               "median_recovery_ms": int(statistics.median(e["recovery_ms"]))}
+        for kind, e in sorted(by_kind.items())
+    }  # fmt: skip
+    return {"acked_logged": acked, "p50_ms_quiet": _percentile(quiet, 0.50),
+            "p99_ms_quiet": _percentile(quiet, 0.99), "p50_ms_faults": _percentile(during, 0.5),
+            "p99_ms_faults": _percentile(during, 0.99), "acks_quiet": sum(quiet.values()),
+            "acks_during_faults": sum(during.values()), "by_fault": summary}  # fmt: skip
+
+
+def _scope(fault: dict[str, Any], pool_of: dict[int, str]) -> list[int]:
+    """Whose acks show a fault's effect: every worker for the broker and the network; the
+    pool's workers for its Sender; the others for a worker's own death (its restart is not
+    a stall of the rest)."""
+    kind, target = fault["kind"], fault["target"]
+    if kind in GLOBAL:
+        return list(pool_of)
+    if target.startswith("w") and target[1:].isdigit():
+        victim = int(target[1:])
+        if kind == "pool_full":  # (its pool waits behind the burst)
+            return [w for w, p in pool_of.items() if p == pool_of[victim]]
+        return [w for w in pool_of if w != victim]
+    return [w for w, p in pool_of.items() if p == target] or list(pool_of)
+
+
+def _in_windows(windows: list[tuple[int, int]], t: int) -> bool:
+    import bisect
+
+    at = bisect.bisect_right(windows, (t, 1 << 62))
+    # (windows are sorted by start; overlapping ones: look back over a few)
+    return any(s <= t <= e for s, e in windows[max(0, at - 8) : at])
+
+
+def _longest_gap(acks: dict[int, bytearray], scope: list[int], start_ms: int,
+                 end_ms: int) -> tuple[int, int]:  # fmt: skip
+    """(the longest run without an ack in [start, end + 15 s], ms; when acks resumed after
+    the fault's end, ms after it)."""
+    first, last = max(0, start_ms // 10), end_ms // 10 + 1500
+    any_ack = bytearray(last - first + 1)
+    for worker in scope:
+        series = acks[worker][first : last + 1]
+        for i, v in enumerate(series):
+            if v:
+                any_ack[i] = 1
+    longest = run = 0
+    resumed = None
+    end_at = end_ms // 10 - first
+    for i, v in enumerate(any_ack):
+        if v:
+            if resumed is None and i >= end_at:
+                resumed = (i - end_at) * 10
+            run = 0
+        else:
+            run += 1
+            longest = max(longest, run)
+    return longest * 10, resumed if resumed is not None else (last - first) * 10
+
+
+def _percentile(histogram: Counter[int], q: float) -> float | None:
+    total = sum(histogram.values())
+    if not total:
+        return None
+    rank, seen = q * total, 0
+    for bucket in sorted(histogram):
+        seen += histogram[bucket]
+        if seen >= rank:
+            return round(bucket / 10, 1)  # (buckets of 100 µs)
+    return None
+
+
+def print_report(report: dict[str, Any]) -> None:
+    c = report["counts"]
+    print(f"soak ({report['security']}, {report['duration_s']} s, seed {report['seed']}, "
+          f"{report['dir']}): {'PASSED' if report['passed'] else 'FAILED'}")  # fmt: skip
+    print(f"  rate: peak {report['peak_total']} records/s, paced at {report['paced_total']}")
+    print(f"  records: {c.get('intended', 0)} sent, {c.get('acknowledged', 0)} acknowledged, "
+          f"{c.get('read_back', 0)} read back, {c.get('refused', 0)} refused, "
+          f"{c.get('failed', 0)} failed ({c.get('failed_yet_written', 0)} written anyway), "
+          f"{c.get('pool_full_waits', 0)} sends found the pool full")  # fmt: skip
+    print(
+        f"  transactions: {c.get('transactions', 0)} ({c.get('txn_committed', 0)} committed, "
+        f"{c.get('txn_aborted', 0)} aborted, {c.get('txn_unfinished', 0)} unfinished)"
+    )
+    print("  " + ", ".join(f"{k} {c.get(k, 0)}" for k in (*DEFECTS, "resolved_twice",
+          "ack_mismatch", "txn_partial", "fire_and_forget_absent")))  # fmt: skip
+    print(
+        f"  left behind: {report['left_behind'] or 'nothing'}; hung processes: "
+        f"{report['hung_processes'] or 'none'}; caught up: {report['caught_up']}"
+    )
+    print(
+        f"  send→ack p50/p99 ms: quiet {report['p50_ms_quiet']}/{report['p99_ms_quiet']}, "
+        f"during faults {report['p50_ms_faults']}/{report['p99_ms_faults']}"
+    )
+    print("  fault                      n  longest gap ms  median gap  max recovery ms")
+    for kind in KINDS:
+        f = report["by_fault"].get(kind)
+        n = report["faults"].get(kind, 0)
+        if f is None:
+            print(f"  {kind:<24} {n:>3}")
+            continue
+        print(f"  {kind:<24} {n:>3}  {f['longest_gap_ms']:>14}  {f['median_gap_ms']:>10}  "
+              f"{f['max_recovery_ms']:>15}")  # fmt: skip
+    m = report["memory"]
+    for name in ("senders", "workers", "broker"):
+        if name in m:
+            x = m[name]
+            print(
+                f"  memory {name}: PSS {x['pss_mb_first']} → {x['pss_mb_last']} MB "
+                f"(max {x['pss_mb_max']}), RSS {x['rss_mb_first']} → {x['rss_mb_last']} MB"
+            )
+    if report["auth_events"]:
+        print(f"  SASL: {report['auth_events']}")
+    for kind, lines in report["examples"].items():
+        print(f"  {kind}: " + "; ".join(lines[:3]))
