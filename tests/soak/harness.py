@@ -8,8 +8,9 @@ Rules:
 - One pool per API (the facades differ in Sender-level defaults) plus the transactional
   worker's; workers are ``python -m tests.soak.worker`` processes, restarted as a new
   incarnation whenever they die.
-- The rate: every worker unpaced first (``calibrate_s``), each worker's peak measured from
-  its sequence numbers, then every worker paced at ``rate_fraction`` of its own peak.
+- The rate: every worker unpaced first (``calibrate_s``); the peak is what the pipeline
+  delivered meanwhile (the topic's high watermarks), split by each worker's share of the
+  sends; then every worker is paced at ``rate_fraction`` of its part.
 - Secrets (the SASL password) live in 0600 files of the run's 0700 directory, never on a
   command line.
 """
@@ -308,16 +309,31 @@ class Soak:
                 total[worker] = total.get(worker, 0) + last
         return total
 
-    def calibrate(self) -> dict[int, int]:
-        """Each worker's unpaced rate (records/s), all of them running at once."""
-        time.sleep(min(5.0, self.o.calibrate_s / 3))  # (started, connected)
-        before, t0 = self.seqs(), time.monotonic()
+    def delivered(self) -> int:
+        """Records (and transaction markers) in the topic so far: the high watermarks."""
+        count = self.control("partition_count", topic=self.topic)
+        return sum(self.control("high_watermark", topic=self.topic, partition=p)
+                   for p in range(count))  # fmt: skip
+
+    def calibrate(self) -> tuple[int, dict[int, int]]:
+        """The peak: what the whole pipeline delivers with every worker unpaced (the high
+        watermarks' growth, so a pool filling up does not count), and each worker's share
+        of the sends meanwhile. Returns (records/s delivered, records/s per worker)."""
+        warmup = min(5.0, self.o.calibrate_s / 3)  # (started, connected, queues full)
+        end = time.monotonic() + warmup
+        while time.monotonic() < end:
+            self.supervise()
+            time.sleep(0.2)
+        sent0, delivered0, t0 = self.seqs(), self.delivered(), time.monotonic()
         end = t0 + self.o.calibrate_s
         while time.monotonic() < end:
             self.supervise()
             time.sleep(0.2)
-        after, t1 = self.seqs(), time.monotonic()
-        return {w: int((after.get(w, 0) - before.get(w, 0)) / (t1 - t0)) for w in after}
+        sent1, delivered1, t1 = self.seqs(), self.delivered(), time.monotonic()
+        peak = int((delivered1 - delivered0) / (t1 - t0))
+        sent = {w: max(0, sent1.get(w, 0) - sent0.get(w, 0)) for w in sent1}
+        total = sum(sent.values()) or 1
+        return peak, {w: int(peak * n / total) for w, n in sent.items()}
 
     # ------------------------------------------------------------------ memory
 
@@ -345,11 +361,11 @@ class Soak:
         try:
             for slot in self.slots:
                 self.start_worker(slot)
-            peaks = self.calibrate()
+            peak, peaks = self.calibrate()
             rates = {w: max(20, int(r * self.o.rate_fraction)) for w, r in peaks.items()}
             for w, rate in rates.items():
                 self.board.set_rate(w, rate)
-            self.note(f"peaks {peaks}; paced at {rates}")
+            self.note(f"peak {peak} records/s delivered, shares {peaks}; paced at {rates}")
             started = self.now_ms()
             until = time.monotonic() + self.o.duration_s
             nemesis = threading.Thread(target=self.nemesis.run, args=(until,), daemon=True)
@@ -374,7 +390,7 @@ class Soak:
             verdict = self._finish_checker(checker)
         finally:
             self._teardown(checker)
-        report = self._report(verdict, peaks, rates, started, ended, stop, left, auth)
+        report = self._report(verdict, peak, peaks, rates, started, ended, stop, left, auth)
         with open(os.path.join(self.dir, "report.json"), "w") as f:
             json.dump(report, f, indent=1)
         return report
@@ -456,6 +472,10 @@ class Soak:
                 self.broker.wait()
         for proxy in self.proxies:
             proxy.close()
+        if self.broker is not None and self.broker.stdout is not None:
+            self.broker.stdout.close()
+        self._log.close()
+        self._faults.close()
         # a pool whose Sender was killed last may stay: remove it (it is reported above)
         from shmkafka.shm.cleanup import cleanup_pool
 
@@ -465,7 +485,8 @@ class Soak:
 
     # ------------------------------------------------------------------ figures
 
-    def _report(self, verdict: dict[str, Any], peaks: dict[int, int], rates: dict[int, int],
+    def _report(self, verdict: dict[str, Any], peak: int, peaks: dict[int, int],
+                rates: dict[int, int],
                 started: int, ended: int, stop: dict[str, Any], left: list[str],
                 auth: dict[str, int]) -> dict[str, Any]:  # fmt: skip
         counts = verdict["counts"]
@@ -477,7 +498,7 @@ class Soak:
         report = {
             "seed": self.seed, "dir": self.dir, "security": self.o.security,
             "duration_s": round((ended - started) / 1000), "peak_rates": peaks,
-            "paced_rates": rates, "peak_total": sum(peaks.values()),
+            "paced_rates": rates, "peak_total": peak,
             "paced_total": sum(rates.values()), "counts": counts,
             "examples": verdict.get("examples", {}), "caught_up": verdict.get("caught_up"),
             "partitions": verdict.get("partitions"), "faults": injected,
@@ -505,6 +526,7 @@ def memory_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
                    isinstance(v, dict)) for row in rows]  # fmt: skip
         if series:
             name = {"sender": "senders", "w": "workers", "broker": "broker"}[kind]
+            series, rss = [round(x, 1) for x in series], [round(x, 1) for x in rss]
             out[name] = {"pss_mb_first": series[0], "pss_mb_last": series[-1],
                          "pss_mb_max": max(series), "rss_mb_first": rss[0],
                          "rss_mb_last": rss[-1], "rss_mb_max": max(rss)}  # fmt: skip

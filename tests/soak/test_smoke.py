@@ -1,0 +1,34 @@
+"""The soak's smoke run in ``make test``: the same harness as ``make soak`` (every API and
+mode, every fault kind, the history checker), for about two minutes instead of thirty, at a
+lower share of the peak so the tests beside it keep their pace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.soak.harness import DEFECTS, Options, Soak
+from tests.soak.nemesis import KINDS
+
+
+@pytest.mark.early
+def test_a_short_soak_under_every_fault_loses_duplicates_reorders_and_hangs_nothing(
+    tmp_path: Path,
+) -> None:
+    options = Options(
+        duration_s=60, calibrate_s=6, rate_fraction=0.3, fault_interval_s=(1.5, 3.0),
+        min_faults=1, max_partitions=8, directory=str(tmp_path / "soak"),
+    )  # fmt: skip
+    report = Soak(options).run()
+    counts = report["counts"]
+    assert {k: counts[k] for k in DEFECTS} == dict.fromkeys(DEFECTS, 0), report["examples"]
+    for kind in ("resolved_twice", "ack_mismatch", "txn_partial", "fire_and_forget_absent"):
+        assert counts[kind] == 0, (kind, report["examples"].get(kind))
+    assert report["caught_up"] and report["left_behind"] == []
+    assert report["hung_processes"] == [] and report["failed_processes"] == []
+    assert {k for k in KINDS if report["faults"].get(k, 0) < 1} == set()
+    # the run did what it says: records of every worker acknowledged and read back
+    assert counts["acknowledged"] > 0 and counts["read_back"] >= counts["acknowledged"]
+    assert counts["txn_committed"] > 0 and counts["txn_aborted"] > 0
+    assert report["passed"]
