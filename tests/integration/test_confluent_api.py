@@ -16,6 +16,7 @@ import confluent_kafka
 import pytest
 
 from shmkafka import Producer
+from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.confluent_kafka import KafkaError, KafkaException
 from shmkafka.producer import supervisor
 from shmkafka.shm.pool import SharedPool
@@ -366,3 +367,42 @@ def test_records_waiting_for_a_new_topic_keep_their_order_while_another_thread_p
         poller.join()
     p.close()
     assert [offsets.get(i) for i in range(count)] == [(None, i) for i in range(count)]
+
+
+def test_a_record_produced_as_its_topic_becomes_known_stays_behind_the_waiting_ones(
+    pool_name: str,
+) -> None:
+    """Found by the soak: produce() served the records waiting for their topic, found the
+    topic still unknown, and then, the metadata having arrived in between, appended the new
+    record at once, ahead of the earlier ones. The window is held open here: the first
+    serving pass with records waiting returns only once the Sender has the topic."""
+    topic = unique_topic("known-meanwhile")
+    with BrokerStub(nodes=1, partitions=1) as stub:
+        p = Producer({"bootstrap.servers": stub.bootstrap, "shmkafka.pool": pool_name,
+                      "enable.idempotence": True})  # fmt: skip
+        serve, waiting = [p._serve_unassigned], p._unassigned
+        held: list[bool] = []
+
+        def serve_then_wait_for_the_topic(handle: Any) -> None:
+            serve[0](handle)
+            if waiting and not held:
+                held.append(True)
+                deadline = time.monotonic() + 10
+                while handle.pool.directory.partitions(topic) is None:
+                    assert time.monotonic() < deadline, "the topic never became known"
+                    time.sleep(0.01)
+
+        p._serve_unassigned = serve_then_wait_for_the_topic  # type: ignore[method-assign]
+        offsets: dict[bytes, int] = {}
+
+        def delivered(err: Any, msg: Any) -> None:
+            offsets[msg.value()] = msg.offset()
+
+        for i in range(20):
+            p.produce(topic, b"%d" % i, partition=0, on_delivery=delivered)
+        assert p.flush(10) == 0
+        serve.clear()
+        del p  # (the producer is released: its pool's Sender goes idle)
+        gc.collect()
+    assert held, "the window was never opened: the test did not test the race"
+    assert [offsets[b"%d" % i] for i in range(20)] == list(range(20))

@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from shmkafka.shm.procs import start_time
 from tests.soak.worker import FLUSHING, SENDING
 
 if TYPE_CHECKING:
@@ -138,20 +139,35 @@ class Nemesis:
 
     # ------------------------------------------------------------------ the Senders
 
+    def _live_sender(self) -> tuple[str, int] | None:
+        """A random pool whose Sender is alive just now (a pool between two Senders, or
+        removed after its last process died, is not a target), waiting up to 10 s."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not self._stop.is_set():
+            pools = self.soak.pools()
+            self.rng.shuffle(pools)
+            for pool in pools:
+                pid = self.soak.sender_pid(pool)
+                if pid and start_time(pid) is not None:
+                    return pool, pid
+            time.sleep(0.1)
+        return None
+
     def sender_kill(self) -> None:
-        pool = self.rng.choice(self.soak.pools())
-        pid = self.soak.sender_pid(pool)
-        if pid:
-            start = self.soak.now_ms()
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-                self.counted("sender_kill", start, start, pool)
+        target = self._live_sender()
+        if target is None:
+            return
+        pool, pid = target
+        start = self.soak.now_ms()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+            self.counted("sender_kill", start, start, pool)
 
     def sender_stop(self) -> None:
-        pool = self.rng.choice(self.soak.pools())
-        pid = self.soak.sender_pid(pool)
-        if not pid:
+        target = self._live_sender()
+        if target is None:
             return
+        pool, pid = target
         start = self.soak.now_ms()
         try:
             os.kill(pid, signal.SIGSTOP)

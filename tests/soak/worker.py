@@ -182,28 +182,29 @@ class Worker:
 # ---------------------------------------------------------------------- security
 
 
-def kafka_python_security(s: dict[str, Any] | None) -> dict[str, Any]:
+KAFKA_PYTHON_SECURITY = ("security_protocol", "ssl_cafile", "sasl_mechanism",
+                         "sasl_plain_username", "sasl_plain_password")  # fmt: skip
+CONFLUENT_SECURITY = ("security.protocol", "ssl.ca.location", "sasl.mechanism",
+                      "sasl.username", "sasl.password")  # fmt: skip
+
+
+def _security(s: dict[str, Any] | None, names: tuple[str, ...]) -> dict[str, Any]:
+    """The run's security settings under one API's names (the password read from its
+    0600 file)."""
     if not s:
         return {}
     with open(s["password_file"]) as f:
         password = f.read().strip()
-    return {
-        "security_protocol": s["protocol"], "ssl_cafile": s["cafile"],
-        "sasl_mechanism": s["mechanism"], "sasl_plain_username": s["username"],
-        "sasl_plain_password": password,
-    }  # fmt: skip
+    values = (s["protocol"], s["cafile"], s["mechanism"], s["username"], password)
+    return dict(zip(names, values, strict=True))
+
+
+def kafka_python_security(s: dict[str, Any] | None) -> dict[str, Any]:
+    return _security(s, KAFKA_PYTHON_SECURITY)
 
 
 def confluent_security(s: dict[str, Any] | None) -> dict[str, Any]:
-    if not s:
-        return {}
-    with open(s["password_file"]) as f:
-        password = f.read().strip()
-    return {
-        "security.protocol": s["protocol"], "ssl.ca.location": s["cafile"],
-        "sasl.mechanism": s["mechanism"], "sasl.username": s["username"],
-        "sasl.password": password,
-    }  # fmt: skip
+    return _security(s, CONFLUENT_SECURITY)
 
 
 def aiokafka_security(s: dict[str, Any] | None) -> dict[str, Any]:

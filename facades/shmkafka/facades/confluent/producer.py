@@ -313,9 +313,16 @@ class Producer(ConfluentTransactions, ProduceEntry):
                 return
             with self._unassigned_lock:
                 self._serve_unassigned(handle)
-                if not self._append(handle, record):
-                    handle.request_topic(topic)
+                # A record of its topic still waiting goes first, even if the topic became
+                # known just after that pass (else this one would overtake it: found by the
+                # soak, tests/soak): behind them, then served again.
+                behind = any(r.topic == topic for r in self._unassigned)
+                if behind or not self._append(handle, record):
+                    if not behind:
+                        handle.request_topic(topic)
                     self._unassigned.append(record)
+                    if behind:
+                        self._serve_unassigned(handle)
         except ProtocolKafkaError as exc:
             raise confluent_exception(exc) from None
 
