@@ -39,7 +39,7 @@ import psutil
 from tests.reliability.proxy import Proxy
 from tests.soak.history import ACKED, INTENT, read_history
 from tests.soak.nemesis import GLOBAL, KINDS, Nemesis
-from tests.soak.worker import Board, create_board
+from tests.soak.worker import IDLE, Board, create_board
 
 TOPIC = "soak"
 # (api, mode); the last one is transactional
@@ -181,8 +181,12 @@ class Soak:
         self.slots[worker].armed = env
 
     def kill_worker(self, worker: int, signum: int) -> bool:
+        """Signal a running worker; a SIGTERM (a clean stop) only once it is up, with its
+        handler in place (before that, SIGTERM would simply end it)."""
         proc = self.slots[worker].proc
         if proc is None or proc.poll() is not None:
+            return False
+        if signum == signal.SIGTERM and self.board.phase(worker) == IDLE:
             return False
         try:
             os.kill(proc.pid, signum)
@@ -267,6 +271,7 @@ class Soak:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.write(fd, json.dumps(config).encode())
         os.close(fd)
+        self.board.set_phase(slot.worker, IDLE)  # (it says SENDING once it is up)
         env = dict(os.environ, SHMKAFKA_SENDER_IDLE_EXIT_MS="2000")
         env.pop("SHMKAFKA_FAULT_AT", None)
         slot.armed_now = slot.armed is not None
@@ -409,9 +414,12 @@ class Soak:
     def _stop_workers(self) -> dict[str, Any]:
         """A clean stop of every worker; one that does not end in 180 s is hung."""
         self.stopping = True
+        up_by = time.monotonic() + 60  # (one just started: it comes up first)
         for slot in self.slots:
-            if slot.proc is not None:
-                self.kill_worker(slot.worker, signal.SIGTERM)
+            while slot.proc is not None and not self.kill_worker(slot.worker, signal.SIGTERM):
+                if slot.proc.poll() is not None or time.monotonic() > up_by:
+                    break
+                time.sleep(0.05)
         hung, failed = [], []
         deadline = time.monotonic() + 180
         for slot in self.slots:

@@ -175,6 +175,10 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[asyncio.Future[Any]] = set()
         self._checked: set[str] = set()  # topic names found legal
+        # sends waiting for their topic's metadata, and those behind them, pass one gate
+        # in call order (an asyncio.Lock is FIFO), so none overtakes an earlier one
+        self._waiting_sends = 0
+        self._gate: asyncio.Lock | None = None
         self._size_precheck = max_request_size - 1024  # (a record below it always fits)
         # the common record (bytes, no partition, timestamp or headers) takes the C append
         self._plain = key_serializer is None and value_serializer is None and partitioner is None
@@ -274,7 +278,8 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
     ) -> asyncio.Future[Any]:  # fmt: skip
         """Append one record; returns an asyncio future of its RecordMetadata (None with
         acks=0)."""
-        if partition is None and timestamp_ms is None and headers is None and self._plain:
+        if (partition is None and timestamp_ms is None and headers is None and self._plain
+                and not self._waiting_sends):  # fmt: skip
             loop = self._loop
             if loop is not None:  # (the common record: one C call, which checks the rest)
                 future = loop.create_future()
@@ -297,12 +302,32 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
     ) -> asyncio.Future[Any]:  # fmt: skip
         handle = self._live_handle()
         entries = handle.pool.directory.partitions(topic)
-        if entries is None or topic not in self._checked:
-            check_topic(topic)
-            self._checked.add(topic)
-            count = await self._partitions(topic)
-        else:
-            count = len(entries)
+        if entries is not None and topic in self._checked and not self._waiting_sends:
+            return await self._append(handle, topic, value_bytes, key_bytes, partition,
+                                      timestamp_ms, header_list, len(entries))  # fmt: skip
+        # A send that waits for its topic, and every send made meanwhile, go through the
+        # gate in call order: as aiokafka's, whose waiters resume in order on one metadata
+        # future, a later send never lands ahead of an earlier one.
+        if self._gate is None:
+            self._gate = asyncio.Lock()
+        self._waiting_sends += 1
+        try:
+            async with self._gate:
+                check_topic(topic)
+                self._checked.add(topic)
+                count = await self._partitions(topic)
+                return await self._append(handle, topic, value_bytes, key_bytes, partition,
+                                          timestamp_ms, header_list, count)  # fmt: skip
+        finally:
+            self._waiting_sends -= 1
+
+    async def _append(
+        self, handle: Any, topic: str, value_bytes: bytes | None, key_bytes: bytes | None,
+        partition: int | None, timestamp_ms: int | None, header_list: list[tuple[str, bytes]],
+        count: int,
+    ) -> asyncio.Future[Any]:  # fmt: skip
+        """Append one record to a topic of ``count`` partitions (waiting, never blocking,
+        for room in a full pool)."""
         if header_list or len(key_bytes or b"") + len(value_bytes or b"") > self._size_precheck:
             self._check_size(key_bytes, value_bytes, header_list)
         if partition is not None:
