@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
-from shmkafka.broker_stub.log import PartitionLog
+from shmkafka.broker_stub.log import PartitionLog, StoredBatch
 from shmkafka.broker_stub.validate import check_sequence, split_batches
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.records import BatchMeta, build_batch, decode_batch, decode_batch_header
+from tests.integration.kafka_io import transactional_batch
 
 
 def _batch(count: int = 1, *, pid: int = -1, epoch: int = -1, seq: int = -1) -> bytes:
@@ -147,3 +148,14 @@ def test_a_topic_grows_and_keeps_its_size_across_a_restart(tmp_path: Any) -> Non
     assert recovered.topics["t"][0].leader_log.leo == 3
     for log in recovered.disk_logs():
         log.close()
+
+
+def test_a_follower_forgets_an_old_epochs_batches_as_the_leader_does() -> None:
+    """Found by the soak: a follower kept the old epoch's batches when a new epoch's
+    arrived, so once leader it answered the new epoch's batch with sequence N as a
+    duplicate of the old epoch's N (and dropped it: a committed transaction not written)."""
+    follower = PartitionLog()
+    for offset, (epoch, seq) in enumerate([(4, 0), (4, 1), (4, 2), (5, 0)]):
+        follower.append_replica(StoredBatch(offset, offset, 0, 0, b""), (1002, epoch, seq, seq))
+    ((header, _),) = split_batches(transactional_batch(b"v", 1002, 5, 1))
+    assert check_sequence(follower, header) == (0, -1)  # new: epoch 5's first sequence 1

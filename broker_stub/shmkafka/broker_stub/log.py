@@ -123,11 +123,7 @@ class PartitionLog:
         self._write(batch)
         if producer is not None:
             pid, epoch, first_seq, last_seq = producer
-            entry = self.producers.setdefault(pid, ProducerEntry(epoch))
-            entry.epoch = epoch
-            entry.batches.append((first_seq, last_seq, batch.base_offset))
-            while len(entry.batches) > PRODUCER_BATCHES_KEPT:
-                entry.batches.popleft()
+            self._note_producer_batch(pid, epoch, first_seq, last_seq, batch.base_offset)
 
     def _append(self, batch: StoredBatch) -> None:
         if not self.epochs or self.epochs[-1][0] < batch.leader_epoch:
@@ -142,11 +138,20 @@ class PartitionLog:
                              batch.max_timestamp, wall_ms())  # fmt: skip
 
     def _record_producer(self, header: BatchHeader, base_offset: int) -> None:
-        entry = self.producers.get(header.producer_id)
-        if entry is None or entry.epoch != header.producer_epoch:
-            entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch)
         last_seq = header.base_sequence + header.last_offset_delta
-        entry.batches.append((header.base_sequence, last_seq, base_offset))
+        self._note_producer_batch(header.producer_id, header.producer_epoch,
+                                  header.base_sequence, last_seq, base_offset)  # fmt: skip
+
+    def _note_producer_batch(self, pid: int, epoch: int, first_seq: int, last_seq: int,
+                             base_offset: int) -> None:  # fmt: skip
+        """Keep a producer's last batches, for the duplicate check; a new epoch starts
+        afresh, on the leader and on every follower alike (a follower that kept the old
+        epoch's batches answered, once leader, a new epoch's batch as a duplicate of an old
+        one with the same sequences: found by the soak)."""
+        entry = self.producers.get(pid)
+        if entry is None or entry.epoch != epoch:
+            entry = self.producers[pid] = ProducerEntry(epoch)
+        entry.batches.append((first_seq, last_seq, base_offset))
         while len(entry.batches) > PRODUCER_BATCHES_KEPT:
             entry.batches.popleft()
 
