@@ -4,5 +4,6 @@
 smoke run in ``make test`` is ``tests/soak/test_smoke.py``. Modules: ``history`` (what a
 worker logs, byte-packed), ``worker`` (one producer process of one API and mode),
 ``nemesis`` (the faults), ``checker`` (reads everything back and classifies each record),
+``figures`` (latency, gaps and memory from the run directory),
 ``harness`` (starts and stops it all, and reports).
 """

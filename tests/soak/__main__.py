@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tests.soak.harness import Options, Soak, print_report
+from tests.soak.figures import print_report
+from tests.soak.harness import Options, Soak
 
 
 def main(argv: list[str] | None = None) -> int:
