@@ -385,7 +385,13 @@ Tracker_init(Tracker *self, PyObject *args, PyObject *kwargs)
     return 0;
 }
 
-/* The wait of ``registration`` (borrowed), made when there is none. */
+/* The wait of ``registration`` (borrowed: the dict holds it), made when there
+ * is none. Making one allocates, and an allocation may run the garbage
+ * collector, whose callbacks and finalizers are Python code: another thread
+ * (the completion thread, or a send) can run there and make the same wait.
+ * So the new wait goes in with PyDict_SetDefault, which runs no Python code
+ * between its lookup and its insert: whoever is second takes the first one's
+ * wait (a replaced wait would hold a record nobody completes). */
 static BatchWait *
 wait_for(Tracker *self, uint64_t registration)
 {
@@ -404,20 +410,26 @@ wait_for(Tracker *self, uint64_t registration)
     }
     BatchWait *wait = (BatchWait *)PyDict_GetItemWithError(self->waits, key);
     if (wait == NULL) {
-        if (PyErr_Occurred() || (wait = batchwait_new(self->cond)) == NULL) {
+        BatchWait *made = PyErr_Occurred() ? NULL : batchwait_new(self->cond);
+        if (made == NULL) {
             Py_DECREF(key);
             return NULL;
         }
-        int failed = PyDict_SetItem(self->waits, key, (PyObject *)wait);
-        Py_DECREF(wait);  /* the dict holds it */
-        if (failed) {
+        wait = (BatchWait *)PyDict_SetDefault(self->waits, key,
+                                              (PyObject *)made);
+        Py_DECREF(made);  /* the dict holds the one it kept */
+        if (wait == NULL) {
             Py_DECREF(key);
             return NULL;
         }
     }
     Py_DECREF(key);
-    Py_XSETREF(entry->wait, (BatchWait *)Py_NewRef(wait));
+    /* (the old entry's wait may be freed here, running Python code: the
+     * entry is rewritten first, and ``wait`` is the dict's) */
+    BatchWait *old = entry->wait;
+    entry->wait = (BatchWait *)Py_NewRef(wait);
     entry->registration = registration;
+    Py_XDECREF(old);
     return wait;
 }
 
@@ -469,39 +481,38 @@ new_future(Tracker *self, BatchWait *wait, PyObject *topic, const Facts *facts,
 }
 
 /* Register a record: counted, and a future when one is wanted (listed when a
- * report awaits it). Returns the future, None, or NULL on error. */
+ * report awaits it). Returns the future, None, or NULL on error. The wait is
+ * held for the call: making the future may run Python code (see wait_for). */
 static PyObject *
 register_record(Tracker *self, PyObject *topic, const Facts *facts,
                 PyObject *report, int want_future)
 {
     BatchWait *wait = wait_for(self, facts->registration);
-    PyObject *future = NULL;
+    PyObject *future = NULL, *result = NULL;
 
     if (wait == NULL) {
         return NULL;
     }
+    Py_INCREF(wait);
     if (want_future || report != Py_None) {
         future = new_future(self, wait, topic, facts, report);
         if (future == NULL) {
-            return NULL;
+            goto done;
         }
     }
     if (outcome_index(wait, facts->offset_delta) < 0) {  /* not done already */
         if (count_pending(self, wait, facts->offset_delta) < 0
             || (report != Py_None && PyList_Append(wait->listed, future) < 0))
         {
-            Py_XDECREF(future);
-            return NULL;
+            goto done;
         }
     }
-    if (future == NULL) {
-        Py_RETURN_NONE;
-    }
-    if (!want_future) {
-        Py_DECREF(future);
-        Py_RETURN_NONE;
-    }
-    return future;
+    result = want_future && future != NULL ? Py_NewRef(future)
+                                           : Py_NewRef(Py_None);
+done:
+    Py_XDECREF(future);
+    Py_DECREF(wait);
+    return result;
 }
 
 PyDoc_STRVAR(Tracker_send__doc__,

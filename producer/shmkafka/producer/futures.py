@@ -123,8 +123,8 @@ class PyTracker:
 
     def _wait(self, registration: int) -> BatchWait:
         wait = self.waits.get(registration)
-        if wait is None:
-            wait = self.waits[registration] = BatchWait(self.cond)
+        if wait is None:  # (setdefault: a wait another thread made meanwhile stays)
+            wait = self.waits.setdefault(registration, BatchWait(self.cond))
         return wait
 
     def track(
