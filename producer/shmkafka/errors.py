@@ -148,6 +148,13 @@ class PoolCapacityError(PoolError):
     call or record that needs more fails: the pool and its other topics carry on."""
 
 
+class ResultLostError(KafkaError):
+    """The record's batch no longer holds it and no result came for it: its process fails
+    it rather than wait for ever. The record may or may not have reached the broker. This is
+    an internal error of shmkafka (counted in ``shmkafka stat`` and the metrics as
+    ``internal errors``, and logged at ERROR): a bug to report, never a normal path."""
+
+
 for_code = broker_errors.for_code
 CorruptRecordException = CorruptRecordError  # noqa: F405  (kafka-python's alias)
 kafka_errors: dict[int, type[BrokerResponseError]] = {0: NoError, **BROKER_ERRORS_BY_CODE}
@@ -180,6 +187,7 @@ __all__ = [
     "PoolError",
     "PoolSettingsMismatchError",
     "QuotaViolationError",
+    "ResultLostError",
     "RetriableError",
     "StaleMetadata",
     "TooManyInFlightRequests",

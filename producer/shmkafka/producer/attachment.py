@@ -2,7 +2,7 @@
 
 Rules:
 - A process holds one slot of a pool, however many producers it makes: ``Attachment.join``
-  returns the process's attachment (made on first use), ``leave`` gives it up, and the last
+  returns the process's attachment (made on first use), ``release`` gives it up, and the last
   producer to leave detaches the pool, freeing the slot. So 64 workers with 16 producers
   each take 64 slots, and a producer made per request costs no slot.
 - The attachment's one completion thread reads the slot's ring and hands each completion
@@ -116,9 +116,9 @@ class Attachment:
         """Read the ring here, on the completion thread: a callback running on it waits for
         results (a flush or close from a future's callback) that nobody else would read."""
         self.pool.rings.wait(self.pool.slot, timeout)
-        self._deliver()
+        self.deliver()
 
-    def _deliver(self) -> None:
+    def deliver(self) -> None:
         """Hand the ring's completions to the producers listed now, not as of before the
         wait: one that began to send meanwhile is served before its record is appended, so
         it is listed by the time its record's completion can have been posted."""

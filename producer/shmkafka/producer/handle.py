@@ -13,10 +13,9 @@ Rules:
 - The producer makes sure a live Sender serves the pool (supervisor.py).
 - Errors of the shared-memory pool leave this class only as Kafka errors (``kafka_error``):
   the facades above see nothing but the ``KafkaError`` tree.
-- The completion thread also reads the pool's event ring (shm/events.py): each Sender log
-  line is logged once per process to ``shmkafka.sender``; each error goes to ``on_event``
-  if a facade set it (confluent's ``error_cb``), else is logged at ERROR. A new handle
-  also hears of errors of the last ``RECENT_EVENTS_S`` seconds.
+- The completion thread also reads the pool's event ring (sender_events.py), and checks
+  that every record still waiting is held by a batch (liveness.py): a record whose result
+  can never come is failed with ResultLostError, never waited for.
 - Keyed records go to ``(murmur2(key) & 0x7fffffff) % partitions`` as in the Java client;
   keyless ones stick to one partition, shared by all the pool's producers, until its batch
   fills (KIP-480 style); then they all move to a random one.
@@ -34,28 +33,25 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
 from shmkafka.errors import (
-    KafkaConnectionError,
     KafkaTimeoutError,
     PoolCapacityError,
+    ResultLostError,
     UnknownTopicOrPartitionError,
 )
-from shmkafka.producer import native
+from shmkafka.producer import liveness, native
 from shmkafka.producer.accumulator import RecordAccumulator, StaleRouteError
 from shmkafka.producer.attachment import Attachment
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
 from shmkafka.producer.metadata_view import metadata_poll_s
 from shmkafka.producer.pool_errors import SHM_ERRORS, completion_error, kafka_error, kafka_errors
+from shmkafka.producer.sender_events import SenderEvents, sender_logger
 from shmkafka.producer.supervisor import SENDER_STALL_MS, SenderSupervisor
-from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
-from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
 from shmkafka.shm import faultpoints
-from shmkafka.shm.broker_stats import UP
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.events import AUTHENTICATION, SSL, Event
 from shmkafka.shm.layout import DIRECTORY_LOCK, IN_FLIGHT
 from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import (
@@ -73,17 +69,12 @@ SENDER_CHECK_S = 0.2
 ASK_AGAIN_S = 1.0  # how often a topic still waited for is asked for again
 
 
-RECENT_EVENTS_S = 10.0
 RELEASE_WAIT_S = 0.2  # how long release() waits for the completion thread to detach
-sender_logger = logging.getLogger("shmkafka.sender")
-# (pool name, segment inode, pid) -> the last event number logged by this process (a pool
-# made again under the same name is another segment, whose events count from 1 again)
-_events_logged: dict[tuple[str, int, int], int] = {}
 RETIRE_S = 5.0  # a completed batch's wait stays this long for registrations still in flight
 log = logging.getLogger("shmkafka.producer")
 
 
-class ProducerHandle:
+class ProducerHandle(SenderEvents):
     def __init__(
         self,
         pool: str,
@@ -149,16 +140,15 @@ class ProducerHandle:
             else Tracker(self._cond, Future, self._on_batch)
         )  # fmt: skip
         self._next_retire = 0.0
+        self._next_liveness = 0.0
         # Called (by the completion thread, or by send for a record resolved at once) with
         # the futures just resolved, in offset order per batch.
         self.on_done: Callable[[list[Future]], None] | None = None
-        # Called by the completion thread with each error event of the pool's Sender.
-        self.on_event: Callable[[Event], None] | None = None
+        self.on_event = None  # (sender_events.py says what these are)
         # An app's OAUTHBEARER token callback: (token, expiry in wall-clock ms) for the
         # Sender, through the pool's token board (shm/tokens.py).
         self.token_provider: Callable[[], tuple[str, int]] | None = None
-        # The last refused login or TLS handshake the Sender reported (see connect_failure)
-        self.connect_error: Event | None = None
+        self.connect_error = None
         self.event_logger = sender_logger
         self._segment_inode = os.fstat(self.pool.segment.fd).st_ino
         self._events_seen = self._recent_events_start()
@@ -428,36 +418,13 @@ class ProducerHandle:
             self._next_check = now + SENDER_CHECK_S
             self.supervisor.check()
         self._retire(now)
+        self.check_liveness(now)
         try:
             self._poll_events()
             if self.token_provider is not None:
                 self.pool.tokens.answer(self.token_provider)
         except Exception:  # a user's logger, error_cb or token callback must not end us
             log.exception("handling an event or a token question of the pool's Sender")
-
-    def _recent_events_start(self) -> int:
-        """The event number to read after: before the errors of the last few seconds."""
-        events, last = self.pool.events.read_after(0)
-        since = wall_ms() - int(RECENT_EVENTS_S * 1000)
-        recent = [e.number for e in events if e.is_error and e.wall_ms >= since]
-        return recent[0] - 1 if recent else last
-
-    def _poll_events(self) -> None:
-        if self.pool.events.published() == self._events_seen:
-            return
-        events, self._events_seen = self.pool.events.read_after(self._events_seen)
-        key = (self.pool.name, self._segment_inode, os.getpid())
-        logged = _events_logged.get(key, 0)
-        for event in events:
-            if event.is_error and event.code in (AUTHENTICATION, SSL):
-                self.connect_error = event
-            if event.is_error and self.on_event is not None:
-                self.on_event(event)
-            elif event.number > logged:
-                level = logging.ERROR if event.is_error else event.level
-                self.event_logger.log(level, "%s", event.text)
-        if events:
-            _events_logged[key] = max(logged, events[-1].number)
 
     def _on_completion(self, completion: Completion, local: KafkaError | None = None) -> None:
         registration = (completion.batch_id << 32) | completion.generation
@@ -497,28 +464,33 @@ class ProducerHandle:
             self._on_completion(failure, error)
         return sum(count for _, count in pending)
 
-    def cluster_reachable(self) -> bool:
-        """A broker connection of the pool's Sender is up (its published counters)."""
-        return any(b.state == UP for b in self.pool.brokers.read())
-
-    def connect_failure(self) -> KafkaError | None:
-        """The typed error of a refused login or TLS handshake while no broker connection
-        of the Sender is up: waiting for metadata cannot succeed, so it fails at once."""
-        event = self.connect_error
-        if event is None:
-            return None
-        if self.cluster_reachable():
-            self.connect_error = None
-            return None
-        if event.code == AUTHENTICATION:
-            return for_code(ErrorCode.SASL_AUTHENTICATION_FAILED)(event.text)
-        return KafkaConnectionError(event.text)
-
     def in_flight(self, registration: int) -> bool:
         """The batch of this registration (batch id << 32 | generation) is being sent."""
         with kafka_errors:
             info = self.pool.batches.read(registration >> 32)
         return info.state == IN_FLIGHT and info.generation == registration & 0xFFFFFFFF
+
+    def check_liveness(self, now: float) -> None:
+        """The completion thread, every ``liveness.CHECK_S``: fail the records whose batch no
+        longer holds them and whose result did not come (liveness.py's rules)."""
+        if now < self._next_liveness:
+            return
+        self._next_liveness = now + liveness.CHECK_S
+        with self._lock:
+            pending = [registration for registration, _ in self._tracker.pending()]
+        causes = liveness.unheld(self.pool, pending) if pending else None
+        if not causes:
+            return
+        self.attachment.deliver()  # (results posted before their batch was freed)
+        with self._lock:
+            lost = {r: n for r, n in self._tracker.pending() if r in causes}
+        if lost:
+            self.pool.count_internal_errors(sum(lost.values()))
+        for registration, records in lost.items():
+            cause = f"no result can come for it: {causes[registration]}"
+            log.error("internal error: %d record(s) of pool %r failed, %s", records,
+                      self.pool.name, cause)  # fmt: skip
+            self.fail_pending(ResultLostError(cause), select=registration.__eq__)
 
     def _retire(self, now: float) -> None:
         """Forget waits whose records are all done, ``RETIRE_S`` after their completion."""
@@ -564,6 +536,8 @@ class ProducerHandle:
         """Until every record is done; ``wait(seconds)`` waits for results (None: for the
         completion thread's notification)."""
         while self._outstanding:
+            if wait is not None:  # (on the completion thread: no housekeeping meanwhile)
+                self.check_liveness(time.monotonic())
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise KafkaTimeoutError(f"{self._outstanding} records not done in {timeout} s")

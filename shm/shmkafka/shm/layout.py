@@ -62,6 +62,10 @@ Region 1 - HEADER (512 bytes)
                                          of a forgotten topic's entry (readers re-read)
     296  u16      cluster_id length      the Sender, from Metadata responses: the length
     298  126s     cluster_id             is stored 0 first and last (0: not known yet)
+    424  u64      internal_errors        any process, under the pool lock: records whose
+                                         process failed them because no result could come
+                                         any more (their batch no longer held them; a bug
+                                         to find, never a normal path: liveness.py)
 Reservation. The segment file is sized for every region at creation, but only the fixed
     regions' memory is taken then (posix_fallocate). SLOTS, TOPICS, PARTITIONS, DEQUES and
     ACTIVE grow: whoever first uses a page of them reserves it first (``Segment.reserve``),
@@ -279,6 +283,7 @@ H_PARTITION_ENTRIES = 284
 H_NAMES_EPOCH = 288
 H_CLUSTER_ID = 296  # u16 length, then CLUSTER_ID_MAX bytes of UTF-8
 CLUSTER_ID_MAX = 126
+H_INTERNAL_ERRORS = 424
 U16 = struct.Struct("<H")
 U32 = struct.Struct("<I")
 I32 = struct.Struct("<i")

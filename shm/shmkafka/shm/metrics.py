@@ -26,6 +26,7 @@ from shmkafka.shm.broker_stats import UP, BrokerTable
 from shmkafka.shm.bufferpool import BufferPool
 from shmkafka.shm.errors import ShmError
 from shmkafka.shm.layout import IN_FLIGHT
+from shmkafka.shm.pool import internal_errors
 from shmkafka.shm.procs import cpu_seconds, is_alive
 from shmkafka.shm.segment import PREFIX, Segment, list_pools
 from shmkafka.shm.sender_counters import SenderCounters, recorded_sender, recorded_sender_alive
@@ -72,6 +73,13 @@ METRICS = (
     Metric("producer-processes", GAUGE, "live processes attached to the pool", own=True),
     Metric("sender-up", GAUGE, "1 while the pool's Sender runs", own=True),
     Metric("sender-cpu-seconds-total", COUNTER, "CPU time of the running Sender", own=True),
+    Metric(
+        "internal-error-total",
+        COUNTER,
+        "records failed by their own process because no "
+        "result could come any more (a bug of shmkafka: never a normal path)",
+        own=True,
+    ),
 )
 
 
@@ -95,6 +103,7 @@ class PoolSample:
     processes: int = 0
     sender_up: bool = False
     sender_cpu_s: float = 0.0
+    internal_errors: int = 0  # (pool.py: internal_errors)
     sender: tuple[int, int] = (0, 0)  # the Sender's (pid, start time): whose counters these are
 
 
@@ -137,6 +146,7 @@ def sample(
         ),  # (the Sender has a slot too)
         sender_up=sender_up,
         sender_cpu_s=(cpu_seconds(pid) or 0.0) if sender_up else 0.0,
+        internal_errors=internal_errors(segment),
         sender=(pid, started),
     )
 
@@ -178,6 +188,7 @@ def kafka_metrics(older: PoolSample | None, newer: PoolSample) -> dict[str, floa
         "producer-processes": n.processes,
         "sender-up": float(n.sender_up),
         "sender-cpu-seconds-total": n.sender_cpu_s,
+        "internal-error-total": n.internal_errors,
     }
     seconds = newer.at_s - older.at_s if older is not None else 0.0
     now, before = _totals(newer), _totals(older) if older is not None else None

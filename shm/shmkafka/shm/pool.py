@@ -24,6 +24,7 @@ from shmkafka.shm.layout import (
     FREE,
     H_CLUSTER_ID,
     H_DEQUES_USED,
+    H_INTERNAL_ERRORS,
     H_NEW_BATCHES,
     H_PRODUCER_EPOCH,
     H_PRODUCER_ID,
@@ -265,6 +266,12 @@ class SharedPool:
         buf[H_CLUSTER_ID + 2 : H_CLUSTER_ID + 2 + len(encoded)] = encoded
         U16.pack_into(buf, H_CLUSTER_ID, len(encoded))
 
+    def count_internal_errors(self, records: int) -> None:
+        """Add ``records`` to the pool's internal errors (layout.py: any process, under the
+        pool lock; a rare path, so a lock is cheaper than an atomic in C)."""
+        with self.locks.held(POOL_LOCK):
+            self.segment.store_u64(H_INTERNAL_ERRORS, internal_errors(self.segment) + records)
+
     def set_producer_identity(self, producer_id: int, epoch: int) -> None:
         self.segment.store_u32(H_PRODUCER_EPOCH, epoch)
         self.segment.store_u64(H_PRODUCER_ID, producer_id)
@@ -354,3 +361,10 @@ class SharedPool:
             if pid and not is_alive(pid, started):
                 problems.append(f"lock {lock} is held by dead pid {pid}")
         return problems
+
+
+def internal_errors(segment: Segment) -> int:
+    """Records failed by their own process because no result could come any more (their
+    batch no longer held them): each is a bug of shmkafka to find (liveness.py)."""
+    count: int = segment.words[H_INTERNAL_ERRORS >> 3]
+    return count

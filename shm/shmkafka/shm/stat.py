@@ -15,6 +15,7 @@ from shmkafka.shm.bufferpool import BufferPool
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.directory_view import PartitionEntry
 from shmkafka.shm.layout import FREE, IN_FLIGHT, STATE_NAMES
+from shmkafka.shm.pool import internal_errors
 from shmkafka.shm.procs import age_seconds, is_alive
 from shmkafka.shm.segment import Segment
 from shmkafka.shm.sender_counters import (
@@ -97,6 +98,7 @@ def segment_stat(segment: Segment) -> dict[str, Any]:
         },
         "batches": states,
         "in_flight_batches": in_flight,
+        "internal_errors": internal_errors(segment),
         "partitions": partitions,
     }
 
@@ -116,6 +118,7 @@ def format_stat(stat: dict[str, Any]) -> str:
         f"  buffer: {stat['buffer']['used_slabs']}/{stat['buffer']['slabs']} slabs "
         f"({stat['buffer']['used_bytes']} of {stat['buffer']['buffer_memory']} bytes)",
         f"  batches: {stat['batches'] or 'none'}, in flight {stat['in_flight_batches']}",
+        f"  internal errors: {stat['internal_errors']} (records whose result was lost: a bug)",
     ]
     for p in stat["partitions"]:
         if p["queued_batches"]:

@@ -102,5 +102,7 @@ def statistics(producer: Any, settings: dict[str, Any]) -> str:
         "txmsg_bytes": 0,
         "rxmsgs": 0,
         "rxmsg_bytes": 0,
+        # shmkafka's own: records whose result was lost and that their process failed
+        "shmkafka_internal_errors": stat["internal_errors"] if stat else 0,
     }
     return json.dumps(doc)
