@@ -160,6 +160,16 @@ class Worker:
         self.history.note(REFUSED, seq)
         os.write(self.errors_fd, f"{seq} refused {type(error).__name__}: {error}\n".encode())
 
+    def record_sent(self, seq: int, sent_us: int, started: float, future: Any,
+                    chunk: list[tuple[int, int, Any]]) -> None:  # fmt: skip
+        """After a send call returned: note that it waited for a full pool; in future mode,
+        keep the future in ``chunk`` for its outcome."""
+        if time.monotonic() - started > 0.05:
+            self.history.note(FULL, seq)
+        if self.c["mode"] == "future":
+            self.pending.add(seq)
+            chunk.append((seq, sent_us, future))
+
     def unresolved(self) -> None:
         for seq in sorted(self.pending):
             self.history.note(UNRESOLVED, seq)
@@ -263,12 +273,8 @@ def run_kafka_python(w: Worker) -> None:
             except KafkaTimeoutError as exc:  # (the pool stayed full for max_block_ms)
                 w.refused(seq, exc)
                 continue
-            if time.monotonic() - started > 0.05:
-                w.history.note(FULL, seq)
-            if mode == "future":
-                w.pending.add(seq)
-                chunk.append((seq, sent_us, future))
-            elif mode == "callback":
+            w.record_sent(seq, sent_us, started, future, chunk)
+            if mode == "callback":
                 w.pending.add(seq)
                 future.add_callback(ok, seq, sent_us).add_errback(partial(w.failed, seq))
         if mode == "future":  # (the oldest chunk as soon as it is done: latency is true)
@@ -415,11 +421,7 @@ async def _aiokafka(w: Worker) -> None:
             sent_us = int(time.time() * 1e6)
             started = time.monotonic()
             future = await p.send(w.topic, w.value(seq))
-            if time.monotonic() - started > 0.05:
-                w.history.note(FULL, seq)
-            if mode == "future":
-                w.pending.add(seq)
-                chunk.append((seq, sent_us, future))
+            w.record_sent(seq, sent_us, started, future, chunk)
         if mode == "future":
             window.append(chunk)
             while window and (len(window) > WINDOW or window[0][-1][2].done()):
