@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls clean
+.PHONY: spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls clean
 
 $(STAMP): pyproject.toml hatch_build.py producer/shmkafka/producer/_fastappend.c \
 		producer/shmkafka/producer/_tracker.c producer/shmkafka/producer/_entry.c \
@@ -26,10 +26,17 @@ typecheck: $(STAMP)
 
 # The reliability tests tally what they checked (kills, records, catalogue cases) in a
 # ledger; its totals are printed after the run (tests/ledger.py).
-unit: $(STAMP)
+unit: $(STAMP) spin
 	rm -f .ledger-test.jsonl
 	SHMKAFKA_LEDGER=$(CURDIR)/.ledger-test.jsonl $(BIN)/pytest -n auto -m "not stress"
 	$(BIN)/python -m tests.ledger .ledger-test.jsonl
+
+# The model checker for the model of the batch lifecycle (tests/producer/
+# test_batch_lifecycle_model.py): Debian's spin, installed here when we are root.
+spin:
+	@command -v spin >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& { apt-get update -qq && apt-get install -y -qq spin; } >/dev/null 2>&1; } \
+		|| { echo "make test needs spin (the model checker): apt-get install spin" >&2; exit 1; }
 
 # kafka-python 3.0.11's own producer integration tests (from its PyPI sdist, unchanged) on
 # Tansu, once with kafka-python's KafkaProducer and once with shmkafka's; fails if a test that
@@ -41,7 +48,7 @@ conformance: $(STAMP)
 
 # The long reliability runs: crash loops at full size, 8 pools in parallel for
 # SHMKAFKA_STRESS_SECONDS (default 30) each.
-stress: $(STAMP)
+stress: $(STAMP) spin
 	rm -f .ledger-stress.jsonl
 	SHMKAFKA_LEDGER=$(CURDIR)/.ledger-stress.jsonl $(BIN)/pytest -n auto -m stress
 	$(BIN)/python -m tests.ledger .ledger-stress.jsonl

@@ -16,8 +16,8 @@ from shmkafka.errors import ResultLostError
 from shmkafka.producer import liveness
 from shmkafka.producer.handle import ProducerHandle
 from shmkafka.sender.sender import Sender
-from shmkafka.shm.pool import SharedPool, internal_errors
 from shmkafka.shm.metrics import kafka_metrics, sample
+from shmkafka.shm.pool import SharedPool, internal_errors
 from shmkafka.shm.rings import Completion
 from shmkafka.shm.stat import format_stat, segment_stat
 from tests.sender.test_split import _answer, _send, rig
