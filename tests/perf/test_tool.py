@@ -134,3 +134,29 @@ def test_a_fleet_paces_every_process_and_counts_its_connections(
     printed = capsys.readouterr().out
     assert "conns" in printed and "fleet P=3: shmkafka: host CPU" in printed
     assert "200-byte realistic values" in printed
+
+
+def test_a_run_that_leaves_records_without_a_result_fails_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo fails (non-zero) when a client left records without a result, and names
+    them: how many, and how long its bounded flush waited."""
+    real = tool.run_client
+
+    def leaves_two(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        result = real(*args, **kwargs)
+        return {**result, "unresolved": 2, "flush_s": 130.0}
+
+    monkeypatch.setattr(tool, "run_client", leaves_two)
+    assert main(SMALL_RUN) == 1
+    assert "UNRESOLVED shmkafka P=1 100 B: 2 records without a result after a flush of " \
+           "130.0 s" in capsys.readouterr().err  # fmt: skip
+
+
+def test_a_worker_that_died_without_a_report_is_a_failure_not_a_wait() -> None:
+    class Dead:
+        exitcode = -9
+
+    out: Any = __import__("queue").Queue()
+    results = tool._collect(out, [Dead()], Workload(processes=1), [], "shmkafka", True)
+    assert results == [{"error": "a worker exited with status -9"}]

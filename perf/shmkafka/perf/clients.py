@@ -14,6 +14,7 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -26,6 +27,7 @@ import psutil
 
 from shmkafka.perf.pacing import (
     LATENCY_SAMPLES,
+    Futures,
     Pacer,
     Records,
     future_loop,
@@ -190,6 +192,20 @@ class _Sender:
         }  # fmt: skip
 
 
+FLUSH_BOUND_S = 130.0  # delivery.timeout.ms's default (120 s) and a margin
+
+
+def _flush_futures(producer: Any, futures: Futures) -> dict[str, Any]:
+    """Flush a futures API producer within ``FLUSH_BOUND_S``: the records left without a
+    result then, and how long the flush waited (reported, never waited for silently)."""
+    started = time.monotonic()
+    with contextlib.suppress(Exception):  # (either library's KafkaTimeoutError: see below)
+        producer.flush(FLUSH_BOUND_S)
+    futures.settle()
+    return {"unresolved": sum(1 for f in futures if not f.is_done),
+            "flush_s": time.monotonic() - started}  # fmt: skip
+
+
 def _warm_up_futures(producer: Any, work: Workload, records: Records) -> None:
     for _ in range(work.warmup):
         value, key = next(records)
@@ -216,10 +232,10 @@ def _shmkafka(bootstrap: str, work: Workload, process: int, barrier: Any, progre
         Pacer(work, progress), records,
     )  # fmt: skip
     conns, sender_conns = connections(None, ports), connections(before.pid, ports)
-    producer.flush(600)
+    flushed = _flush_futures(producer, futures)
     after = _Sender(pool)
     report = _report(start, futures.sent(), futures.failed(), latencies, conf, conns,
-                     sender_connections=sender_conns,
+                     sender_connections=sender_conns, **flushed,
                      **_Sender.span(before, after))  # fmt: skip
     producer.close(30)
     return report
@@ -263,14 +279,14 @@ def _kafka_python(bootstrap: str, work: Workload, process: int, barrier: Any, pr
         Pacer(work, progress), records,
     )  # fmt: skip
     conns = connections(None, ports)
-    producer.flush(600)
+    flushed = _flush_futures(producer, futures)
     # kafka-python keeps rates and averages, no totals: requests and bytes are estimated
     # from its records-per-request and request-size averages.
     metrics = producer.metrics()["producer-metrics"]
     requests = futures.sent() / max(metrics.get("records-per-request-avg") or 1.0, 1.0)
     wire = requests * (metrics.get("request-size-avg") or 0.0)
     report = _report(start, futures.sent(), futures.failed(), latencies, conf, conns,
-                     requests=(0, requests), bytes=(0, wire))  # fmt: skip
+                     requests=(0, requests), bytes=(0, wire), **flushed)  # fmt: skip
     producer.close(10)
     return report
 
@@ -333,9 +349,10 @@ def _delivery_reports(
     pacer = Pacer(work, progress, wait=producer.poll)
     latencies = report_loop(producer, work.topic, pacer, records, on_delivery)
     conns = connections(None, ports)
-    producer.flush(600)
-    if counts["done"] != pacer.sent:
-        counts["errors"] += pacer.sent - counts["done"]  # reports that never came
-    report = _report(start, pacer.sent, counts["errors"], latencies, conf, conns)
+    started = time.monotonic()
+    producer.flush(FLUSH_BOUND_S)
+    waited = time.monotonic() - started
+    report = _report(start, pacer.sent, counts["errors"], latencies, conf, conns,
+                     unresolved=pacer.sent - counts["done"], flush_s=waited)  # fmt: skip
     report.update(counters(False))
     return report

@@ -63,6 +63,9 @@ def summarize(client: str, work: Workload, results: list[dict[str, Any]],
         "sender_ms_per_mb": sender_cpu / max(records * work.record_size / 1e6, 1e-9) * 1e3,
         "requests_per_million": requests / per * 1e6,
         "errors": sum(r["errors"] for r in results),
+        # records left without a result when the bounded flush gave up, and its longest wait
+        "unresolved": sum(r.get("unresolved", 0) for r in results),
+        "flush_s": max(r.get("flush_s", 0.0) for r in results),
         "config": results[0]["config"],
     }  # fmt: skip
 
@@ -120,6 +123,16 @@ def _points(results: list[dict[str, Any]]) -> list[tuple[int, int]]:
 
 def _point_name(size: int, processes: int, sizes: int) -> str:
     return f"P={processes}" if sizes == 1 else f"P={processes} {size} B"
+
+
+def unresolved_lines(results: list[dict[str, Any]]) -> list[str]:
+    """A line per run that left records without a result (a bug of the client: the run
+    fails), with how long its flush waited for them."""
+    return [
+        f"UNRESOLVED {r['client']} P={r['processes']} {r['record_size']} B: "
+        f"{r['unresolved']} records without a result after a flush of {r['flush_s']:.1f} s"
+        for r in results if r.get("unresolved")
+    ]  # fmt: skip
 
 
 def summary_lines(results: list[dict[str, Any]], fleet: bool = False) -> list[str]:

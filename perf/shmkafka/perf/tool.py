@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import queue
 import sys
 import time
 import uuid
@@ -274,7 +275,7 @@ def _run_processes(client: str, bootstrap: str, broker_pid: int | None, work: Wo
         w.start()
     barrier.wait(300)  # every producer is connected and warmed up
     broker_cpu = cpu_seconds(broker_pid) if broker_pid else 0.0
-    results = _collect(out, work, progress, client, quiet)
+    results = _collect(out, workers, work, progress, client, quiet)
     broker_cpu = cpu_seconds(broker_pid) - broker_cpu if broker_pid else 0.0
     _join(workers, 60)
     failed = [r["error"] for r in results if "error" in r]
@@ -292,10 +293,12 @@ def _join(workers: list[Any], timeout: float) -> None:
         time.sleep(0.01)
 
 
-def _collect(out: Any, work: Workload, progress: list[Any], client: str,
+def _collect(out: Any, workers: list[Any], work: Workload, progress: list[Any], client: str,
              quiet: bool) -> list[dict[str, Any]]:  # fmt: skip
+    """Every worker's report; a worker that died without one is reported as failed (never
+    waited for). The progress bar is drawn only on a terminal."""
     bar = None
-    if not quiet:
+    if not quiet and sys.stderr.isatty():
         try:
             from tqdm import tqdm
 
@@ -307,10 +310,13 @@ def _collect(out: Any, work: Workload, progress: list[Any], client: str,
     while len(results) < work.processes:
         try:
             results.append(out.get(timeout=0.25))
-        except Exception:  # noqa: BLE001 - queue.Empty: show progress and wait on
+        except queue.Empty:
             if bar is not None:
                 bar.n = sum(p.value for p in progress)
                 bar.refresh()
+            dead = [w for w in workers if w.exitcode not in (None, 0)]
+            if dead and out.empty():
+                results.append({"error": f"a worker exited with status {dead[0].exitcode}"})
     if bar is not None:
         bar.close()
     return results
@@ -344,6 +350,9 @@ def run(args: argparse.Namespace) -> int:
                 print(row, flush=True)
     for line in report.summary_lines(results, fleet):
         print(line)
+    unresolved = report.unresolved_lines(results)
+    for line in unresolved:
+        print(line, file=sys.stderr)
     if args.json:
         sweep_of = {"processes": process_counts(args), "record_sizes": args.record_size,
                     "megabytes": args.megabytes, "clients": clients}  # fmt: skip
@@ -352,7 +361,7 @@ def run(args: argparse.Namespace) -> int:
                        "results": results}, f, indent=2)  # fmt: skip
     if args.plot:
         report.plot(results, args.plot, fleet)
-    return 0
+    return 1 if unresolved else 0
 
 
 def _describe(base: Workload, args: argparse.Namespace) -> str:
