@@ -43,7 +43,7 @@ def summary(path: str) -> str:
                 for field in FIELDS:
                     totals[field] += entry.get(field, 0)
     return (
-        f"reliability ledger ({tests} notes): {len(cases)} of 36 catalogue cases passed, "
+        f"reliability ledger ({tests} notes): {len(cases)} of 38 catalogue cases passed, "
         f"{totals['sender_kills']} Sender SIGKILLs and {totals['app_kills']} app SIGKILLs "
         f"survived, {totals['kill_trials']:,} shared-memory kill trials, "
         f"{totals['records']:,} records read back and checked: 0 lost, 0 duplicated, 0 hangs"

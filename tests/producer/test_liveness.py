@@ -49,6 +49,7 @@ def _assert_shown(pool: SharedPool, count: int) -> None:
     assert [s.value for s in family.samples if s.name.endswith("_total")] == [count]
 
 
+@pytest.mark.catalogue(38)
 def test_a_batch_freed_without_its_result_fails_its_records(
     rig: Rig, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -77,6 +78,7 @@ def test_a_result_posted_to_another_generation_fails_its_records(rig: Rig) -> No
     assert internal_errors(sender_pool.segment) == 1
 
 
+@pytest.mark.catalogue(38)
 def test_a_batch_descriptor_reused_fails_the_records_of_its_old_generation(rig: Rig) -> None:
     handle, sender_pool, sender, deque_id = rig
     future = handle.send("t", b"v", partition=0)

@@ -90,6 +90,7 @@ def _check(mode: str, processes: int, reports: list[dict[str, Any]],
         assert max(acked) < watermarks[partition]
 
 
+@pytest.mark.catalogue(38)
 @pytest.mark.parametrize(("mode", "processes", "size"), _matrix())
 def test_every_record_gets_its_result_at_full_rate(
     mode: str, processes: int, size: int, pool_name: str, monkeypatch: pytest.MonkeyPatch

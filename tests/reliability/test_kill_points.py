@@ -6,7 +6,10 @@ deadlocks, and the pool gives every slab back."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import os
+import random
 import signal
 import time
 from collections.abc import Iterator
@@ -15,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import psutil
 import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
@@ -132,3 +136,79 @@ def test_a_sender_killed_mid_round(
         _settle(pool_name)  # every slab back: a tail a killed Sender left was reclaimed
     assert len(values) == 3000 == len(set(values))  # idempotence: resent, not duplicated
     ledger.note(f"Sender killed at {point}", sender_kills=1, records=len(values))
+
+
+@pytest.mark.catalogue(37)
+def test_a_sender_killed_at_start_is_started_again(
+    pool_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first Sender dies before it is up (SIGKILL at ``sender.starting``): the app's
+    producer does not give up (it used to fail its construction with "the Sender exited
+    at start (status -9)"); it starts another, and every record is delivered once."""
+    marker = tmp_path / "fired"
+    with BrokerStub(nodes=1, partitions=2) as stub:
+        stub.create_topic("kst", 2)
+        config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5}
+        ctx = mp.get_context("spawn")
+        out: Any = ctx.Queue()
+        with monkeypatch.context() as armed:
+            _arm(armed, "sender.starting", marker)
+            app = ctx.Process(target=e2e_workers.produce,
+                              args=(pool_name, config, "kst", 0, 2000, out))  # fmt: skip
+            app.start()
+        result = out.get(timeout=120)
+        app.join(60)
+        assert app.exitcode == 0 and result["errors"] == []
+        assert marker.read_text() == "sender.starting"
+        values = _values(stub, "kst", 2000)
+    assert len(values) == 2000 == len(set(values))
+    ledger.note("Sender killed at start", sender_kills=1, records=len(values))
+
+
+@pytest.mark.catalogue(37)
+def test_producers_keep_going_while_each_new_sender_is_killed(pool_name: str) -> None:
+    """Ten SIGKILLs, each of the newest Sender 0.2-0.8 s after it appears (at start or
+    mid-run), while two app processes send 20,000 idempotent records each: no app gives
+    up, and every record is delivered once, in order per process per partition."""
+    rng = random.Random(37)
+    with BrokerStub(nodes=1, partitions=2) as stub:
+        stub.create_topic("kl", 2)
+        config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5,
+                  "enable_idempotence": True, "acks": -1}  # fmt: skip
+        ctx = mp.get_context("spawn")
+        out: Any = ctx.Queue()
+        apps = [ctx.Process(target=e2e_workers.produce,
+                            args=(pool_name, config, "kl", proc, 20_000, out, 6.0))
+                for proc in range(2)]  # fmt: skip
+        for app in apps:
+            app.start()
+        kills, killed = 0, set()
+        deadline = time.monotonic() + 120
+        while kills < 10 and time.monotonic() < deadline and any(a.is_alive() for a in apps):
+            pid = _newest_sender(pool_name)
+            if pid is None or pid in killed:
+                time.sleep(0.01)
+                continue
+            time.sleep(rng.uniform(0.2, 0.8))
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                kills += 1
+            killed.add(pid)
+        results = [out.get(timeout=240) for _ in apps]
+        for app in apps:
+            app.join(60)
+        assert [a.exitcode for a in apps] == [0, 0]
+        assert [r["errors"] for r in results] == [[], []]
+        values = _values(stub, "kl", 40_000)
+    assert kills >= 5  # (the apps may finish before all ten)
+    assert len(values) == 40_000 == len(set(values))
+    ledger.note("each new Sender killed", sender_kills=kills, records=len(values))
+
+
+def _newest_sender(pool: str) -> int | None:
+    """The pid of a live Sender process of ``pool`` (its command line names the pool)."""
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "shmkafka.sender" in cmdline and pool in cmdline:
+            return int(proc.info["pid"])
+    return None

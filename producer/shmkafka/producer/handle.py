@@ -45,7 +45,11 @@ from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
 from shmkafka.producer.metadata_view import metadata_poll_s
 from shmkafka.producer.pool_errors import SHM_ERRORS, completion_error, kafka_error, kafka_errors
 from shmkafka.producer.sender_events import SenderEvents, sender_logger
-from shmkafka.producer.supervisor import SENDER_STALL_MS, SenderSupervisor
+from shmkafka.producer.supervisor import (
+    SENDER_STALL_MS,
+    SENDER_START_BOUND_S,
+    SenderSupervisor,
+)
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.hashing import murmur2_partition
@@ -159,9 +163,9 @@ class ProducerHandle(SenderEvents):
         self.answer_waiters = 0  # threads waiting for the Sender's answer on the txn board
         self._idle = self._cond
         self.start_sender = start_sender
-        if start_sender:
+        if start_sender:  # (retried while a new Sender dies at start: supervisor.py)
             with kafka_errors:
-                self.supervisor.ensure()
+                self.supervisor.start(max_block_ms / 1000 or SENDER_START_BOUND_S)
         # The completion thread starts on first use (start()), never here: a process that
         # makes its producer and then forks (a preforking server's master) must not hold a
         # thread at the fork, which may hold the GIL and leave the children hung.

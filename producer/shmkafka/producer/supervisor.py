@@ -12,6 +12,9 @@ Rules:
   exits before it is up fails ``ensure`` at once with what it printed. Once it is up the
   file is removed; from then on the Sender's log lines reach the apps through the pool's
   event ring (shm/events.py).
+- A new Sender killed at start (a signal, not an error it printed) or not up in time is
+  started again (``start``, within the producer's bound): a Sender's crash, or a
+  supervisor's kill of one, is no reason for a producer to give up.
 - A Sender alive but silent (no heartbeat for ``stall_ms``: stopped, hung) is killed so a
   new one can take over; the new one re-sends what the old one had in flight.
 - Senders this process started are reaped when they exit (no zombies).
@@ -38,9 +41,14 @@ from shmkafka.shm.sender_link import sender_alive, spawn_lock
 
 SENDER_START_WAIT_S = 10.0
 SENDER_STALL_MS = 10_000
+SENDER_START_BOUND_S = 30.0  # start()'s bound for a producer that gives none (max_block_ms 0)
 RETRY_MAX_S = 10.0  # the longest pause between attempts to start a failing Sender
 PYTHON_ENV = "SHMKAFKA_PYTHON"  # the interpreter that runs the Sender, if set
 log = logging.getLogger("shmkafka.producer")
+
+
+class SenderDiedAtStart(PoolError):
+    """A Sender we started was killed (by a signal) before it was up: worth another try."""
 
 
 def python_interpreter() -> str:
@@ -158,6 +166,23 @@ class SenderSupervisor:
                 os.close(fd)
                 os.unlink(errors)
 
+    def start(self, within_s: float) -> None:
+        """``ensure``, tried again for up to ``within_s`` (at least once) while the new
+        Sender is killed at start or does not come up; an error the Sender printed (its
+        settings, say) fails at once."""
+        deadline = time.monotonic() + within_s
+        pause = 0.05
+        while True:
+            try:
+                self.ensure()
+                return
+            except (SenderDiedAtStart, KafkaTimeoutError) as exc:
+                if time.monotonic() + pause > deadline:
+                    raise
+                log.warning("could not start a Sender (retrying in %.2f s): %s", pause, exc)
+            time.sleep(pause)
+            pause = min(1.0, 2 * pause)
+
     def _wait_up(self, pid: int, errors: str) -> None:
         """Wait until the Sender we started is up; fail at once if it exits first."""
         deadline = time.monotonic() + SENDER_START_WAIT_S
@@ -171,7 +196,8 @@ class SenderSupervisor:
                     code = os.waitstatus_to_exitcode(status)
                     if code != 0:  # (0: another Sender holds the pool, about to be up)
                         why = _last_lines(errors) or "it printed nothing"
-                        raise PoolError(f"the Sender exited at start (status {code}): {why}")
+                        died = SenderDiedAtStart if code < 0 else PoolError
+                        raise died(f"the Sender exited at start (status {code}): {why}")
             if time.monotonic() > deadline:
                 raise KafkaTimeoutError("the Sender did not start within 10 s")
             time.sleep(0.01)

@@ -27,6 +27,7 @@ import posix_ipc
 from shmkafka.producer.settings import SenderConfig
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.sender.sender import Sender
+from shmkafka.shm import faultpoints
 from shmkafka.shm.cleanup import remove_orphans
 from shmkafka.shm.events import LOG
 from shmkafka.shm.pool import SharedPool
@@ -108,6 +109,7 @@ def run_sender(
         if not lock.try_acquire():  # held while we serve (the kernel drops it if we die)
             log.info("another Sender already runs for pool %s", pool_name)
             return 0
+        faultpoints.reached("sender.starting")
         handler = PoolLogHandler(pool)
         logging.getLogger("shmkafka").addHandler(handler)
         try:

@@ -30,6 +30,7 @@ POINTS = frozenset({
                                    # the topic itself not yet (they leak, harmlessly)
     "directory.before_count",   # Sender: a new topic's entry written, not yet counted
     "drain.after_shrink",       # Sender: a drained batch's run shrunk, its tail not freed
+    "sender.starting",          # Sender: holds the pool's Sender lock, not yet up
     "sender.after_drain",       # Sender: batches sealed and popped, nothing sent
     "sender.after_send",        # Sender: the Produce request written to the socket
     "sender.before_complete",   # Sender: the broker answered, no completion posted yet
