@@ -422,13 +422,13 @@ class ProducerHandle(SenderEvents):
             self._next_check = now + SENDER_CHECK_S
             self.supervisor.check()
         self._retire(now)
-        self.check_liveness(now)
         try:
+            self.check_liveness(now)
             self._poll_events()
             if self.token_provider is not None:
                 self.pool.tokens.answer(self.token_provider)
-        except Exception:  # a user's logger, error_cb or token callback must not end us
-            log.exception("handling an event or a token question of the pool's Sender")
+        except Exception:  # a user's logger, callbacks or a pool error must not end us
+            log.exception("in the completion thread's round (liveness, events, tokens)")
 
     def _on_completion(self, completion: Completion, local: KafkaError | None = None) -> None:
         registration = (completion.batch_id << 32) | completion.generation
