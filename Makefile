@@ -35,7 +35,8 @@ unit: $(STAMP) spin
 # test_batch_lifecycle_model.py): Debian's spin, installed here when we are root.
 spin:
 	@command -v spin >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-		&& { apt-get update -qq && apt-get install -y -qq spin; } >/dev/null 2>&1; } \
+		&& { apt-get update -qq && apt-get install -y -qq spin; } >/dev/null 2>&1; }; \
+	command -v spin >/dev/null 2>&1 \
 		|| { echo "make test needs spin (the model checker): apt-get install spin" >&2; exit 1; }
 
 # kafka-python 3.0.11's own producer integration tests (from its PyPI sdist, unchanged) on
