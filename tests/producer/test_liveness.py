@@ -25,7 +25,7 @@ from tests.sender.test_split import _answer, _send, rig
 __all__ = ["rig"]  # (the fixture, from the split tests)
 
 Rig = tuple[ProducerHandle, SharedPool, Sender, int]
-NOTICED_S = liveness.CHECK_S + 1.0  # a lost result is failed within this
+NOTICED_S = 2 * liveness.CHECK_S + 1.0  # a lost result is failed within this
 
 
 def _failure_of(future: object, within: float = NOTICED_S) -> BaseException:

@@ -754,30 +754,39 @@ Tracker_complete(Tracker *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     BatchWait *wait = wait_for(self, registration);
+    PyObject *result = NULL;
     if (wait == NULL) {
         return NULL;
     }
+    Py_INCREF(wait);  /* (held: packing the outcome may run Python code) */
     Py_ssize_t n = PyList_GET_SIZE(wait->completions);
     if (!local) {
         for (Py_ssize_t i = 0; i < n; i++) {
             if (wait->ranges[2 * i] == first) {
-                Py_RETURN_NONE;
+                result = Py_NewRef(Py_None);
+                goto done;
             }
         }
     }
-    if (grow(&wait->ranges, &wait->cap_ranges, 2 * (n + 1)) < 0) {
-        return NULL;
-    }
     PyObject *item = PyTuple_Pack(2, args[3], args[4]);
-    if (item == NULL || PyList_Append(wait->completions, item) < 0) {
-        Py_XDECREF(item);
-        return NULL;
+    if (item == NULL) {
+        goto done;
+    }
+    n = PyList_GET_SIZE(wait->completions);  /* (as it is now) */
+    if (grow(&wait->ranges, &wait->cap_ranges, 2 * (n + 1)) < 0
+        || PyList_Append(wait->completions, item) < 0)
+    {
+        Py_DECREF(item);
+        goto done;
     }
     Py_DECREF(item);
     wait->ranges[2 * n] = first;
     wait->ranges[2 * n + 1] = last;
     wait->retire_at = retire_at;
-    return resolve(self, wait, first, last);
+    result = resolve(self, wait, first, last);
+done:
+    Py_DECREF(wait);
+    return result;
 }
 
 static PyObject *

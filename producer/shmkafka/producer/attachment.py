@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from typing import TYPE_CHECKING
 
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import LayoutMismatchError
 from shmkafka.shm.pool import SharedPool
+from shmkafka.shm.rings import Completion
 
 if TYPE_CHECKING:
     from shmkafka.producer.handle import ProducerHandle
@@ -53,6 +55,8 @@ class Attachment:
         self._thread: threading.Thread | None = None
         self._detach_at_end = False  # the last producer left while the thread ran
         self._flushers = 0
+        # completions polled and not yet handed over (only the completion thread uses it)
+        self._queue: deque[tuple[ProducerHandle, Completion]] = deque()
 
     @classmethod
     def join(cls, name: str, config: PoolConfig | None) -> Attachment:
@@ -121,13 +125,20 @@ class Attachment:
     def deliver(self) -> None:
         """Hand the ring's completions to the producers listed now, not as of before the
         wait: one that began to send meanwhile is served before its record is appended, so
-        it is listed by the time its record's completion can have been posted."""
+        it is listed by the time its record's completion can have been posted. Polled
+        completions wait in one queue, an entry per (producer, completion), handed over in
+        order; a nested call (a callback's flush, on this thread) goes on with the same
+        queue, so a result the outer call polled is never held back from it, nor from the
+        liveness check, which drains through here."""
         completions = self.pool.rings.poll(self.pool.slot)
         if completions:
             with self._lock:
                 handles = list(self._handles)
-            for handle in handles:
-                handle.on_completions(completions)
+            self._queue.extend((h, c) for c in completions for h in handles)
+        queue = self._queue
+        while queue:
+            handle, completion = queue.popleft()
+            handle.on_completion(completion)
 
     def _loop(self) -> None:
         while True:

@@ -57,11 +57,22 @@
  *                                  sender/sequences.py:resume_in_flight,
  *                                  shm/locks.py:LockSet._take_over
  *
+ * Abstractions (each makes the model more permissive or is argued here):
+ *  - A tracker call is one step (GIL_CALL) but for the window of the old
+ *    tracker's wait_for. In the code, a call may also run a collection while
+ *    it makes the future or packs the outcome; with the wait shared through
+ *    PyDict_SetDefault, and held for the call, such a window changes no
+ *    outcome (the registration and the completion meet in the one wait).
+ *  - The check fails a record unheld at one reading; the code waits for two
+ *    readings in a row, so it fires less often than the model's.
+ *  - One producer per process; the code hands a polled completion to each
+ *    producer of the process from one queue (attachment.py: deliver).
  * Outside the model, each with its own tests: splitting a batch (its halves
- * name the parent; liveness.py), expiry and transactions (other posts of the
- * same kind), and the forgetting of a completed wait RETIRE_S after its result
- * (handle.py: a registration comes within microseconds of its append; should
- * one come later, the liveness check fails it rather than wait).
+ * name the parent; liveness.py), expiry, corrupt descriptors and transactions
+ * (other posts of the same kind, before the free), and the forgetting of a
+ * completed wait RETIRE_S after its result (handle.py: a registration comes
+ * within microseconds of its append; one that came 5 s later would be failed
+ * by the check, wrongly: a timing assumption, not a property of the model).
  */
 
 #define NP        2            /* app processes (process slots 0, 1) */
@@ -133,7 +144,7 @@ inline resolve(r) {
     done[r]++;
     assert(done[r] == 1);                                        /* P1 */
     rec_pending[r] = 0;
-    outstanding[r / NREC0]--
+    outstanding[(r >= NREC0 -> 1 : 0)]--
 }
 
 /* futures.py:PyTracker._wait / _tracker.c:wait_for: the wait of (p, b, g),

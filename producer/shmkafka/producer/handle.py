@@ -145,6 +145,7 @@ class ProducerHandle(SenderEvents):
         )  # fmt: skip
         self._next_retire = 0.0
         self._next_liveness = 0.0
+        self._suspects: set[int] = set()  # registrations unheld at the last liveness check
         # Called (by the completion thread, or by send for a record resolved at once) with
         # the futures just resolved, in offset order per batch.
         self.on_done: Callable[[list[Future]], None] | None = None
@@ -401,12 +402,10 @@ class ProducerHandle(SenderEvents):
 
     # ------------------------------------------------------------------ completion
 
-    def on_completions(self, completions: list[Completion]) -> None:
-        """The attachment's thread: completions of the process's slot (each producer of
+    def on_completion(self, completion: Completion) -> None:
+        """The attachment's thread: a completion of the process's slot (each producer of
         the process sees them all, and resolves the futures it registered)."""
-        if self._closed:
-            return
-        for completion in completions:
+        if not self._closed:
             self._on_completion(completion)
 
     def housekeeping(self) -> None:
@@ -476,18 +475,22 @@ class ProducerHandle(SenderEvents):
 
     def check_liveness(self, now: float) -> None:
         """The completion thread, every ``liveness.CHECK_S``: fail the records whose batch no
-        longer holds them and whose result did not come (liveness.py's rules)."""
+        longer holds them, at two checks in a row, and whose result did not come
+        (liveness.py's rules)."""
         if now < self._next_liveness:
             return
         self._next_liveness = now + liveness.CHECK_S
         with self._lock:
             pending = [registration for registration, _ in self._tracker.pending()]
-        causes = liveness.unheld(self.pool, pending) if pending else None
+        causes = liveness.unheld(self.pool, pending) if pending else {}
         if not causes:
+            self._suspects = set()
             return
         self.attachment.deliver()  # (results posted before their batch was freed)
         with self._lock:
-            lost = {r: n for r, n in self._tracker.pending() if r in causes}
+            still = {r: n for r, n in self._tracker.pending() if r in causes}
+        lost = {r: n for r, n in still.items() if r in self._suspects}
+        self._suspects = set(still) - set(lost)
         if lost:
             self.pool.count_internal_errors(sum(lost.values()))
         for registration, records in lost.items():

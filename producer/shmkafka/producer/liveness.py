@@ -12,11 +12,13 @@ Rules:
   not FREE names that registration as its parent.
 - ``unheld`` reads the holders first; the caller then drains its ring (a result posted
   before its batch was freed is delivered then) and fails what still waits among the
-  unheld: its result can never come. Each such record is an internal error (a bug to
-  find, never a normal path): counted in the pool header, logged at ERROR, and failed
-  with ``ResultLostError`` naming the cause (handle.py: ``check_liveness``).
-- The check runs every ``CHECK_S``, so a lost result is noticed within about ``CHECK_S``
-  of its batch being freed or reused: well inside delivery.timeout.ms plus one second.
+  unheld at this check and at the one before: its result can never come. (Two checks,
+  so that a scan that raced the Sender, say a half split again while it was read, is
+  never taken for a loss.) Each such record is an internal error (a bug to find, never a
+  normal path): counted in the pool header, logged at ERROR, and failed with
+  ``ResultLostError`` naming the cause (handle.py: ``check_liveness``).
+- The check runs every ``CHECK_S``, so a lost result is noticed within about two
+  ``CHECK_S`` of its batch being freed or reused: inside delivery.timeout.ms plus 1 s.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ Rules:
   exits before it is up fails ``ensure`` at once with what it printed. Once it is up the
   file is removed; from then on the Sender's log lines reach the apps through the pool's
   event ring (shm/events.py).
-- A new Sender killed at start (a signal, not an error it printed) or not up in time is
-  started again (``start``, within the producer's bound): a Sender's crash, or a
-  supervisor's kill of one, is no reason for a producer to give up.
+- A new Sender killed at start (SIGKILL, SIGTERM: not a crash, not an error it printed)
+  or not up in time is started again (``start``, within the producer's bound): a kill of
+  a Sender is no reason for a producer to give up.
 - A Sender alive but silent (no heartbeat for ``stall_ms``: stopped, hung) is killed so a
   new one can take over; the new one re-sends what the old one had in flight.
 - Senders this process started are reaped when they exit (no zombies).
@@ -45,6 +45,11 @@ SENDER_START_BOUND_S = 30.0  # start()'s bound for a producer that gives none (m
 RETRY_MAX_S = 10.0  # the longest pause between attempts to start a failing Sender
 PYTHON_ENV = "SHMKAFKA_PYTHON"  # the interpreter that runs the Sender, if set
 log = logging.getLogger("shmkafka.producer")
+
+
+# Signals that someone sent (a kill, the OOM killer, a stop of the service): a Sender that
+# died of one at start is started again; one that crashed (SIGSEGV, SIGABRT) is not.
+KILLED = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
 
 
 class SenderDiedAtStart(PoolError):
@@ -196,7 +201,7 @@ class SenderSupervisor:
                     code = os.waitstatus_to_exitcode(status)
                     if code != 0:  # (0: another Sender holds the pool, about to be up)
                         why = _last_lines(errors) or "it printed nothing"
-                        died = SenderDiedAtStart if code < 0 else PoolError
+                        died = SenderDiedAtStart if -code in KILLED else PoolError
                         raise died(f"the Sender exited at start (status {code}): {why}")
             if time.monotonic() > deadline:
                 raise KafkaTimeoutError("the Sender did not start within 10 s")
