@@ -1,2 +1,3 @@
-"""shmkafka.producer: the public producer APIs (``KafkaProducer``, ``Producer``), the handle
-they share, futures, partitioning and settings (see docs/internals.md)."""
+"""shmkafka.producer: the app process's engine under the public APIs (which live in
+``shmkafka.facades``): the handle each facade drives, its slot in the pool, futures and their
+C tracker, the Sender's supervisor, settings and transactions (see docs/internals.md)."""

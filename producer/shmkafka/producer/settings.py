@@ -32,7 +32,6 @@ class SenderConfigError(KafkaConfigurationError):
     """A Sender setting is invalid; the message names it."""
 
 
-ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 OAUTH_METHODS = ("callback", "oidc", "unsecured")

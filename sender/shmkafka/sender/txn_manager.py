@@ -232,10 +232,6 @@ class TransactionManager:
         action = TxnAction.ABORTABLE if error_code < 0 else classify(PRODUCE, error_code)
         self._fail(action, PRODUCE, error_code, text)
 
-    def fail_abortable(self, text: str) -> None:
-        """The transaction cannot commit for a reason of our own (``text``)."""
-        self._fail(TxnAction.ABORTABLE, -1, -1, text)
-
     @property
     def request_in_flight(self) -> bool:
         return self._in_flight is not None

@@ -151,11 +151,6 @@ class Directory:
             index = self._index.get(topic)
         return index
 
-    def topic_name(self, index: int) -> str:
-        if index >= len(self._names):
-            self._read_names()
-        return self._names[index] if index < len(self._names) else f"<topic {index}>"
-
     def owner(self, deque_id: int) -> tuple[str, int] | None:
         """The (topic, partition) a deque belongs to, or None for a deque no published
         topic owns. Its header says (written once, with the deque); the directory's entry

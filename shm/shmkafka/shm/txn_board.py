@@ -43,8 +43,6 @@ from shmkafka.shm.segment import Segment
 
 # commands
 INIT, BEGIN, OFFSETS, COMMIT, ABORT = 1, 2, 3, 4, 5
-COMMAND_NAMES = {INIT: "init", BEGIN: "begin", OFFSETS: "send_offsets", COMMIT: "commit",
-                 ABORT: "abort"}  # fmt: skip
 
 # answers' actions (the Java client's sorting of an error; STATE: a call the state refuses)
 OK, RETRIABLE, ABORTABLE, FENCED, FATAL, STATE = 0, 1, 2, 3, 4, 5

@@ -19,9 +19,6 @@ from shmkafka.shm.stat import segment_stat
 WINDOW_FIELDS = ("min", "max", "avg", "sum", "stddev", "p50", "p75", "p90", "p95", "p99",
                  "p99_99", "outofrange", "hdrsize", "cnt")  # fmt: skip
 
-_STARTED = time.monotonic()
-_INSTANCES = 0
-
 
 def _partition(p: dict[str, Any]) -> dict[str, Any]:
     return {
