@@ -1,7 +1,8 @@
 /*
- * What the extension's two parts share: the append fast path
- * (_fastappend.c) and the futures of a send (_tracker.c), which calls the
- * append and registers the record in one step.
+ * What the extension's four parts share: the append fast path
+ * (_fastappend.c), the futures of a send (_tracker.c, which calls the append
+ * and registers the record in one step), the confluent API's delivery
+ * reports (_reports.c) and the facades' C entries (_entry.c).
  */
 #ifndef SHMKAFKA_FASTAPPEND_H
 #define SHMKAFKA_FASTAPPEND_H
