@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -32,7 +31,7 @@ from shmkafka.facades.confluent.types import (
 from shmkafka.producer.futures import Future
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
-from shmkafka.protocol.hashing import murmur2_partition
+from shmkafka.protocol.hashing import consistent_partition, murmur2_partition
 
 SASL_AUTHENTICATION_FAILED = ErrorCode.SASL_AUTHENTICATION_FAILED
 
@@ -140,7 +139,7 @@ def partition_for(name: str, key: bytes | None, count: int) -> int | None:
         return None if key is None else random.randrange(count)
     key = key or b""  # librdkafka maps null keys of the plain hashes to one partition
     if name.startswith("consistent"):
-        return zlib.crc32(key) % count
+        return consistent_partition(key, count)
     if name.startswith("murmur2"):
         return murmur2_partition(key, count)
     h = _fnv1a(key)  # librdkafka: the absolute value of the hash as a signed int32
