@@ -1,6 +1,14 @@
-"""Build hook: compile the C fast path (producer/.../_fastappend.c: the append; _tracker.c: the
-futures of a send; _reports.c: the confluent API's delivery reports; _entry.c: send() and
-produce() for the common record) in place, as one extension module.
+"""Build hook: compile the C extensions in place, one shared object each. Each is the C twin
+of a Python module that stays the reference:
+
+- ``pool/_append.c``: the append (``pool/accumulator.py``);
+- ``producer/_tracker.c``: the futures of a send (``producer/futures.py``);
+- ``producer/_entry.c``: send() and produce() for the common record (``producer/entry.py``);
+- ``facades/confluent/_reports.c``: the confluent API's delivery reports
+  (``facades/confluent/reports.py``).
+
+An extension reaches the ones below it through their capsules (``_append.h``,
+``_tracker.h``), never by linking, so they depend one way, as the Python packages do.
 
 It runs for wheels and editable installs alike. If no C compiler is available the build
 still succeeds and shmkafka uses its pure-Python path (same behaviour, slower appends).
@@ -16,9 +24,12 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCES = tuple(
-    f"producer/shmkafka/producer/{name}.c"
-    for name in ("_fastappend", "_tracker", "_reports", "_entry")
+# (the extension's source, the folders of the headers it includes), lowest layer first
+EXTENSIONS = (
+    ("pool/shmkafka/pool/_append.c", ()),
+    ("producer/shmkafka/producer/_tracker.c", ("pool/shmkafka/pool",)),
+    ("producer/shmkafka/producer/_entry.c", ("pool/shmkafka/pool",)),
+    ("facades/shmkafka/facades/confluent/_reports.c", ("producer/shmkafka/producer",)),
 )
 
 
@@ -27,29 +38,33 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-        sources = [os.path.join(self.root, source) for source in SOURCES]
-        target = sources[0][: -len(".c")] + suffix
         compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
         include = sysconfig.get_paths()["include"]
-        command = [
-            *compiler,
-            "-shared",
-            "-fPIC",
-            "-O2",
-            "-Wall",
-            f"-I{include}",
-            *sources,
-            "-o",
-            target,
-        ]
-        try:
-            subprocess.run(command, check=True, capture_output=True, text=True)
-        except (OSError, subprocess.CalledProcessError) as exc:
-            detail = getattr(exc, "stderr", "") or str(exc)
-            self.app.display_warning(
-                f"shmkafka: C fast path not built, using pure Python: {detail}"
-            )
-            return
+        built = []
+        for source, headers in EXTENSIONS:
+            path = os.path.join(self.root, source)
+            target = path[: -len(".c")] + suffix
+            command = [
+                *compiler,
+                "-shared",
+                "-fPIC",
+                "-O2",
+                "-Wall",
+                f"-I{include}",
+                *(f"-I{os.path.join(self.root, folder)}" for folder in headers),
+                path,
+                "-o",
+                target,
+            ]
+            try:
+                subprocess.run(command, check=True, capture_output=True, text=True)
+            except (OSError, subprocess.CalledProcessError) as exc:
+                detail = getattr(exc, "stderr", "") or str(exc)
+                self.app.display_warning(
+                    f"shmkafka: C extensions not built, using pure Python: {detail}"
+                )
+                return
+            built.append(os.path.relpath(target, self.root))
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
-        build_data["artifacts"].append(os.path.relpath(target, self.root))
+        build_data["artifacts"].extend(built)

@@ -23,11 +23,11 @@ from typing import Any
 from kafka.producer.record_accumulator import RecordAccumulator as KafkaPythonAccumulator
 from kafka.structs import TopicPartition
 
-from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
-from shmkafka.shm.pool import SharedPool
 
 VALUE = os.urandom(100)
 TOPIC = "bench"

@@ -120,7 +120,7 @@ def _worker(client: str, bootstrap: str, pool: str, spec: dict[str, Any], start:
 
 
 def _sender_pss(pool: str) -> int:
-    from shmkafka.shm.stat import pool_stat
+    from shmkafka.pool.stat import pool_stat
 
     try:
         return _pss(pool_stat(pool)["sender"]["pid"])

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from shmkafka.producer.handle import ProducerHandle
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
-from shmkafka.shm.pool import SharedPool
 from tests import ledger
 
 

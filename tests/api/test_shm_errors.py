@@ -24,8 +24,9 @@ from shmkafka.errors import (
     PoolError,
     PoolSettingsMismatchError,
 )
-from shmkafka.producer import handle as handle_module
-from shmkafka.producer.handle import ProducerHandle
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.producer import client as handle_module
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.shm.errors import (
     BufferExhaustedError,
     CapacityError,
@@ -35,7 +36,6 @@ from shmkafka.shm.errors import (
     SegmentSpaceError,
     ShmError,
 )
-from shmkafka.shm.pool import SharedPool
 from tests.conftest import publish, wait_removed
 
 pytestmark = pytest.mark.usefixtures("pool_removed")

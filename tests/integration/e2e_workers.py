@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.client import ProducerHandle
 
 
 def record(proc: int, seq: int) -> tuple[bytes | None, bytes, list[tuple[str, bytes | None]]]:

@@ -22,7 +22,7 @@ import pytest
 import shmkafka.aiokafka
 from shmkafka.aiokafka import AIOKafkaProducer
 from shmkafka.broker_stub.server import BrokerStub
-from shmkafka.facades.aiokafka import producer as aio_producer
+from shmkafka.producer import topics
 from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.peers import Peer
 
@@ -314,7 +314,7 @@ def test_a_send_made_while_an_earlier_one_waits_for_its_topic_stays_behind_it(
     """The earlier send waits for the topic's metadata, looking every 0.5 s; the later one
     is made once the topic is known. As aiokafka's, it lands after the earlier one (it used
     to take the C append at once, ahead: found after the soak found the same in produce())."""
-    monkeypatch.setattr(aio_producer, "metadata_poll_s", lambda elapsed: 0.5)
+    monkeypatch.setattr(topics, "metadata_poll_s", lambda elapsed: 0.5)
     topic = unique_topic("waiting")
 
     async def body() -> list[int]:

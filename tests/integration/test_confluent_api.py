@@ -18,8 +18,8 @@ import pytest
 from shmkafka import Producer
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.confluent_kafka import KafkaError, KafkaException
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.producer import supervisor
-from shmkafka.shm.pool import SharedPool
 from tests.integration.kafka_io import cluster, unique_topic
 from tests.peers import Peer
 

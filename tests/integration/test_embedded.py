@@ -14,9 +14,9 @@ import pytest
 
 from shmkafka.errors import PoolError
 from shmkafka.kafka import KafkaProducer
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.producer.supervisor import python_interpreter
 from shmkafka.protocol.errors import KafkaError
-from shmkafka.shm.pool import SharedPool
 from tests.integration.kafka_io import cluster, unique_topic
 from tests.peers import Peer
 

@@ -180,8 +180,8 @@ def test_calls_the_c_entry_does_not_take_are_the_python_paths(
 
 def _live_futures() -> int:
     """Future objects alive (the C type is not tracked by the collector: it counts them)."""
-    if Future.__module__.endswith("_fastappend"):
-        from shmkafka.producer._fastappend import live_futures
+    if Future.__module__.endswith("_tracker"):
+        from shmkafka.producer._tracker import live_futures
 
         return live_futures()
     return sum(1 for o in gc.get_objects() if type(o) is Future)

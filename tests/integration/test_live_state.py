@@ -20,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from shmkafka import KafkaProducer
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.cli.exporter import prometheus_name
+from shmkafka.pool.metrics import METRICS, PoolWatcher
 from shmkafka.protocol.error_codes import ErrorCode
-from shmkafka.shm.metrics import METRICS, PoolWatcher
 from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.peers import Peer
 

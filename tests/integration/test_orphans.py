@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from shmkafka.kafka import KafkaProducer
-from shmkafka.shm.pool import SharedPool
-from shmkafka.shm.stat import pool_stat
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.pool.stat import pool_stat
 from tests.conftest import wait_removed
 from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.peers import Peer

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
-from shmkafka.shm.cleanup import cleanup_pool, remove_orphans
+from shmkafka.pool.cleanup import cleanup_pool, remove_orphans
 from tests.conftest import wait_removed
 
 # Creates the pool (and its Sender, in the same PID namespace), sends, says so, waits for

@@ -17,7 +17,7 @@ from shmkafka import KafkaProducer, Producer
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.confluent_kafka import KafkaError, KafkaException
 from shmkafka.errors import PoolCapacityError
-from shmkafka.shm.pool import SharedPool
+from shmkafka.pool.shared_pool import SharedPool
 from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.peers import Peer
 

@@ -356,7 +356,7 @@ def test_confluent_inline_pems_for_mutual_tls(certs: Certs, pool_name: str) -> N
 
 
 def test_different_credentials_never_share_a_pool() -> None:
-    from shmkafka.producer.settings import SenderConfig
+    from shmkafka.pool.config import SenderConfig
 
     base = {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "sasl_username": "u"}
     one = SenderConfig(**base, sasl_password=SECRET).identity()  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
-from shmkafka.shm.cleanup import cleanup_pool
+from shmkafka.pool.cleanup import cleanup_pool
 from shmkafka.shm.errors import ShmError
 from shmkafka.shm.layout import H_SENDER_PID, H_SENDER_START, I32, I64
 from shmkafka.shm.procs import is_alive

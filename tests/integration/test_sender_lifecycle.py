@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.client import ProducerHandle
 from tests.integration import e2e_workers
 from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.integration.test_sender_e2e import _wait_for_sender_exit

@@ -17,9 +17,9 @@ import pytest
 from shmkafka.confluent_kafka import Producer
 from shmkafka.errors import PoolSettingsMismatchError
 from shmkafka.kafka import KafkaProducer
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.pool.stat import pool_stat
 from shmkafka.sender.service import IDLE_EXIT_MS
-from shmkafka.shm.pool import SharedPool
-from shmkafka.shm.stat import pool_stat
 from tests.integration.kafka_io import consume_all, unique_topic
 from tests.peers import Peer
 

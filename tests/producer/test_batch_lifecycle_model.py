@@ -1,5 +1,5 @@
 """The SPIN model of the batch lifecycle and the delivery of results
-(producer/batch_lifecycle.pml), checked under every interleaving of two appenders, their
+(pool/batch_lifecycle.pml), checked under every interleaving of two appenders, their
 completion threads, the Sender and one SIGKILL of the Sender: the code's protocol holds
 its four properties, and the model of the old tracker does not (it hangs, and with the
 liveness check the check fires: the bug of the make demo hang).
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-MODEL = Path(__file__).parents[2] / "producer/shmkafka/producer/batch_lifecycle.pml"
+MODEL = Path(__file__).parents[2] / "pool/shmkafka/pool/batch_lifecycle.pml"
 BOUND_S = 600
 
 

@@ -13,13 +13,13 @@ import pytest
 
 from shmkafka.cli.exporter import PoolCollector
 from shmkafka.errors import ResultLostError
+from shmkafka.pool.metrics import kafka_metrics, sample
+from shmkafka.pool.shared_pool import SharedPool, internal_errors
+from shmkafka.pool.stat import format_stat, segment_stat
 from shmkafka.producer import liveness
-from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.sender.sender import Sender
-from shmkafka.shm.metrics import kafka_metrics, sample
-from shmkafka.shm.pool import SharedPool, internal_errors
 from shmkafka.shm.rings import Completion
-from shmkafka.shm.stat import format_stat, segment_stat
 from tests.sender.test_split import _answer, _send, rig
 
 __all__ = ["rig"]  # (the fixture, from the split tests)

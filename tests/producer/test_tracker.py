@@ -22,7 +22,7 @@ from shmkafka.shm.layout import ALL_DELTAS
 from shmkafka.shm.rings import Completion
 
 try:
-    from shmkafka.producer._fastappend import Tracker
+    from shmkafka.producer._tracker import Tracker
 except ImportError:  # pragma: no cover - not built
     Tracker = None
 

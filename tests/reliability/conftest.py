@@ -11,7 +11,7 @@ import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.facades.kafka_python.producer import KafkaProducer
-from shmkafka.shm.pool import SharedPool
+from shmkafka.pool.shared_pool import SharedPool
 from tests.integration.kafka_io import consume_all
 
 

@@ -218,7 +218,7 @@ def test_case_15_a_stalled_sender_is_replaced(stub: BrokerStub, pool_name: str) 
     import os
     import signal
 
-    from shmkafka.producer.handle import ProducerHandle
+    from shmkafka.producer.client import ProducerHandle
 
     config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5}
     handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=500, sender_stall_ms=1500)

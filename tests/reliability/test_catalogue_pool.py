@@ -17,10 +17,10 @@ import pytest
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.errors import KafkaTimeoutError
 from shmkafka.facades.kafka_python.producer import KafkaProducer
-from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import LayoutMismatchError
-from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.segment import segment_name
 from tests.conftest import publish
 from tests.reliability.conftest import producer, read_back

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
-from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.client import ProducerHandle
 from tests import ledger
 from tests.integration import e2e_workers
 from tests.integration.kafka_io import consume_all

@@ -22,10 +22,10 @@ import psutil
 import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
-from shmkafka.producer.handle import ProducerHandle
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.pool.stat import pool_stat
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.pool import SharedPool
-from shmkafka.shm.stat import pool_stat
 from tests import ledger
 from tests.integration import e2e_workers
 from tests.integration.kafka_io import consume_all

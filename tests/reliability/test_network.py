@@ -14,7 +14,7 @@ import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.facades.kafka_python.producer import KafkaProducer
-from shmkafka.shm.stat import pool_stat
+from shmkafka.pool.stat import pool_stat
 from tests.integration.kafka_io import consume_all
 from tests.reliability.proxy import Proxy
 

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 import pytest
 
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.producer.futures import Future
-from shmkafka.producer.handle import ProducerHandle
-from shmkafka.producer.settings import SenderConfig
 from shmkafka.protocol.clock import monotonic_ms
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender.sender import Sender
@@ -28,7 +29,6 @@ from shmkafka.shm.layout import (
     TOPIC_REQUEST,
     TOPIC_REQUEST_SLOTS,
 )
-from shmkafka.shm.pool import SharedPool
 from tests.conftest import discard
 from tests.sender.memnet import MemoryNetwork
 
@@ -45,7 +45,7 @@ def rig(pool_name: str) -> Iterator[tuple[ProducerHandle, Sender, SharedPool]]:
     sender_pool = SharedPool.open(pool_name)
     sender = Sender(sender_pool, config, network=net)
     try:
-        handle.request_topic("t")
+        handle.topics.request("t")
         deadline = time.monotonic() + 10
         while handle.pool.directory.partitions("t") is None:
             sender.run_once(monotonic_ms())

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
-from shmkafka.producer.handle import ProducerHandle
-from shmkafka.producer.settings import SenderConfig
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.protocol.clock import ManualClock, monotonic_ms
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.pool import SharedPool
 from tests.conftest import discard
 from tests.sender.memnet import MemoryNetwork
 
@@ -53,7 +53,7 @@ class Rig:
         return self.handle.pool.directory.partitions(topic) is not None
 
     def ask(self, topic: str) -> None:
-        self.handle.request_topic(topic)
+        self.handle.topics.request(topic)
         self.until(lambda: self.known(topic) and self.sender.pool.producer_identity()[0] >= 0)
 
     def send(self, topic: str, values: list[bytes], partition: int = 0) -> None:

@@ -3,6 +3,7 @@ is in flight is fetched by the next request, not forgotten until metadata.max.ag
 
 from __future__ import annotations
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.messages import MetadataResponse
 from shmkafka.protocol.messages.metadata import (
     MetadataResponseBroker,
@@ -10,7 +11,6 @@ from shmkafka.protocol.messages.metadata import (
     MetadataResponseTopic,
 )
 from shmkafka.sender.metadata import Metadata
-from shmkafka.shm.pool import SharedPool
 
 
 def _answer(*topics: str) -> MetadataResponse:

@@ -6,15 +6,15 @@ import dataclasses
 
 import pytest
 
-from shmkafka.producer.accumulator import PartitionState, RecordAccumulator
-from shmkafka.sender.ready import (
+from shmkafka.pool.accumulator import PartitionState, RecordAccumulator
+from shmkafka.pool.ready import (
     EXHAUSTED_LINGER_MS,
     Drainer,
     ReadyContext,
     ready,
     retry_backoff,
 )
-from shmkafka.shm.pool import SharedPool
+from shmkafka.pool.shared_pool import SharedPool
 from tests.conftest import publish
 
 CTX = ReadyContext(linger_ms=10, retry_backoff_ms=100, retry_backoff_max_ms=1000)

@@ -12,9 +12,10 @@ import pytest
 
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.errors import KafkaTimeoutError
-from shmkafka.producer.accumulator import RecordAccumulator
-from shmkafka.producer.handle import ProducerHandle
-from shmkafka.producer.settings import SenderConfig
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.protocol.clock import ManualClock, monotonic_ms
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import ProduceRequest
@@ -22,7 +23,6 @@ from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
-from shmkafka.shm.pool import SharedPool
 from tests.conftest import discard
 from tests.sender.memnet import MemoryNetwork
 
@@ -51,7 +51,7 @@ class Rig:
         assert done(), f"not done after {rounds} rounds"
 
     def partitions(self, topic: str) -> list[PartitionLeader]:
-        self.handle.request_topic(topic)
+        self.handle.topics.request(topic)
         self.until(
             lambda: (
                 self.handle.pool.directory.partitions(topic) is not None

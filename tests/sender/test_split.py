@@ -10,9 +10,10 @@ from functools import partial
 import pytest
 
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
-from shmkafka.producer.accumulator import DrainedBatch
-from shmkafka.producer.handle import ProducerHandle
-from shmkafka.producer.settings import SenderConfig
+from shmkafka.pool.accumulator import DrainedBatch
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.messages import ProduceResponse
 from shmkafka.protocol.messages.produce import PartitionProduceResponse, TopicProduceResponse
@@ -22,7 +23,6 @@ from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK, SEALED
-from shmkafka.shm.pool import SharedPool
 from tests.sender.memnet import MemoryNetwork
 
 CONFIG = PoolConfig(

@@ -6,13 +6,13 @@ from __future__ import annotations
 import time
 
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
-from shmkafka.producer.handle import ProducerHandle
-from shmkafka.producer.settings import SenderConfig
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK, H_SENDER_LINGER, H_SENDER_WAKE_AT, I64
-from shmkafka.shm.pool import SharedPool
 from tests.conftest import discard
 from tests.sender.memnet import MemoryNetwork
 

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.errors import InvalidMetadataError
 from shmkafka.protocol.records import BatchMeta, decode_batch
 from shmkafka.sender.integrity import verify_batches
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import RecordTooLargeError, ShmError
 from shmkafka.shm.layout import FREE, OPEN, SEALED
-from shmkafka.shm.pool import SharedPool
 from tests.conftest import publish
 from tests.shm import workers
 
@@ -147,7 +147,7 @@ def test_reenqueue_keeps_sequence_order_and_stops_appends(
         acc.finalize(batch, BatchMeta(producer_id=1, producer_epoch=0, base_sequence=seq))
         drained.append(pool.batches.read(batch.batch_id))
     deque_id = drained[0].deque_id
-    from shmkafka.producer.accumulator import DrainedBatch
+    from shmkafka.pool.accumulator import DrainedBatch
 
     for info in (drained[2], drained[0], drained[1]):  # responses come back in any order
         acc.reenqueue(DrainedBatch("t", 0, info))

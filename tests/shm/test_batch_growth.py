@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.bufferpool import SlabRun
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.records import decode_batch
-from shmkafka.shm.bufferpool import SlabRun
 from shmkafka.shm.config import SLAB_SIZE, PoolConfig
-from shmkafka.shm.pool import SharedPool
 from tests.conftest import publish
 
 GROWING = PoolConfig(

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from shmkafka.shm.bufferpool import SlabRun
+from shmkafka.pool.bufferpool import SlabRun
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
-from shmkafka.shm.pool import SharedPool
 
 SLABS = 64  # SMALL: 64 KiB of 1 KiB slabs
 

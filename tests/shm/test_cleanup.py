@@ -6,8 +6,8 @@ import signal
 import subprocess
 import sys
 
-from shmkafka.shm.cleanup import cleanup
-from shmkafka.shm.pool import SharedPool
+from shmkafka.pool.cleanup import cleanup
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.segment import list_semaphores
 from tests.conftest import SMALL
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-import shmkafka.producer.accumulator as accumulator_module
-from shmkafka.producer.accumulator import RecordAccumulator
+import shmkafka.pool.accumulator as accumulator_module
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.sender.integrity import verify_batches
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.layout import OPEN
-from shmkafka.shm.pool import SharedPool
 from tests import ledger
 from tests.conftest import publish
 

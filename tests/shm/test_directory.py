@@ -6,11 +6,11 @@ import os
 
 import pytest
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.errors import CapacityError, ShmConfigError
 from shmkafka.shm.layout import DIRECTORY_LOCK, REFUSED_PARTITIONS, REFUSED_TOPICS
-from shmkafka.shm.pool import SharedPool
 from tests.conftest import SMALL, publish
 
 

@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
-from shmkafka.producer.accumulator import RecordAccumulator, StaleRouteError
-from shmkafka.shm.bufferpool import SlabRun
+from shmkafka.pool.accumulator import RecordAccumulator, StaleRouteError
+from shmkafka.pool.bufferpool import SlabRun
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
-from shmkafka.shm.pool import SharedPool
 from tests.conftest import SMALL, publish
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from shmkafka.producer import fastpath
-from shmkafka.shm.pool import SharedPool
+from shmkafka.pool import fastpath
+from shmkafka.pool.shared_pool import SharedPool
 from tests.conftest import publish
 
 FastAppend = fastpath.FastAppend

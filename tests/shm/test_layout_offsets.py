@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from shmkafka.producer import accumulator, fastpath
-from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.pool import accumulator, fastpath
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm import layout as L
 from shmkafka.shm.layout import Layout
-from shmkafka.shm.pool import SharedPool
 
-SOURCE = Path(accumulator.__file__).with_name("_fastappend.c")
+SOURCE = Path(accumulator.__file__).with_name("_append.c")
 
 pytestmark = pytest.mark.skipif(fastpath.FastAppend is None, reason="C fast path not built")
 

@@ -8,10 +8,10 @@ import time
 import posix_ipc
 import pytest
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.errors import LockTimeoutError
 from shmkafka.shm.layout import FIRST_STRIPE_LOCK, POOL_LOCK
 from shmkafka.shm.locks import ORPHAN_GRACE_S
-from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.segment import semaphore_name
 
 

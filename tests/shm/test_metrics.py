@@ -7,8 +7,8 @@ from __future__ import annotations
 import multiprocessing as mp
 from typing import Any
 
-from shmkafka.shm.metrics import PoolSample, RateWindow, kafka_metrics
-from shmkafka.shm.pool import SharedPool
+from shmkafka.pool.metrics import PoolSample, RateWindow, kafka_metrics
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.sender_counters import SenderCounters
 
 

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.locks import KernelLock
-from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.procs import age_seconds, cpu_seconds
 
 

@@ -4,8 +4,8 @@ import multiprocessing as mp
 import time
 from typing import Any
 
-from shmkafka.producer.accumulator import RecordAccumulator
-from shmkafka.shm.pool import SharedPool
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.rings import Completion
 from tests.conftest import publish
 

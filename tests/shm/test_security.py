@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.errors import SegmentOwnerError
-from shmkafka.shm.pool import SharedPool
 from tests.conftest import SMALL
 
 OTHER_UID = 65534  # nobody

@@ -7,6 +7,7 @@ import struct
 
 import pytest
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.config import PoolConfig, validate_pool_name
 from shmkafka.shm.errors import (
     LayoutMismatchError,
@@ -15,7 +16,6 @@ from shmkafka.shm.errors import (
     SegmentSpaceError,
     ShmConfigError,
 )
-from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.segment import Segment, list_semaphores
 from tests.conftest import SMALL
 

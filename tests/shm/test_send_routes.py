@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.shm.config import PoolConfig

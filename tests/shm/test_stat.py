@@ -4,9 +4,9 @@ import json
 import subprocess
 import sys
 
-from shmkafka.producer.accumulator import RecordAccumulator
-from shmkafka.shm.pool import SharedPool
-from shmkafka.shm.stat import pool_stat
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.pool.stat import pool_stat
 from tests.conftest import publish
 
 

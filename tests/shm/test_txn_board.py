@@ -3,8 +3,8 @@ poster's own answer readable after the next command was posted and answered."""
 
 from __future__ import annotations
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm import txn_board as board
-from shmkafka.shm.pool import SharedPool
 
 
 def test_a_posters_answer_survives_the_next_command(pool: SharedPool) -> None:

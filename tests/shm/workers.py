@@ -6,9 +6,9 @@ import struct
 import time
 from typing import Any
 
-from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.records import decode_batch
-from shmkafka.shm.pool import SharedPool
 
 VALUE_SIZE = 100
 TOPIC = "t"

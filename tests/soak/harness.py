@@ -484,7 +484,7 @@ class Soak:
         self._log.close()
         self._faults.close()
         # a pool whose Sender was killed last may stay: remove it (it is reported above)
-        from shmkafka.shm.cleanup import cleanup_pool
+        from shmkafka.pool.cleanup import cleanup_pool
 
         for pool in self.pools():
             with contextlib.suppress(Exception):

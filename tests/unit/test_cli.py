@@ -12,7 +12,7 @@ import pytest
 
 from shmkafka import __version__
 from shmkafka.cli import COMMANDS, main
-from shmkafka.shm.pool import SharedPool
+from shmkafka.pool.shared_pool import SharedPool
 
 
 def test_version_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
@@ -42,14 +42,14 @@ def test_stat_of_a_missing_pool_is_one_line(capsys: pytest.CaptureFixture[str]) 
 def test_stat_lists_a_pool_it_cannot_read_as_such(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import shmkafka.pool.stat
     import shmkafka.shm.segment
-    import shmkafka.shm.stat
 
     def refused(name: str) -> None:
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(shmkafka.shm.segment, "list_pools", lambda: ["theirs"])
-    monkeypatch.setattr(shmkafka.shm.stat, "pool_stat", refused)
+    monkeypatch.setattr(shmkafka.pool.stat, "pool_stat", refused)
     assert main(["stat"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "pool theirs: another user's pool"
 
@@ -57,7 +57,7 @@ def test_stat_lists_a_pool_it_cannot_read_as_such(
 def test_cleanup_names_only_what_it_removed(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import shmkafka.shm.cleanup as cleanup
+    import shmkafka.pool.cleanup as cleanup
 
     results = [cleanup.CleanupResult("gone", True, "every process of it is dead"),
                cleanup.CleanupResult("busy", False, "in use by pid 1")]  # fmt: skip
@@ -86,7 +86,7 @@ def test_without_the_c_extension_the_first_use_warns_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str], pool: SharedPool, tmp_path: Path,
 ) -> None:  # fmt: skip
-    from shmkafka.producer import fastpath
+    from shmkafka.pool import fastpath
 
     monkeypatch.setattr(fastpath, "FastAppend", None)
     monkeypatch.setattr(fastpath, "_warned_not_built", False)
@@ -97,7 +97,7 @@ def test_without_the_c_extension_the_first_use_warns_once(
     assert len(warned) == 1
     import shmkafka
 
-    monkeypatch.setattr(shmkafka, "__path__", [str(tmp_path)])  # (no _fastappend there)
+    monkeypatch.setattr(shmkafka, "__path__", [str(tmp_path)])  # (no _append there)
     assert main(["version"]) == 0
     assert "C extension: NOT built" in capsys.readouterr().out
 

@@ -1,52 +1,64 @@
-"""Imports flow one way: cli/perf → sender → facades → producer → shm, protocol;
-broker_stub → protocol. The facades (kafka-python's, confluent-kafka's and aiokafka's APIs,
-their mirror modules and the package's root) sit on the one engine (``shmkafka.producer``),
-which knows none of them. Every module of the package is parsed (imports inside functions
-included) and checked."""
+"""Imports flow one way, and nothing imports itself back:
+
+    cli, perf → facades → producer → pool → shm, protocol
+    sender → pool → shm, protocol
+    broker_stub → protocol
+
+A module's layer is its source root (``pool/shmkafka/pool/…`` is in pool). The package's root
+(``shmkafka``, whose ``KafkaProducer`` and ``Producer`` are the facades'), ``shmkafka.errors``
+(kafka-python's names) and the mirrors of the peers' import paths live in facades/. Every
+module is parsed, imports inside functions and under ``TYPE_CHECKING`` included, and the
+graph of modules must have no circle. The C extensions follow the same rule: each is one
+file whose functions are all static but its ``PyInit_``, so nothing links one to another;
+one reaches a lower one through its capsule header, and no include goes up or round."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE_ROOTS = ("producer", "facades", "sender", "shm", "protocol", "broker_stub", "perf", "cli")
+SOURCE_ROOTS = (
+    "producer", "facades", "sender", "pool", "shm", "protocol", "broker_stub", "perf", "cli",
+)  # fmt: skip
 
 # layer → the layers it may import (itself always allowed)
 ALLOWED = {
     "protocol": set(),
     "shm": set(),
-    "producer": {"shm", "protocol"},
-    "facades": {"producer", "shm", "protocol"},
-    "sender": {"facades", "producer", "shm", "protocol"},  # (the sidecar reads facades' configs)
+    "pool": {"shm", "protocol"},
+    "producer": {"pool", "shm", "protocol"},
+    "facades": {"producer", "pool", "shm", "protocol"},
+    "sender": {"pool", "shm", "protocol"},
     "broker_stub": {"protocol"},
-    "perf": {"sender", "facades", "producer", "shm", "protocol", "broker_stub"},
-    "cli": {"sender", "facades", "producer", "shm", "protocol", "broker_stub", "perf"},
+    "perf": {"facades", "producer", "pool", "shm", "protocol", "broker_stub", "sender"},
+    "cli": {"facades", "producer", "pool", "shm", "protocol", "broker_stub", "perf", "sender"},
 }
-# the mirror modules of the peers' import paths are the facades' public faces
-MIRRORS = {"kafka", "confluent_kafka", "aiokafka"}
-ROOT_FACADES = {"KafkaProducer", "Producer"}  # (``from shmkafka import Producer``)
 
 
-def layer_of(module: str) -> str:
-    """``shmkafka.sender.sender`` → sender. The package's root (``shmkafka``, whose
-    ``KafkaProducer`` and ``Producer`` are the facades') and the mirrors belong to the
-    facades; its other root modules (``shmkafka.errors``) to the engine."""
-    parts = module.split(".")
-    if module == "shmkafka.__main__":
-        return "cli"
-    if module == "shmkafka" or (len(parts) > 1 and parts[1] in MIRRORS | ROOT_FACADES):
-        return "facades"
-    if len(parts) > 1 and parts[1] in ALLOWED:
-        return parts[1]
-    return "producer"
+def package_modules() -> dict[str, str]:
+    """Every module of the package → its layer (the source root it lives in)."""
+    modules = {}
+    for root in SOURCE_ROOTS:
+        for path in (ROOT / root / "shmkafka").rglob("*.py"):
+            parts = path.relative_to(ROOT / root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = root
+        for path in (ROOT / root / "shmkafka").rglob("*.c"):  # (an extension is a module)
+            parts = path.relative_to(ROOT / root).with_suffix("").parts
+            modules[".".join(parts)] = root
+    return modules
 
 
-def imported_modules(source: str) -> list[str]:
-    """Every shmkafka module a source imports; ``from shmkafka import sender`` counts as
-    ``shmkafka.sender``. The package uses no relative imports: one is an error."""
+MODULES = package_modules()
+
+
+def imported_modules(source: str, modules: dict[str, str] = MODULES) -> list[str]:
+    """Every shmkafka module a source imports; ``from shmkafka.pool import native`` counts as
+    ``shmkafka.pool.native``, ``from shmkafka.pool.config import X`` as ``shmkafka.pool.config``.
+    The package uses no relative imports: one is an error."""
     out = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -54,10 +66,19 @@ def imported_modules(source: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, f"relative import at line {node.lineno}"
             assert node.module is not None
-            if node.module != "shmkafka":  # (``from shmkafka import x`` imports shmkafka.x)
-                out.append(node.module)
-            out += [f"{node.module}.{alias.name}" for alias in node.names]
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                out.append(submodule if submodule in modules else node.module)
     return [name for name in out if name == "shmkafka" or name.startswith("shmkafka.")]
+
+
+def layer_of(module: str, modules: dict[str, str] = MODULES) -> str:
+    """The layer of a module, or of the longest prefix of a name that is one."""
+    name = module
+    while name not in modules:
+        assert "." in name, f"{module} is no module of the package"
+        name = name.rsplit(".", 1)[0]
+    return modules[name]
 
 
 def wrong_way(module: str, source: str) -> list[str]:
@@ -71,42 +92,148 @@ def wrong_way(module: str, source: str) -> list[str]:
     return [f"{module} ({mine}) imports {name} ({layer})" for layer, name in wrong.items()]
 
 
-def package_modules() -> dict[str, Path]:
-    modules = {}
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one node (Tarjan's), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                other = stack.pop()
+                part.append(other)
+                if other == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def python_graph() -> dict[str, set[str]]:
+    graph = {}
     for root in SOURCE_ROOTS:
         for path in (ROOT / root / "shmkafka").rglob("*.py"):
             parts = path.relative_to(ROOT / root).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            modules[name] = path
-    return modules
+            # (a package's own __init__ is imported with its modules: not an edge of note)
+            graph[name] = {
+                other
+                for other in imported_modules(path.read_text())
+                if other != name and not name.startswith(other + ".")
+            }
+    return graph
 
 
 def test_every_import_of_the_package_flows_one_way() -> None:
-    modules = package_modules()
-    assert {"shmkafka.cli", "shmkafka.sender.sender", "shmkafka.shm.pool"} <= set(modules)
-    assert len(modules) > 60
-    problems = [p for name, path in modules.items() for p in wrong_way(name, path.read_text())]
+    assert {"shmkafka.cli", "shmkafka.sender.sender", "shmkafka.pool.shared_pool"} <= set(MODULES)
+    assert len(MODULES) > 60
+    problems = []
+    for root in SOURCE_ROOTS:
+        for path in (ROOT / root / "shmkafka").rglob("*.py"):
+            parts = path.relative_to(ROOT / root).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            problems += wrong_way(name, path.read_text())
     assert problems == []
+
+
+def test_no_module_imports_itself_back() -> None:
+    assert circles(python_graph()) == []
+
+
+INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
+# a function definition in PEP 7's style: the type on its own line, the name at column 0
+DEFINITION = re.compile(r"^(?P<type>[^\s#/*][^\n;]*)\n(?P<name>[A-Za-z_]\w*)\(", re.M)
+
+
+def c_sources() -> dict[str, Path]:
+    """Every C and header file of the package, by name (each name is used once)."""
+    files: dict[str, Path] = {}
+    for root in SOURCE_ROOTS:
+        for path in [*(ROOT / root).rglob("*.c"), *(ROOT / root).rglob("*.h")]:
+            assert path.name not in files, f"two C files named {path.name}"
+            files[path.name] = path
+    return files
+
+
+def c_layer(path: Path) -> str:
+    return path.relative_to(ROOT).parts[0]
+
+
+def test_the_c_extensions_depend_one_way_without_linking() -> None:
+    files = c_sources()
+    assert {"_append.c", "_tracker.c", "_entry.c", "_reports.c"} <= set(files)
+    graph: dict[str, set[str]] = {}
+    problems = []
+    for name, path in files.items():
+        text = path.read_text()
+        graph[name] = set(INCLUDE.findall(text))
+        for header in graph[name]:
+            assert header in files, f"{name} includes {header}, which is not ours"
+            mine, theirs = c_layer(path), c_layer(files[header])
+            if theirs != mine and theirs not in ALLOWED[mine]:
+                problems.append(f"{name} ({mine}) includes {header} ({theirs})")
+        if name.endswith(".h"):
+            assert name[:-2] + ".c" in files, f"{name} is not the interface of one C file"
+            continue
+        graph[name].add(name[:-2] + ".h") if name[:-2] + ".h" in files else None
+        shared = [
+            match["name"]
+            for match in DEFINITION.finditer(text)
+            if "static" not in match["type"] and match["type"] != "PyMODINIT_FUNC"
+        ]
+        problems += [f"{name} defines {function}() for others to link to" for function in shared]
+    assert problems == []
+    assert circles(graph) == []
 
 
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("shmkafka.producer.handle", "def f():\n    from shmkafka.sender.service import x\n"),
-        ("shmkafka.shm.pool", "import shmkafka.protocol.errors\n"),
+        ("shmkafka.producer.client", "def f():\n    from shmkafka.sender.service import x\n"),
+        ("shmkafka.pool.shared_pool", "from shmkafka.producer import futures\n"),
         ("shmkafka.protocol.records", "from shmkafka.shm.layout import X\n"),
         ("shmkafka.sender.sender", "from shmkafka.broker_stub.server import BrokerStub\n"),
-        ("shmkafka.broker_stub.server", "from shmkafka.shm import pool\n"),
-        ("shmkafka.errors", "from shmkafka.perf.tool import run\n"),
-        ("shmkafka.producer.handle", "from shmkafka import sender\n"),
+        ("shmkafka.sender.sender", "from shmkafka.producer.client import Client\n"),
+        ("shmkafka.sender.sender", "import shmkafka.errors\n"),
+        ("shmkafka.broker_stub.server", "from shmkafka.pool import shared_pool\n"),
+        ("shmkafka.pool.errors", "from shmkafka.perf.tool import run\n"),
+        ("shmkafka.producer.client", "from shmkafka import sender\n"),
         ("shmkafka.producer.engine", "from shmkafka.facades.confluent import producer\n"),
         ("shmkafka.producer.engine", "from shmkafka import Producer\n"),
         ("shmkafka.facades.aiokafka.producer", "from shmkafka.sender import admin\n"),
-        ("shmkafka.shm.pool", "import shmkafka.kafka\n"),
+        ("shmkafka.pool.shared_pool", "import shmkafka.kafka\n"),
+        ("shmkafka.shm.layout", "from shmkafka.pool.config import SenderConfig\n"),
     ],
 )
 def test_a_wrong_way_import_is_caught(module: str, source: str) -> None:
     assert len(wrong_way(module, source)) == 1
+
+
+def test_a_circle_is_caught() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_a_linked_c_function_is_caught() -> None:
+    text = "static int\nhidden(void)\n{\n}\n\nint\nshared(void)\n{\n}\n"
+    names = [m["name"] for m in DEFINITION.finditer(text) if "static" not in m["type"]]
+    assert names == ["shared"]
 
 
 def test_relative_imports_are_refused() -> None:

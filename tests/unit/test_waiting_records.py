@@ -12,11 +12,15 @@ from typing import Any
 from shmkafka.facades.confluent.records import Unassigned, serve_waiting
 
 
-class _Handle:
-    def connect_failure(self) -> None:
+class _Topics:
+    def still_waiting(self, topic: str) -> None:
         return None
 
-    def still_waiting(self, topic: str) -> None:
+
+class _Handle:
+    topics = _Topics()
+
+    def connect_failure(self) -> None:
         return None
 
 

@@ -19,11 +19,23 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 
+import crc32c
+
 from shmkafka.broker_stub.storage import DiskLog
 from shmkafka.protocol.clock import wall_ms
-from shmkafka.protocol.records import BatchHeader, decode_batch_header
+from shmkafka.protocol.records import (
+    _ATTRIBUTES_AT,
+    _CRC_AT,
+    TIMESTAMP_TYPE_BIT,
+    BatchHeader,
+    decode_batch_header,
+)
 
 _OFFSET_AND_EPOCH = struct.Struct(">q")  # base offset at 0
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP_AT = 35
+_TIMESTAMP = struct.Struct(">q")
+_CRC = struct.Struct(">I")
 _EPOCH_AT = 12
 _EPOCH = struct.Struct(">i")
 PRODUCER_BATCHES_KEPT = 5  # as Kafka's ProducerStateEntry: the last five batches per producer
@@ -104,8 +116,6 @@ class PartitionLog:
         _EPOCH.pack_into(raw, _EPOCH_AT, leader_epoch)
         max_ts = header.max_timestamp
         if log_append_ms is not None:
-            from shmkafka.broker_stub.validate import set_log_append_time
-
             set_log_append_time(raw, log_append_ms)
             max_ts = log_append_ms
         batch = StoredBatch(
@@ -224,3 +234,11 @@ class PartitionLog:
             if batch.max_timestamp >= timestamp:
                 return batch.base_offset
         return self.leo
+
+
+def set_log_append_time(raw: bytearray, timestamp_ms: int) -> None:
+    """Mark a batch LogAppendTime with ``timestamp_ms`` as its max timestamp; re-sign it."""
+    attributes = _ATTRIBUTES.unpack_from(raw, _ATTRIBUTES_AT)[0] | TIMESTAMP_TYPE_BIT
+    _ATTRIBUTES.pack_into(raw, _ATTRIBUTES_AT, attributes)
+    _TIMESTAMP.pack_into(raw, _MAX_TIMESTAMP_AT, timestamp_ms)
+    _CRC.pack_into(raw, _CRC_AT, crc32c.crc32c(memoryview(raw)[_ATTRIBUTES_AT:]))

@@ -5,26 +5,17 @@ themselves are never decoded (the stub must not be the bottleneck).
 
 from __future__ import annotations
 
-import struct
-
 import crc32c
 
 from shmkafka.broker_stub.log import PartitionLog
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.records import (
     _ATTRIBUTES_AT,
-    _CRC_AT,
     HEADER_SIZE,
     MAGIC,
-    TIMESTAMP_TYPE_BIT,
     BatchHeader,
     decode_batch_header,
 )
-
-_MAX_TIMESTAMP_AT = 35
-_U16 = struct.Struct(">h")
-_I64 = struct.Struct(">q")
-_U32 = struct.Struct(">I")
 
 
 def split_batches(records: bytes | None) -> list[tuple[BatchHeader, bytes]] | int:
@@ -74,11 +65,3 @@ def check_sequence(log: PartitionLog, header: BatchHeader) -> tuple[int, int]:
     if header.base_sequence != entry.last_sequence + 1:
         return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
     return 0, -1
-
-
-def set_log_append_time(raw: bytearray, timestamp_ms: int) -> None:
-    """Mark a batch LogAppendTime with ``timestamp_ms`` as its max timestamp; re-sign it."""
-    attributes = _U16.unpack_from(raw, _ATTRIBUTES_AT)[0] | TIMESTAMP_TYPE_BIT
-    _U16.pack_into(raw, _ATTRIBUTES_AT, attributes)
-    _I64.pack_into(raw, _MAX_TIMESTAMP_AT, timestamp_ms)
-    _U32.pack_into(raw, _CRC_AT, crc32c.crc32c(memoryview(raw)[_ATTRIBUTES_AT:]))

@@ -29,7 +29,7 @@ class Command:
 COMMANDS = {
     "version": Command("print the version", "shmkafka.cli", "_no_arguments", "_version"),
     "sender": Command(
-        "run a pool's Sender (a sidecar)", "shmkafka.sender.__main__", "build_parser", "run"
+        "run a pool's Sender (a sidecar)", "shmkafka.cli.sidecar", "build_parser", "run"
     ),
     "produce": Command(
         "send lines from stdin to a topic (as kafka-console-producer)",
@@ -118,19 +118,32 @@ def _version(args: argparse.Namespace) -> int:
     return 0
 
 
+# the C extensions (hatch_build.py builds them), by folder under shmkafka/
+C_EXTENSIONS = ("pool/_append", "producer/_tracker", "producer/_entry",
+                "facades/confluent/_reports")  # fmt: skip
+
+
 def _c_extension() -> str:
-    """Whether the C extension is installed, found without importing the producer."""
+    """Whether the C extensions are installed, found without importing the producer."""
     import importlib.machinery
     import os
 
     import shmkafka
 
-    built = any(
-        os.path.exists(os.path.join(root, "producer", "_fastappend" + suffix))
-        for root in shmkafka.__path__
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES
-    )
-    return "built" if built else "NOT built: every send runs in Python (slower)"
+    missing = [
+        name
+        for name in C_EXTENSIONS
+        if not any(
+            os.path.exists(os.path.join(root, name + suffix))
+            for root in shmkafka.__path__
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES
+        )
+    ]
+    if not missing:
+        return "built"
+    if len(missing) < len(C_EXTENSIONS):
+        return f"partly built (missing {', '.join(missing)}): those parts run in Python"
+    return "NOT built: every send runs in Python (slower)"
 
 
 def _stat_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -166,9 +179,9 @@ def _stat(args: argparse.Namespace) -> int:
         from shmkafka.cli.watch import watch
 
         return watch(args.pool, args.interval, args.count, args.json)
+    from shmkafka.pool.stat import format_stat, pool_stat
     from shmkafka.shm.errors import ShmError
     from shmkafka.shm.segment import list_pools
-    from shmkafka.shm.stat import format_stat, pool_stat
 
     if args.pool:
         try:
@@ -203,7 +216,7 @@ def _cleanup_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
 
 
 def _cleanup(args: argparse.Namespace) -> int:
-    from shmkafka.shm.cleanup import cleanup
+    from shmkafka.pool.cleanup import cleanup
 
     results = cleanup(args.pool)
     for result in results:

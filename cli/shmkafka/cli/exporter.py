@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from shmkafka.shm.metrics import COUNTER, METRICS, Metric, PoolWatcher
+from shmkafka.pool.metrics import COUNTER, METRICS, Metric, PoolWatcher
 
 DEFAULT_PORT = 9464
 

@@ -14,8 +14,8 @@ import sys
 import time
 from typing import Any, TextIO
 
+from shmkafka.pool.metrics import PoolWatcher
 from shmkafka.shm.errors import ShmError
-from shmkafka.shm.metrics import PoolWatcher
 
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
 

@@ -173,7 +173,7 @@ class _Sender:
     batches sent."""
 
     def __init__(self, pool: str) -> None:
-        from shmkafka.shm.stat import pool_stat
+        from shmkafka.pool.stat import pool_stat
 
         stat = pool_stat(pool)["sender"]
         self.pid: int = stat["pid"]

@@ -32,7 +32,11 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "_fastappend.h"
+#include "_append.h"
+#include "_tracker.h"
+
+static const AppendAPI *append_api;    /* shmkafka.pool._append's */
+static const TrackerAPI *tracker_api;  /* shmkafka.producer._tracker's */
 
 /* partitioners (what the facade passes to _fast_enable) */
 #define PARTITION_MURMUR2 1     /* Java's / kafka-python's, murmur2_random */
@@ -133,8 +137,8 @@ Entry_fast_enable(Entry *self, PyObject *const *args, Py_ssize_t nargs)
                      nargs);
         return NULL;
     }
-    if (!PyObject_TypeCheck(args[0], &TrackerType)
-        || !PyObject_TypeCheck(args[1], &FastAppendType)
+    if (!PyObject_TypeCheck(args[0], tracker_api->tracker_type)
+        || !PyObject_TypeCheck(args[1], append_api->fast_append_type)
         || !PyDict_CheckExact(args[2]))
     {
         PyErr_SetString(PyExc_TypeError,
@@ -357,11 +361,11 @@ SendEntry_send(Entry *self, PyObject *const *args, Py_ssize_t nargs,
         goto python;
     }
     Py_ssize_t partition = key == Py_None
-                           ? fastappend_sticky(self->fast, route) : -1;
+                           ? append_api->sticky(self->fast, route) : -1;
     if (partition == -1 && key == Py_None) {
         goto python;  /* no sticky partition yet: Python picks one */
     }
-    PyObject *future = tracker_send(self->tracker, self->fast, route, topic,
+    PyObject *future = tracker_api->send(self->tracker, self->fast, route, topic,
                                     partition, key, value, Py_None, 1);
     if (future == NULL || !PyLong_CheckExact(future)) {
         return future;
@@ -403,13 +407,13 @@ ProduceEntry_produce(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     Py_ssize_t waiting = PyObject_Length(self->unassigned);
     Py_ssize_t queued = PyObject_Length(self->reports);
     if (waiting != 0 || queued < 0
-        || tracker_outstanding(self->tracker) + queued >= self->max_messages)
+        || tracker_api->outstanding(self->tracker) + queued >= self->max_messages)
     {
         PyErr_Clear();
         goto python;  /* (Python raises the full queue's BufferError) */
     }
     Py_ssize_t partition = key == Py_None
-                           ? fastappend_sticky(self->fast, route)
+                           ? append_api->sticky(self->fast, route)
                            : keyed_partition(self, route, key);
     if (partition < -1 || (partition == -1 && key == Py_None)) {
         goto python;
@@ -431,7 +435,7 @@ ProduceEntry_produce(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     else {
         Py_INCREF(report);
     }
-    PyObject *done = tracker_send(self->tracker, self->fast, route, topic,
+    PyObject *done = tracker_api->send(self->tracker, self->fast, route, topic,
                                   partition, key, value, report, 0);
     Py_DECREF(report);
     if (done == NULL) {
@@ -469,12 +473,12 @@ AppendEntry_fast_append(Entry *self, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_FALSE;
     }
     Py_ssize_t partition = key == Py_None
-                           ? fastappend_sticky(self->fast, route)
+                           ? append_api->sticky(self->fast, route)
                            : keyed_partition(self, route, key);
     if (partition < -1 || (partition == -1 && key == Py_None)) {
         Py_RETURN_FALSE;
     }
-    PyObject *done = tracker_send(self->tracker, self->fast, route, topic,
+    PyObject *done = tracker_api->send(self->tracker, self->fast, route, topic,
                                   partition, key, value, args[3], 0);
     if (done == NULL) {
         return NULL;
@@ -517,7 +521,7 @@ static PyMethodDef AppendEntry_methods[] = {
 
 static PyTypeObject SendEntryType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._fastappend.SendEntry",
+    .tp_name = "shmkafka.producer._entry.SendEntry",
     .tp_basicsize = sizeof(Entry),
     .tp_dealloc = (destructor)Entry_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -530,7 +534,7 @@ static PyTypeObject SendEntryType = {
 
 static PyTypeObject ProduceEntryType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._fastappend.ProduceEntry",
+    .tp_name = "shmkafka.producer._entry.ProduceEntry",
     .tp_basicsize = sizeof(Entry),
     .tp_dealloc = (destructor)Entry_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -543,7 +547,7 @@ static PyTypeObject ProduceEntryType = {
 
 static PyTypeObject AppendEntryType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._fastappend.AppendEntry",
+    .tp_name = "shmkafka.producer._entry.AppendEntry",
     .tp_basicsize = sizeof(Entry),
     .tp_dealloc = (destructor)Entry_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -578,10 +582,16 @@ intern_names(void)
     return 0;
 }
 
-int
+static int
 entry_exec(PyObject *module)
 {
     static int once;
+
+    if ((append_api = import_append_api()) == NULL
+        || (tracker_api = import_tracker_api()) == NULL)
+    {
+        return -1;
+    }
 
     if (!once) {
         for (uint32_t n = 0; n < 256; n++) {
@@ -609,4 +619,29 @@ entry_exec(PyObject *module)
         return -1;
     }
     return 0;
+}
+
+static PyModuleDef_Slot entry_slots[] = {
+    {Py_mod_exec, entry_exec},
+#ifdef Py_mod_multiple_interpreters
+    /* the types are static, shared by every interpreter */
+    {Py_mod_multiple_interpreters,
+     Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+    {0, NULL}
+};
+
+static struct PyModuleDef entry_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "shmkafka.producer._entry",
+    .m_doc = "send() and produce() for the common record in C "
+             "(entry.py's Python twins are the reference).",
+    .m_size = 0,
+    .m_slots = entry_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__entry(void)
+{
+    return PyModuleDef_Init(&entry_module);
 }

@@ -1,6 +1,6 @@
 /*
- * The futures of a send in C: futures.py's PyTracker, BatchWait and
- * FutureBase, which stay the reference (and the path when this is not
+ * The futures of a send in C, the twin of futures.py: its PyTracker,
+ * BatchWait and FutureBase stay the reference (and the path when this is not
  * built); the tests run both.
  *
  * Rules (as in futures.py):
@@ -24,8 +24,16 @@
 #include <structmember.h>
 #include <time.h>
 
-#include "_fastappend.h"
-#include "_futures.h"
+#include "_append.h"
+#include "_tracker.h"
+
+static const AppendAPI *append_api;    /* shmkafka.pool._append's */
+static PyTypeObject BatchWaitType, FutureBaseType, TrackerType;
+static PyObject *tracker_send(PyObject *tracker, PyObject *fast,
+                              PyObject *route, PyObject *topic,
+                              Py_ssize_t partition, PyObject *key,
+                              PyObject *value, PyObject *report,
+                              int want_future);
 
 #define ALL_DELTAS 0xFFFFFFFFu
 #define FLAG_FULL 1
@@ -111,7 +119,7 @@ BatchWait_dealloc(BatchWait *self)
 }
 
 /* The index of the completion covering ``delta``, or -1. */
-Py_ssize_t
+static Py_ssize_t
 outcome_index(BatchWait *wait, uint32_t delta)
 {
     if (wait->completions == NULL) {
@@ -202,9 +210,9 @@ static PyMemberDef BatchWait_members[] = {
     {NULL, 0, 0, 0, NULL}
 };
 
-PyTypeObject BatchWaitType = {
+static PyTypeObject BatchWaitType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._fastappend.BatchWait",
+    .tp_name = "shmkafka.producer._tracker.BatchWait",
     .tp_basicsize = sizeof(BatchWait),
     .tp_dealloc = (destructor)BatchWait_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -283,9 +291,9 @@ static PyMemberDef FutureBase_members[] = {
     {NULL, 0, 0, 0, NULL}
 };
 
-PyTypeObject FutureBaseType = {
+static PyTypeObject FutureBaseType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._fastappend.Future",
+    .tp_name = "shmkafka.producer._tracker.Future",
     .tp_basicsize = sizeof(FutureBase),
     .tp_dealloc = (destructor)FutureBase_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
@@ -534,7 +542,7 @@ Tracker_send(Tracker *self, PyObject *const *args, Py_ssize_t nargs)
                      "send() takes exactly 8 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (!PyObject_TypeCheck(args[0], &FastAppendType)) {
+    if (!PyObject_TypeCheck(args[0], append_api->fast_append_type)) {
         PyErr_SetString(PyExc_TypeError,
                         "send() argument 'fast' must be a FastAppend");
         return NULL;
@@ -551,14 +559,14 @@ Tracker_send(Tracker *self, PyObject *const *args, Py_ssize_t nargs)
                         partition, args[4], args[5], args[6], want_future);
 }
 
-PyObject *
+static PyObject *
 tracker_send(PyObject *tracker, PyObject *fast, PyObject *route,
              PyObject *topic, Py_ssize_t partition, PyObject *key,
              PyObject *value, PyObject *report, int want_future)
 {
     Tracker *self = (Tracker *)tracker;
     SendResult sent;
-    int status = fastappend_send_kv(fast, route, partition, key, value, &sent);
+    int status = append_api->send_kv(fast, route, partition, key, value, &sent);
 
     if (status < 0) {
         return NULL;
@@ -598,7 +606,7 @@ tracker_send(PyObject *tracker, PyObject *fast, PyObject *route,
     return future;
 }
 
-Py_ssize_t
+static Py_ssize_t
 tracker_outstanding(PyObject *tracker)
 {
     return ((Tracker *)tracker)->outstanding;
@@ -888,9 +896,9 @@ static PyMemberDef Tracker_members[] = {
     {NULL, 0, 0, 0, NULL}
 };
 
-PyTypeObject TrackerType = {
+static PyTypeObject TrackerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._fastappend.Tracker",
+    .tp_name = "shmkafka.producer._tracker.Tracker",
     .tp_basicsize = sizeof(Tracker),
     .tp_dealloc = (destructor)Tracker_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -948,9 +956,21 @@ static PyMethodDef tracker_functions[] = {
     {NULL, NULL, 0, NULL}
 };
 
-int
+static const TrackerAPI tracker_api = {
+    .tracker_type = &TrackerType,
+    .batch_wait_type = &BatchWaitType,
+    .future_base_type = &FutureBaseType,
+    .send = tracker_send,
+    .outstanding = tracker_outstanding,
+    .outcome_index = outcome_index,
+};
+
+static int
 tracker_exec(PyObject *module)
 {
+    if ((append_api = import_append_api()) == NULL) {
+        return -1;
+    }
     if (PyModule_AddType(module, &BatchWaitType) < 0
         || PyModule_AddType(module, &FutureBaseType) < 0
         || PyModule_AddType(module, &TrackerType) < 0
@@ -958,5 +978,38 @@ tracker_exec(PyObject *module)
     {
         return -1;
     }
+    PyObject *capsule = PyCapsule_New((void *)&tracker_api,
+                                      TRACKER_API_CAPSULE, NULL);
+    if (capsule == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "_API", capsule) < 0) {
+        Py_DECREF(capsule);
+        return -1;
+    }
     return 0;
+}
+
+static PyModuleDef_Slot tracker_slots[] = {
+    {Py_mod_exec, tracker_exec},
+#ifdef Py_mod_multiple_interpreters
+    /* the types are static, shared by every interpreter */
+    {Py_mod_multiple_interpreters,
+     Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+    {0, NULL}
+};
+
+static struct PyModuleDef tracker_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "shmkafka.producer._tracker",
+    .m_doc = "The futures of a send in C (futures.py is the reference).",
+    .m_size = 0,
+    .m_slots = tracker_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__tracker(void)
+{
+    return PyModuleDef_Init(&tracker_module);
 }

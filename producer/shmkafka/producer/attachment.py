@@ -18,15 +18,23 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import LayoutMismatchError
-from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import Completion
 
-if TYPE_CHECKING:
-    from shmkafka.producer.handle import ProducerHandle
+
+class Member(Protocol):
+    """What the attachment asks of each producer it serves (client.py's)."""
+
+    def on_completion(self, completion: Completion) -> None:
+        """Resolve this producer's records of the completion's batch."""
+
+    def housekeeping(self) -> None:
+        """Periodic work: the Sender's events, tokens, the Sender check, liveness."""
+
 
 RING_WAIT_S = 0.05
 _attachments: dict[tuple[str, int], Attachment] = {}
@@ -50,13 +58,13 @@ class Attachment:
     def __init__(self, pool: SharedPool) -> None:
         self.pool = pool
         self.users = 0  # producers that joined and have not left
-        self._handles: list[ProducerHandle] = []  # producers the thread serves
+        self._handles: list[Member] = []  # producers the thread serves
         self._lock = threading.RLock()  # (re-entrant: see _registry)
         self._thread: threading.Thread | None = None
         self._detach_at_end = False  # the last producer left while the thread ran
         self._flushers = 0
         # completions polled and not yet handed over (only the completion thread uses it)
-        self._queue: deque[tuple[ProducerHandle, Completion]] = deque()
+        self._queue: deque[tuple[Member, Completion]] = deque()
 
     @classmethod
     def join(cls, name: str, config: PoolConfig | None) -> Attachment:
@@ -79,7 +87,7 @@ class Attachment:
             found.users += 1
             return found
 
-    def release(self, handle: ProducerHandle, wait_s: float | None) -> None:
+    def release(self, handle: Member, wait_s: float | None) -> None:
         """``handle`` leaves. The last producer out detaches the pool: at once if the thread
         is not running, else the thread does when it ends (within one ring wait), which
         this waits for up to ``wait_s`` seconds (None: no limit) unless called on it."""
@@ -102,7 +110,7 @@ class Attachment:
 
     # ------------------------------------------------------------------ the thread
 
-    def serve(self, handle: ProducerHandle) -> None:
+    def serve(self, handle: Member) -> None:
         """Hand ``handle`` the slot's completions from now on (starting the thread)."""
         with self._lock:
             if handle not in self._handles:

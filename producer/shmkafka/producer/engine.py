@@ -23,10 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shmkafka.errors import KafkaConfigurationError, PoolSettingsMismatchError
-from shmkafka.producer.handle import ProducerHandle
-from shmkafka.producer.pool_errors import kafka_errors
-from shmkafka.producer.settings import SenderConfig
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.errors import KafkaConfigurationError, PoolSettingsMismatchError, kafka_errors
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.config import PoolConfig, validate_pool_name
 from shmkafka.shm.directory import LEGAL_TOPIC

@@ -1,8 +1,7 @@
 """The bases of the facades: ``send`` (KafkaProducer) and ``produce`` (Producer) in C for
-the common record (``_entry.c``), and the append AIOKafkaProducer's async ``send`` calls
-(``_fast_append``), or, when the extension is not built, these Python ones, which go
-straight to the facade's own Python method (``_send`` / ``_produce``); and the
-confluent API's delivery reports served in C (``_reports.c``).
+the common record (``_entry.c``, this module's C twin), and the append AIOKafkaProducer's
+async ``send`` calls (``_fast_append``), or, when the extension is not built, these Python
+ones, which go straight to the facade's own Python method (``_send`` / ``_produce``).
 
 Rules:
 - A facade's Python method is the reference: the C entry takes only records it would send
@@ -13,15 +12,12 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from shmkafka.producer import native
+from shmkafka.pool import native
 
-PARTITION_MURMUR2, PARTITION_CRC32, PARTITION_RANDOM = 1, 2, 3  # as _entry.c
-# librdkafka's partitioners the C entry computes (keyless records: the pool's sticky one)
-PARTITIONER_CODES = {"murmur2_random": PARTITION_MURMUR2, "consistent_random": PARTITION_CRC32,
-                     "random": PARTITION_RANDOM}  # fmt: skip
+# the partitioners the C entry computes for keyed records (keyless: the pool's sticky one)
+PARTITION_NONE, PARTITION_MURMUR2, PARTITION_CRC32, PARTITION_RANDOM = 0, 1, 2, 3  # as _entry.c
 
 
 class _PyEntry:
@@ -72,11 +68,6 @@ class PyAppendEntry(_PyEntry):
         return False
 
 
-# serve_reports(reports, message_type, serve_other) -> (served, last exception raised): the
-# confluent API's delivery reports served in C (None: the Python loop serves them all)
-serve_reports: Callable[[Any, Any, Callable[[Any], BaseException | None]],
-                        tuple[int, BaseException | None]] | None  # fmt: skip
-
 if TYPE_CHECKING:
     SendEntry = PySendEntry
     ProduceEntry = PyProduceEntry
@@ -84,15 +75,9 @@ if TYPE_CHECKING:
 else:
     try:
         native.check()
-        from shmkafka.producer._fastappend import (
-            AppendEntry,
-            ProduceEntry,
-            SendEntry,
-            serve_reports,
-        )
+        from shmkafka.producer._entry import AppendEntry, ProduceEntry, SendEntry
     except ImportError:  # not built
-        SendEntry, ProduceEntry, serve_reports = PySendEntry, PyProduceEntry, None
-        AppendEntry = PyAppendEntry
+        SendEntry, ProduceEntry, AppendEntry = PySendEntry, PyProduceEntry, PyAppendEntry
 
 
 def c_tracked(handle: Any) -> bool:

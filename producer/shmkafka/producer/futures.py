@@ -16,8 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from shmkafka.errors import KafkaTimeoutError
-from shmkafka.producer import native
+from shmkafka.pool import native
+from shmkafka.pool.errors import KafkaTimeoutError
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.layout import ALL_DELTAS
 from shmkafka.shm.rings import Completion
@@ -109,7 +109,7 @@ class FutureBase:
 
 class PyTracker:
     """The futures of one producer handle: the reference for the C ``Tracker``
-    (``_fastappend``), whose methods do the same, and the path when it is not built.
+    (``_tracker.c``, its C twin), whose methods do the same, and the path when it is not built.
 
     Rules: ``track`` takes the producer's lock (``cond``), the other methods run under it;
     a completion may come before a record's registration (the slow path appends, then
@@ -302,8 +302,8 @@ class Future(FutureBase):
 if not TYPE_CHECKING:
     try:  # the C type when the extension is built, with the methods above
         native.check()
-        from shmkafka.producer._fastappend import Future as _CFuture
-        from shmkafka.producer._fastappend import adopt_methods
+        from shmkafka.producer._tracker import Future as _CFuture
+        from shmkafka.producer._tracker import adopt_methods
     except ImportError:
         pass
     else:

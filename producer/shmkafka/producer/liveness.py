@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import struct
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.layout import B_PARENT, FREE, NO_PARENT, PARENT, STATE_NAMES
-from shmkafka.shm.pool import SharedPool
 
 CHECK_S = 0.5
 STATE_AND_GENERATION = struct.Struct("<II")  # B_STATE, B_GENERATION: the descriptor's start

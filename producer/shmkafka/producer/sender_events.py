@@ -15,14 +15,14 @@ import logging
 import os
 from collections.abc import Callable
 
-from shmkafka.errors import KafkaConnectionError
+from shmkafka.pool.errors import KafkaConnectionError
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.clock import wall_ms
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.broker_stats import UP
 from shmkafka.shm.events import AUTHENTICATION, SSL, Event
-from shmkafka.shm.pool import SharedPool
 
 RECENT_EVENTS_S = 10.0
 sender_logger = logging.getLogger("shmkafka.sender")

@@ -32,12 +32,12 @@ import tempfile
 import time
 from typing import Any
 
-from shmkafka.errors import KafkaTimeoutError, PoolError
+from shmkafka.pool.errors import KafkaTimeoutError, PoolError
+from shmkafka.pool.sender_link import sender_alive, spawn_lock
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.clock import monotonic_ms
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.namespaces import refuse_out_of_sight
-from shmkafka.shm.pool import SharedPool
-from shmkafka.shm.sender_link import sender_alive, spawn_lock
 
 SENDER_START_WAIT_S = 10.0
 SENDER_STALL_MS = 10_000

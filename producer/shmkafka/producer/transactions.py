@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from shmkafka.producer.handle import ProducerHandle
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm import faultpoints
 from shmkafka.shm import txn_board as board

@@ -23,7 +23,7 @@ class KafkaError(Exception):
     """Root of every error shmkafka raises on purpose. ``str()`` is kafka-python's:
     ``"ClassName: message"``.
 
-    ``twin_class`` is a hook for the drop-in APIs (``shmkafka.producer.peer_errors``): when
+    ``twin_class`` is a hook for the drop-in APIs (facades/kafka_python/peer_errors.py): when
     set, every instance is made of the class it returns, a subclass of both the class asked
     for and a peer library's class, so that ``except kafka.errors.X`` catches our errors.
     Nothing sets it in the Sender, which never imports a peer library."""

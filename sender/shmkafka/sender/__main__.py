@@ -1,5 +1,5 @@
-"""``python -m shmkafka.sender --pool NAME ...``: run a pool's Sender (also ``shmkafka sender``).
-With ``--create`` it makes the pool itself and runs until stopped (a sidecar: sidecar.py)."""
+"""``python -m shmkafka.sender --pool NAME ...``: run a pool's Sender. ``shmkafka sender`` is
+this command with ``--create`` added (cli/sidecar.py: the pool made by the Sender itself)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,10 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from shmkafka.errors import KafkaConfigurationError
-from shmkafka.producer.properties import add_property_arguments, read_properties
-from shmkafka.producer.settings import SenderConfig
+from shmkafka.pool.config import SenderConfig
 from shmkafka.protocol.errors import KafkaError
-from shmkafka.sender import sidecar
 from shmkafka.sender.service import IDLE_EXIT_MS, run_sender
 
 log = logging.getLogger("shmkafka.sender")
@@ -31,22 +28,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="SenderConfig fields as a JSON object, or - to read it from stdin (use this when "
         "it holds secrets: a command line is visible to every user)",
     )
-    parser.add_argument(
-        "--create", action="store_true",
-        help="make the pool with the settings a producer of --api with these properties "
-        "would ask for, and run until stopped (a sidecar)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--api", choices=sidecar.APIS, default="kafka-python",
-        help="whose argument names the properties use (with --create; default: kafka-python)",
-    )  # fmt: skip
-    add_property_arguments(parser, "linger_ms=5", "with --create")
     parser.add_argument("--log-file", help="log to this file (default: stderr)")
     parser.add_argument("--log-level", default="INFO", help="default: INFO")
     parser.add_argument(
         "--idle-exit-ms", type=int, default=None,
         help=f"exit when no producer is attached this long (default: {IDLE_EXIT_MS}; "
-        "with --create, never)",
+        "with shmkafka sender --create, never)",
     )  # fmt: skip
     return parser
 
@@ -66,18 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(args)
 
 
-def _create(args: argparse.Namespace) -> SenderConfig:
-    """--create: the pool made (or found) with the settings its producers will ask for."""
-    if not args.bootstrap or args.config_json:
-        raise KafkaConfigurationError("--create needs --bootstrap-server and no --config-json")
-    properties = read_properties(args.producer_property, args.producer_config)
-    settings = sidecar.settings_for(args.api, args.bootstrap, properties, args.pool)
-    made = sidecar.create_pool(args.pool, settings)
-    log.info("pool %s %s", args.pool, "created" if made else "found with the same settings")
-    return settings.sender
-
-
-def run(args: argparse.Namespace) -> int:
+def run(
+    args: argparse.Namespace, create: Callable[[argparse.Namespace], SenderConfig] | None = None
+) -> int:
+    """Run the Sender; ``create`` (the sidecar's) makes the pool first and gives its settings,
+    and the Sender then never exits for want of producers unless --idle-exit-ms says so."""
     handler: logging.Handler = (
         logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler()
     )
@@ -91,12 +71,12 @@ def run(args: argparse.Namespace) -> int:
     root.addHandler(handler)
     root.setLevel(args.log_level.upper())
     try:
-        config = _create(args) if args.create else config_from_args(args)
+        config = create(args) if create is not None else config_from_args(args)
     except (KafkaError, OSError) as exc:
         print(f"shmkafka sender: {exc}", file=sys.stderr)
         return 2
     idle_exit_ms = args.idle_exit_ms
-    if idle_exit_ms is None and not args.create:
+    if idle_exit_ms is None and create is None:
         idle_exit_ms = IDLE_EXIT_MS
     profile = os.environ.get("SHMKAFKA_SENDER_PROFILE")
     if profile:  # a developer's aid: cProfile statistics of the whole Sender run

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from shmkafka.errors import KafkaTimeoutError, NoBrokersAvailable
-from shmkafka.producer.settings import normalize_bootstrap, split_address
+from shmkafka.pool.config import normalize_bootstrap, split_address
+from shmkafka.pool.errors import KafkaTimeoutError, NoBrokersAvailable
 from shmkafka.protocol.broker_errors import UnknownError, error_for
 from shmkafka.protocol.clock import monotonic_ms
 from shmkafka.protocol.error_codes import ErrorCode

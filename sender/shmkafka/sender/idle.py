@@ -23,8 +23,8 @@ import logging
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.layout import DIRECTORY_LOCK, FREE
-from shmkafka.shm.pool import SharedPool
 
 log = logging.getLogger("shmkafka.sender")
 

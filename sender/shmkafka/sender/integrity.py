@@ -9,11 +9,11 @@ Rules:
 
 from __future__ import annotations
 
-from shmkafka.producer.accumulator import DrainedBatch
+from shmkafka.pool.accumulator import DrainedBatch
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.errors import DecodeError
 from shmkafka.protocol.records import decode_batch, finalize_batch
 from shmkafka.shm.layout import FREE, OPEN, SEALED
-from shmkafka.shm.pool import SharedPool
 
 
 def quarantine_damaged(pool: SharedPool) -> list[tuple[DrainedBatch, str]]:

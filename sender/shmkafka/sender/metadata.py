@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import MetadataRequest, MetadataResponse
 from shmkafka.protocol.messages.metadata import MetadataRequestTopic
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
-from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.refusals import Refusal
 
 

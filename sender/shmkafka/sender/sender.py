@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from shmkafka.producer.accumulator import DrainedBatch, RecordAccumulator
-from shmkafka.producer.settings import SenderConfig
+from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.ready import CompressionRatio, Drainer, ReadyContext, ready
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.clock import Clock, SystemClock, wall_ms
 from shmkafka.protocol.error_codes import ErrorCode
@@ -45,7 +47,6 @@ from shmkafka.sender.connection import ClientResponse, Network, NetworkClient
 from shmkafka.sender.idle import IdleTopics
 from shmkafka.sender.integrity import quarantine_damaged
 from shmkafka.sender.metadata import Metadata
-from shmkafka.sender.ready import CompressionRatio, Drainer, ReadyContext, ready
 from shmkafka.sender.sequences import reset_sequences, resume_in_flight
 from shmkafka.sender.split import split_batch
 from shmkafka.sender.tls import client_context
@@ -54,7 +55,6 @@ from shmkafka.sender.transactions import Transactions
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import BufferExhaustedError
 from shmkafka.shm.events import AUTHENTICATION, SSL
-from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import (
     CORRUPT_DESCRIPTOR,
     DELIVERY_TIMEOUT,
@@ -64,7 +64,7 @@ from shmkafka.shm.rings import (
 from shmkafka.shm.sender_counters import SenderCounters
 
 try:
-    from shmkafka.producer._fastappend import full_fence
+    from shmkafka.pool._append import full_fence
 except ImportError:  # no C append path: producers always wake the Sender, no fence needed
 
     def full_fence() -> None:
@@ -232,7 +232,7 @@ class Sender:
             SSL_HANDSHAKE_FAILED)  # fmt: skip
         for batch in self.accumulator.expire(self.clock.monotonic_ms(), -1):
             self.stats.errors += 1
-            self._finish(batch, -1, failure, -1, -1)
+            self.finish(batch, -1, failure, -1, -1)
 
     def busy(self) -> bool:
         """Anything queued, in flight or waiting to be posted."""
@@ -247,7 +247,7 @@ class Sender:
 
     # ------------------------------------------------------------------ metadata, pid
 
-    def _any_node(self, now_ms: int) -> int | None:
+    def any_node(self, now_ms: int) -> int | None:
         nodes = list(self.metadata.brokers) or [n for n, _, _ in self._bootstrap]
         for node in sorted(nodes, key=self.network.in_flight_count):
             if self.network.ready(node, now_ms):
@@ -258,7 +258,7 @@ class Sender:
         self.metadata.poll_topic_requests()
         if not self.metadata.due(now_ms):
             return
-        node = self._any_node(now_ms)
+        node = self.any_node(now_ms)
         if node is None:
             return
         self.network.send(node, self.metadata.request(now_ms), self._on_metadata, now_ms)
@@ -269,7 +269,7 @@ class Sender:
         if not self.config.enable_idempotence or self.pool.producer_identity()[0] >= 0:
             return True
         if not self._init_pid_in_flight:
-            node = self._any_node(now_ms)
+            node = self.any_node(now_ms)
             if node is not None:
                 request = InitProducerIdRequest(transaction_timeout_ms=60_000)
                 self.network.send(node, request, self._on_init_pid, now_ms)
@@ -438,13 +438,13 @@ class Sender:
                 self._retry_or_fail(batch, response.error, ErrorCode.NETWORK_EXCEPTION, now_ms)
                 continue
             if answer is None:  # acks=0: done once written
-                self._finish(batch, -1, 0, -1, -1)
+                self.finish(batch, -1, 0, -1, -1)
                 continue
             code, base_offset, append_time, log_start = results.get(
                 (batch.topic, batch.partition), (ErrorCode.NETWORK_EXCEPTION, -1, -1, -1)
             )  # (a partition missing from the response is retried like a lost response)
             if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-                self._finish(batch, base_offset, 0, append_time, log_start)
+                self.finish(batch, base_offset, 0, append_time, log_start)
             elif (
                 code == ErrorCode.MESSAGE_TOO_LARGE
                 and batch.info.record_count > 1
@@ -493,7 +493,7 @@ class Sender:
         self.stats.errors += 1
         log.warning("batch to %s-%d failed: %s", batch.topic, batch.partition, error)
         final = DELIVERY_TIMEOUT if retriable and not in_time else (code if code else -1)
-        self._finish(batch, -1, final, -1, -1)
+        self.finish(batch, -1, final, -1, -1)
 
     def _maybe_reset_producer(self) -> bool:
         """True while a producer reset is pending: nothing is drained until every in-flight
@@ -545,9 +545,9 @@ class Sender:
             return
         for batch in self.accumulator.expire(now_ms, timeout):
             self.stats.expired += 1
-            self._finish(batch, -1, DELIVERY_TIMEOUT, -1, -1)
+            self.finish(batch, -1, DELIVERY_TIMEOUT, -1, -1)
 
-    def _finish(
+    def finish(
         self, batch: DrainedBatch, base_offset: int, code: int, append: int, start: int
     ) -> None:
         problem = self.pool.batches.problem(batch.info, self.pool.deques_used(), HEADER_SIZE)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 
-from shmkafka.producer.accumulator import RecordAccumulator
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.layout import DIRECTORY_LOCK
-from shmkafka.shm.pool import SharedPool
 
 log = logging.getLogger("shmkafka.sender")
 

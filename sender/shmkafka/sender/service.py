@@ -24,15 +24,15 @@ from types import FrameType
 
 import posix_ipc
 
-from shmkafka.producer.settings import SenderConfig
+from shmkafka.pool.cleanup import remove_orphans
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.sender_link import sender_lock, sender_semaphore
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.sender.sender import Sender
 from shmkafka.shm import faultpoints
-from shmkafka.shm.cleanup import remove_orphans
 from shmkafka.shm.events import LOG
-from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.procs import is_alive
-from shmkafka.shm.sender_link import sender_lock, sender_semaphore
 
 log = logging.getLogger("shmkafka.sender")
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shmkafka.producer.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.pool.batches import BatchInfo
 from shmkafka.protocol.records import HEADER_SIZE, Record, decode_batch, encode_record
-from shmkafka.shm.batches import BatchInfo
 from shmkafka.shm.layout import NO_PARENT, SEALED
 
 

@@ -15,7 +15,7 @@ import os
 import ssl
 import tempfile
 
-from shmkafka.producer.settings import SenderConfig
+from shmkafka.pool.config import SenderConfig
 
 
 def client_context(config: SenderConfig) -> ssl.SSLContext:

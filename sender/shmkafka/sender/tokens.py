@@ -23,10 +23,10 @@ import time
 import urllib.parse
 import urllib.request
 
-from shmkafka.producer.settings import SenderConfig
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.sasl import unsecured_jwt
 from shmkafka.sender.authentication import TokenSource
-from shmkafka.shm.pool import SharedPool
 
 log = logging.getLogger("shmkafka.sender")
 REFRESH_AT = 0.8  # of a token's lifetime

@@ -30,12 +30,16 @@ Rules:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import APIS, EndTxnRequest
 from shmkafka.protocol.txn_errors import TxnAction
-from shmkafka.sender.connection import ClientResponse
+from shmkafka.sender.connection import ClientResponse, Network
+from shmkafka.sender.metadata import Metadata
 from shmkafka.sender.sequences import reset_sequences
 from shmkafka.sender.txn_manager import (
     PendingOffsets,
@@ -50,9 +54,25 @@ from shmkafka.shm.procs import is_alive
 from shmkafka.shm.rings import TXN_ABORTED
 from shmkafka.shm.txn_board import Command
 
-if TYPE_CHECKING:
-    from shmkafka.producer.accumulator import DrainedBatch
-    from shmkafka.sender.sender import Sender
+
+class Host(Protocol):
+    """What the transactions ask of the Sender that runs them (sender.py's ``Sender``)."""
+
+    pool: SharedPool
+    config: SenderConfig
+    accumulator: RecordAccumulator
+    network: Network
+    metadata: Metadata
+    in_flight: dict[int, int]
+
+    def any_node(self, now_ms: int) -> int | None:
+        """A broker ready for a request, or None."""
+
+    def finish(
+        self, batch: DrainedBatch, base_offset: int, code: int, append: int, start: int
+    ) -> None:
+        """The batch's result posted, and its memory given back."""
+
 
 log = logging.getLogger("shmkafka.sender")
 
@@ -74,7 +94,7 @@ OPEN_STATES = (State.IN_TRANSACTION, State.ABORTABLE_ERROR)
 
 
 class Transactions:
-    def __init__(self, sender: Sender) -> None:
+    def __init__(self, sender: Host) -> None:
         self.sender = sender
         self.pool = sender.pool
         self.board = sender.pool.txn
@@ -296,7 +316,7 @@ class Transactions:
     def _node(self, node: int | None, now_ms: int) -> int | None:
         sender = self.sender
         if node is None:
-            return sender._any_node(now_ms)
+            return sender.any_node(now_ms)
         if node not in sender.metadata.brokers:
             sender.metadata.request_update()
             return None
@@ -345,7 +365,7 @@ class Transactions:
             for batch in self.sender.accumulator.expire(now_ms, -1):
                 if batch.info.base_sequence >= 0:
                     self._gap = True
-                self.sender._finish(batch, -1, code, -1, -1)
+                self.sender.finish(batch, -1, code, -1, -1)
         finally:
             self._failing = False
 

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from shmkafka.shm.directory import Directory
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -27,10 +24,20 @@ class PartitionLeader:
     leader_epoch: int = -1
 
 
+class DirectoryReader(Protocol):
+    """What a view reads of the directory (shm/directory.py's ``Directory``)."""
+
+    def index_of(self, name: str) -> int | None: ...
+
+    def read_partitions(self, index: int) -> tuple[PartitionEntry, ...] | None: ...
+
+    def is_live(self, index: int) -> bool: ...
+
+
 class Topics(Mapping[str, tuple[PartitionEntry, ...]]):
     """The directory's topics as of one version; partitions are read on first access."""
 
-    def __init__(self, directory: Directory, version: int, names: Sequence[str]) -> None:
+    def __init__(self, directory: DirectoryReader, version: int, names: Sequence[str]) -> None:
         self._directory = directory
         self._names = names
         self._count = len(names)

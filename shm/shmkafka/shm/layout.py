@@ -11,7 +11,7 @@ Rules:
   bytes (a process may be killed between any two instructions, and ``pack_into`` of a
   multi-field struct is many stores).
 - Nothing outside this module hard-codes an offset. The C append fast path
-  (producer/_fastappend.c) is given every offset it uses by ``Layout.fast_path_offsets``
+  (pool/_append.c) is given every offset it uses by ``Layout.fast_path_offsets``
   (tests/shm/test_layout_offsets.py holds both sides to that).
 
 Region 1 - HEADER (512 bytes)
@@ -543,7 +543,7 @@ class Layout:
         return FIRST_STRIPE_LOCK + deque_id % self.config.lock_stripes
 
     def fast_path_offsets(self, slot: int) -> dict[str, int]:
-        """Everything the C append fast path (producer/_fastappend.c) knows of this map, for
+        """Everything the C append fast path (pool/_append.c) knows of this map, for
         process slot ``slot``: it hard-codes nothing, and reads exactly these keys (its
         ``FastAppend.offsets()`` returns them; tests/shm/test_layout_offsets.py checks)."""
         return {

@@ -34,13 +34,13 @@ from shmkafka.errors import KafkaError, MemoryExhaustedError
 from shmkafka.facades.aiokafka import types as aio_types
 from shmkafka.facades.aiokafka.transactions import AIOTransactions, aiokafka_txn_error
 from shmkafka.facades.kafka_python.producer import resolved_config, settings_for
-from shmkafka.producer.accumulator import record_size_bound
+from shmkafka.pool.accumulator import record_size_bound
 from shmkafka.producer.callbacks import weakly
 from shmkafka.producer.engine import FULL_POOL_WAIT_S, Engine, check_topic
 from shmkafka.producer.entry import PARTITION_MURMUR2, AppendEntry, c_tracked
 from shmkafka.producer.futures import Future
-from shmkafka.producer.metadata_view import metadata_poll_s
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
+from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 
 _MISSING = object()
 AIOKAFKA_BATCH_BYTES = 16384  # aiokafka's max_batch_size: create_batch's bound
@@ -425,19 +425,20 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         entries = handle.pool.directory.partitions(topic)
         if entries is not None:
             return len(entries)
-        handle.request_topic(topic)
-        began = time.monotonic()
-        while (entries := handle.pool.directory.partitions(topic)) is None:
-            failure = handle.connect_failure() or handle.still_waiting(topic)
-            if failure is not None:
-                raise aio_types.aiokafka_error(failure)
-            if time.monotonic() - began > self._request_timeout_s:  # (aiokafka's error)
+        wait = handle.topic_wait(topic, fail_on_connect=True)
+        while True:
+            try:
+                found = wait.poll()
+            except ProtocolKafkaError as exc:
+                raise aio_types.aiokafka_error(exc) from None
+            if found is not None:
+                return found
+            if time.monotonic() - wait.began > self._request_timeout_s:  # (aiokafka's error)
                 raise aio_types.errors().UnknownTopicOrPartitionError(
                     f"topic {topic!r} not present in metadata after "
                     f"{int(self._request_timeout_s * 1000)} ms"
                 )
-            await asyncio.sleep(metadata_poll_s(time.monotonic() - began))
-        return len(entries)
+            await asyncio.sleep(wait.next_sleep_s())
 
     def _check_size(self, key: Any, value: Any, headers: list[tuple[str, bytes]]) -> None:
         size = record_size_bound(key, value, headers)  # (the accumulator's bound)

@@ -12,7 +12,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, NamedTuple
 
 from shmkafka import errors as shmkafka_errors
-from shmkafka.producer.accumulator import record_size_bound
+from shmkafka.pool.accumulator import record_size_bound
 from shmkafka.producer.futures import Future, TopicPartition
 from shmkafka.protocol.records import HEADER_SIZE
 

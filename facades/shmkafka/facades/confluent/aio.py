@@ -31,7 +31,7 @@ from shmkafka.facades.confluent.records import Report, delivered_message, messag
 from shmkafka.facades.confluent.types import KafkaError, KafkaException
 from shmkafka.producer.engine import FULL_POOL_WAIT_S
 from shmkafka.producer.futures import Future
-from shmkafka.producer.metadata_view import metadata_poll_s
+from shmkafka.producer.topics import metadata_poll_s
 
 NO_HEADERS = (
     "Headers are not supported in AIOProducer batch mode. "

@@ -35,7 +35,12 @@ from typing import Any
 
 from shmkafka.errors import KafkaConfigurationError, KafkaTimeoutError
 from shmkafka.facades.confluent import config as confluent_config
+from shmkafka.facades.confluent.metadata import (
+    ClusterMetadata,
+    cluster_metadata,
+)
 from shmkafka.facades.confluent.records import (
+    PARTITIONER_CODES,
     Purged,
     Report,
     Unassigned,
@@ -49,23 +54,18 @@ from shmkafka.facades.confluent.records import (
     serve_waiting,
     text_of,
 )
+from shmkafka.facades.confluent.reports import serve_reports
 from shmkafka.facades.confluent.stats import statistics
 from shmkafka.facades.confluent.transactions import ConfluentTransactions
 from shmkafka.facades.confluent.types import KafkaError, KafkaException, Message
-from shmkafka.producer.accumulator import record_size_bound
+from shmkafka.pool.accumulator import record_size_bound
+from shmkafka.pool.config import normalize_bootstrap
 from shmkafka.producer.callbacks import call_capturing, oauth_token_provider, weakly
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.producer.engine import Engine, Settings, legal_topic
-from shmkafka.producer.entry import PARTITIONER_CODES, ProduceEntry, c_tracked, serve_reports
+from shmkafka.producer.entry import ProduceEntry, c_tracked
 from shmkafka.producer.futures import Future
-from shmkafka.producer.handle import ProducerHandle
-from shmkafka.producer.metadata_view import (
-    ClusterMetadata,
-    cluster_metadata,
-    metadata_poll_s,
-    wait_for_cluster_id,
-    wait_for_metadata,
-)
-from shmkafka.producer.settings import normalize_bootstrap
+from shmkafka.producer.topics import metadata_poll_s
 from shmkafka.producer.transactions import TransactionClient
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.shm.events import Event
@@ -319,7 +319,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
                 behind = any(r.topic == topic for r in self._unassigned)
                 if behind or not self._append(handle, record):
                     if not behind:
-                        handle.request_topic(topic)
+                        handle.topics.request(topic)
                     self._unassigned.append(record)
                     if behind:
                         self._serve_unassigned(handle)
@@ -519,7 +519,8 @@ class Producer(ConfluentTransactions, ProduceEntry):
         handle = self._handle
         deadline = time.monotonic() + (300 if timeout is None or timeout < 0 else timeout)
         try:
-            known = handle is not None and wait_for_metadata(handle, topic, deadline)
+            wait = None if handle is None else handle.topic_wait(topic, fail_on_connect=False)
+            known = wait is not None and wait.wait(deadline) is not None
         except ProtocolKafkaError as exc:
             raise confluent_exception(exc) from None
         if handle is None or not known:
@@ -533,7 +534,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
         up to ``timeout`` s (negative: without end) for it; None if it is not known by then."""
         self._check_open("Handle has been closed")
         handle = self._handle
-        return None if handle is None else wait_for_cluster_id(handle, timeout)
+        return None if handle is None else handle.cluster_id(timeout)
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
         """Accepted: shmkafka connects with PLAINTEXT only, where credentials are unused."""

@@ -28,6 +28,7 @@ from shmkafka.facades.confluent.types import (
     KafkaException,
     Message,
 )
+from shmkafka.producer import entry
 from shmkafka.producer.futures import Future
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
@@ -130,6 +131,12 @@ def _fnv1a(key: bytes) -> int:
     for byte in key:
         h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
     return h
+
+
+# librdkafka's partitioners the C entry computes for keyed records (producer/entry.py)
+PARTITIONER_CODES = {"murmur2_random": entry.PARTITION_MURMUR2,
+                     "consistent_random": entry.PARTITION_CRC32,
+                     "random": entry.PARTITION_RANDOM}  # fmt: skip
 
 
 def partition_for(name: str, key: bytes | None, count: int) -> int | None:
@@ -257,7 +264,7 @@ def serve_waiting(
     refused: dict[str, Any] = {}  # topics a limit of the pool refused: their records fail
     if handle is not None and failure is None:
         for topic in {r.topic for r in unassigned}:
-            if (error := handle.still_waiting(topic)) is not None:
+            if (error := handle.topics.still_waiting(topic)) is not None:
                 refused[topic] = kafka_error_of(error)
     # A record that waits stays in the deque, and so does every later record of its topic:
     # the deque is never empty while one waits (the producing thread appends directly when

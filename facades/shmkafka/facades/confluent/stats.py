@@ -12,9 +12,9 @@ import os
 import time
 from typing import Any
 
+from shmkafka.pool.stat import segment_stat
 from shmkafka.protocol.clock import monotonic_ms
 from shmkafka.shm.broker_stats import STATES, BrokerStats
-from shmkafka.shm.stat import segment_stat
 
 WINDOW_FIELDS = ("min", "max", "avg", "sum", "stddev", "p50", "p75", "p90", "p95", "p99",
                  "p99_99", "outofrange", "hdrsize", "cnt")  # fmt: skip

@@ -34,6 +34,7 @@ from shmkafka.errors import (
     MessageSizeTooLargeError,
     UnknownTopicOrPartitionError,
 )
+from shmkafka.facades.kafka_python import peer_errors
 from shmkafka.facades.kafka_python.plugins import (
     ClusterView,
     DefaultPartitioner,
@@ -43,15 +44,14 @@ from shmkafka.facades.kafka_python.plugins import (
     serialize,
 )
 from shmkafka.facades.kafka_python.transactions import KafkaTransactions
-from shmkafka.producer import peer_errors
-from shmkafka.producer.accumulator import record_size_bound
+from shmkafka.pool.accumulator import record_size_bound
+from shmkafka.pool.config import normalize_bootstrap
+from shmkafka.pool.sender_link import sender_alive
+from shmkafka.producer.client import ProducerHandle
 from shmkafka.producer.engine import Engine, Settings, check_topic, valid_topics
 from shmkafka.producer.entry import PARTITION_MURMUR2, SendEntry, c_tracked
 from shmkafka.producer.futures import Future
-from shmkafka.producer.handle import ProducerHandle
-from shmkafka.producer.settings import normalize_bootstrap
 from shmkafka.producer.transactions import TransactionClient
-from shmkafka.shm.sender_link import sender_alive
 
 log = logging.getLogger("shmkafka.producer")
 peer_errors.install()  # our errors are kafka-python's too, when it is installed
@@ -456,7 +456,7 @@ class KafkaProducer(KafkaTransactions, SendEntry):
         process's ``records-pending``. Rates and averages are over the calls of the last
         30 s (the first call has none: 0.0)."""
         del raw
-        from shmkafka.shm.metrics import RateWindow, sample
+        from shmkafka.pool.metrics import RateWindow, sample
 
         with _METRICS_LOCK:  # (threads may ask; a call is rare and short)
             window: RateWindow | None = self.__dict__.get("_metrics_window")

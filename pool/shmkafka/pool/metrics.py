@@ -22,16 +22,16 @@ import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
+from shmkafka.pool.bufferpool import BufferPool
+from shmkafka.pool.shared_pool import internal_errors
+from shmkafka.pool.stat import partition_batches
 from shmkafka.shm.broker_stats import UP, BrokerTable
-from shmkafka.shm.bufferpool import BufferPool
 from shmkafka.shm.errors import ShmError
 from shmkafka.shm.layout import IN_FLIGHT
-from shmkafka.shm.pool import internal_errors
 from shmkafka.shm.procs import cpu_seconds, is_alive
 from shmkafka.shm.segment import PREFIX, Segment, list_pools
 from shmkafka.shm.sender_counters import SenderCounters, recorded_sender, recorded_sender_alive
 from shmkafka.shm.slots import SlotTable
-from shmkafka.shm.stat import partition_batches
 
 COUNTER, GAUGE, RATE = "counter", "gauge", "rate"  # RATE: per second, or an average
 

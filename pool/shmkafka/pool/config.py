@@ -21,7 +21,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from shmkafka.errors import KafkaConfigurationError
+from shmkafka.pool.errors import KafkaConfigurationError
 from shmkafka.protocol.compression import CompressionType, check_level
 from shmkafka.protocol.errors import EncodeError
 

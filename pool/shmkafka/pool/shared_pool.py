@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 
-from shmkafka.shm.batches import Batches, BatchInfo, Deques
+from shmkafka.pool.batches import Batches, BatchInfo, Deques
+from shmkafka.pool.bufferpool import BufferPool, SlabRun
 from shmkafka.shm.broker_stats import BrokerTable
-from shmkafka.shm.bufferpool import BufferPool, SlabRun
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.errors import ShmError

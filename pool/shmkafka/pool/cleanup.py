@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from shmkafka.shm.bufferpool import BufferPool
+from shmkafka.pool.bufferpool import BufferPool
 from shmkafka.shm.errors import LayoutMismatchError, PoolNotFoundError, ShmError
 from shmkafka.shm.layout import SENDER_BYTE, SPAWN_BYTE
 from shmkafka.shm.locks import KernelLock

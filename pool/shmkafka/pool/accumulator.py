@@ -25,7 +25,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
 
-from shmkafka.producer.fastpath import FastAppend, fast_path_for
+from shmkafka.pool.batches import BatchInfo, publish_record
+from shmkafka.pool.bufferpool import SlabRun
+from shmkafka.pool.fastpath import FastAppend, fast_path_for
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.broker_errors import UnknownTopicOrPartitionError
 from shmkafka.protocol.records import (
     HEADER_SIZE,
@@ -36,8 +39,6 @@ from shmkafka.protocol.records import (
     frame_record,
 )
 from shmkafka.shm import faultpoints
-from shmkafka.shm.batches import BatchInfo, publish_record
-from shmkafka.shm.bufferpool import SlabRun
 from shmkafka.shm.errors import RecordTooLargeError
 from shmkafka.shm.layout import (
     APPEND_VIEW,
@@ -48,7 +49,6 @@ from shmkafka.shm.layout import (
     OPEN,
     SEALED,
 )
-from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.rings import Completion
 
 log = logging.getLogger("shmkafka.producer")

@@ -1,8 +1,9 @@
 /*
  * Delivery reports of the confluent API (Producer.poll() and flush()): the
  * common future's report is served here, in C: its Message is made and its
- * callback called; anything else goes to the Python hook. Split from the
- * tracker (_tracker.c), which makes the futures this reads.
+ * callback called; anything else goes to the Python hook (its Python twin:
+ * producer.py's _serve_reports path). The futures it reads are the tracker's
+ * (producer/_tracker.c), reached through the tracker's capsule.
  *
  * Rules: every function runs with the GIL held. A report is popped from the
  * left of its deque one at a time, so another thread may serve the same deque.
@@ -13,8 +14,9 @@
 #include <Python.h>
 #include <time.h>
 
-#include "_fastappend.h"
-#include "_futures.h"
+#include "_tracker.h"
+
+static const TrackerAPI *tracker_api;  /* shmkafka.producer._tracker's */
 
 static PyObject *str_base_offset, *str_log_append_time, *str_first_delta;
 
@@ -54,12 +56,12 @@ static PyObject *
 delivered_message(PyObject *item, PyObject *message_type, double now,
                   CompletionFacts *facts, PyObject **callback)
 {
-    if (!PyObject_TypeCheck(item, &FutureBaseType)) {
+    if (!PyObject_TypeCheck(item, tracker_api->future_base_type)) {
         return NULL;
     }
     FutureBase *future = (FutureBase *)item;
     PyObject *report = future->report;
-    if (future->wait == NULL || !Py_IS_TYPE(future->wait, &BatchWaitType)
+    if (future->wait == NULL || !Py_IS_TYPE(future->wait, tracker_api->batch_wait_type)
         || report == NULL || !PyTuple_CheckExact(report)
         || PyTuple_GET_SIZE(report) != 4
         || !PyFloat_CheckExact(PyTuple_GET_ITEM(report, 3)))
@@ -67,7 +69,7 @@ delivered_message(PyObject *item, PyObject *message_type, double now,
         return NULL;
     }
     BatchWait *wait = (BatchWait *)future->wait;
-    Py_ssize_t i = outcome_index(wait, future->offset_delta);
+    Py_ssize_t i = tracker_api->outcome_index(wait, future->offset_delta);
     if (i < 0) {
         return NULL;
     }
@@ -199,9 +201,12 @@ static PyMethodDef report_functions[] = {
     {NULL, NULL, 0, NULL}
 };
 
-int
+static int
 reports_exec(PyObject *module)
 {
+    if ((tracker_api = import_tracker_api()) == NULL) {
+        return -1;
+    }
     if ((str_base_offset == NULL
          && (str_base_offset = PyUnicode_InternFromString("base_offset"))
             == NULL)
@@ -215,4 +220,27 @@ reports_exec(PyObject *module)
         return -1;
     }
     return PyModule_AddFunctions(module, report_functions);
+}
+
+static PyModuleDef_Slot reports_slots[] = {
+    {Py_mod_exec, reports_exec},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters,
+     Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+    {0, NULL}
+};
+
+static struct PyModuleDef reports_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "shmkafka.facades.confluent._reports",
+    .m_doc = "The confluent API's delivery reports in C.",
+    .m_size = 0,
+    .m_slots = reports_slots,
+};
+
+PyMODINIT_FUNC
+PyInit__reports(void)
+{
+    return PyModuleDef_Init(&reports_module);
 }

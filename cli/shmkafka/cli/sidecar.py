@@ -15,17 +15,53 @@ Rules:
 
 from __future__ import annotations
 
+import argparse
+import logging
 from typing import Any
 
 from shmkafka.errors import KafkaConfigurationError
 from shmkafka.facades.confluent import producer as confluent
 from shmkafka.facades.kafka_python import producer as kafka_python
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.properties import add_property_arguments, literal, read_properties
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.producer.engine import Settings
-from shmkafka.producer.properties import literal
+from shmkafka.sender import __main__ as sender_command
 from shmkafka.shm.errors import LayoutMismatchError
-from shmkafka.shm.pool import SharedPool
 
 APIS = ("kafka-python", "confluent")
+log = logging.getLogger("shmkafka.sender")
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The Sender's arguments (``python -m shmkafka.sender``) and the sidecar's."""
+    parser = sender_command.build_parser(parser or argparse.ArgumentParser(prog="shmkafka sender"))
+    parser.add_argument(
+        "--create", action="store_true",
+        help="make the pool with the settings a producer of --api with these properties "
+        "would ask for, and run until stopped (a sidecar)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--api", choices=APIS, default="kafka-python",
+        help="whose argument names the properties use (with --create; default: kafka-python)",
+    )  # fmt: skip
+    add_property_arguments(parser, "linger_ms=5", "with --create")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    return sender_command.run(args, create if args.create else None)
+
+
+def create(args: argparse.Namespace) -> SenderConfig:
+    """--create: the pool made (or found) with the settings its producers will ask for."""
+    if not args.bootstrap or args.config_json:
+        raise KafkaConfigurationError("--create needs --bootstrap-server and no --config-json")
+    properties = read_properties(args.producer_property, args.producer_config)
+    settings = settings_for(args.api, args.bootstrap, properties, args.pool)
+    made = create_pool(args.pool, settings)
+    log.info("pool %s %s", args.pool, "created" if made else "found with the same settings")
+    return settings.sender
 
 
 def settings_for(api: str, bootstrap: str, properties: dict[str, str], pool: str) -> Settings:

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 from typing import Any
 
-from shmkafka.errors import KafkaConfigurationError
+from shmkafka.pool.errors import KafkaConfigurationError
 
 
 def read_properties(pairs: list[str], files: list[str]) -> dict[str, str]:

@@ -1,24 +1,16 @@
-"""Errors of the shared-memory pool as the producer's callers see them: only the
-``KafkaError`` tree leaves the producer (``kafka_error``, ``with kafka_errors:``)."""
+"""The engine's own errors, and those of the shared-memory pool as the producer's callers see
+them: only the ``KafkaError`` tree leaves the producer (``kafka_error``, ``with kafka_errors:``).
+
+The classes here are the ones the app processes and the Sender both raise. kafka-python's
+full table of names (``shmkafka.errors``, facades/) re-exports them beside its own."""
 
 from __future__ import annotations
 
 import posix_ipc
 
-from shmkafka.errors import (
-    KafkaConfigurationError,
-    KafkaConnectionError,
-    KafkaTimeoutError,
-    MemoryExhaustedError,
-    MessageSizeTooLargeError,
-    PoolCapacityError,
-    PoolError,
-    PoolSettingsMismatchError,
-    TransactionAbortedError,
-)
-from shmkafka.protocol.broker_errors import error_for
+from shmkafka.protocol.broker_errors import MessageSizeTooLargeError, error_for
 from shmkafka.protocol.error_codes import ErrorCode
-from shmkafka.protocol.errors import KafkaError
+from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError
 from shmkafka.shm.errors import (
     BufferExhaustedError,
     CapacityError,
@@ -36,6 +28,64 @@ from shmkafka.shm.rings import (
     TXN_ABORTED,
     Completion,
 )
+
+
+class KafkaTimeoutError(RetriableError):
+    """Metadata, memory or delivery did not come in time (``max_block_ms``,
+    ``delivery_timeout_ms``, or a caller's timeout)."""
+
+
+class KafkaConfigurationError(KafkaError, ValueError):
+    """A configuration key or value is not accepted; the message names it."""
+
+
+class IllegalStateError(KafkaError):
+    """The producer cannot do this now (for example it is closed)."""
+
+
+class IllegalArgumentError(KafkaError, ValueError):
+    """An argument is out of range."""
+
+
+class KafkaConnectionError(InvalidMetadataError):
+    """A connection to a broker failed."""
+
+
+class NoBrokersAvailable(KafkaError):
+    """None of the bootstrap servers answered."""
+
+
+class TransactionAbortedError(KafkaError):
+    """The transaction was aborted (kafka-python's name; no transactions here)."""
+
+
+class MemoryExhaustedError(KafkaTimeoutError):
+    """The pool had no memory for the record within ``max_block_ms`` (kafka-python raises
+    ``KafkaTimeoutError`` here; confluent-kafka's ``produce`` raises ``BufferError``)."""
+
+
+class PoolSettingsMismatchError(KafkaConfigurationError):
+    """The pool exists with other pool-level or Sender-level settings."""
+
+
+class PoolError(KafkaError):
+    """The host's shared-memory pool cannot serve the call: /dev/shm is full, a fixed
+    capacity of the pool (topics, partitions, processes) is reached, the pool belongs to
+    another user, or it vanished."""
+
+
+class PoolCapacityError(PoolError):
+    """A limit of the pool that the call needs more of (topics, partitions, processes, or
+    /dev/shm itself); the message names the limit and the setting that raises it. Only the
+    call or record that needs more fails: the pool and its other topics carry on."""
+
+
+class ResultLostError(KafkaError):
+    """The record's batch no longer holds it and no result came for it: its process fails
+    it rather than wait for ever. The record may or may not have reached the broker. This is
+    an internal error of shmkafka (counted in ``shmkafka stat`` and the metrics as
+    ``internal errors``, and logged at ERROR): a bug to report, never a normal path."""
+
 
 SHM_ERRORS = (ShmError, posix_ipc.Error, OSError)  # what the pool under us may raise
 

@@ -1,24 +1,24 @@
-"""The C append fast path (``_fastappend.c``) for one pool: built and allowed, and given the
-pool's memory map, its slot and its lock semaphores. The pure-Python path of the
-accumulator is the reference and serves when this gives None."""
+"""The C append fast path (``_append.c``) for one pool: built and allowed, and given the
+pool's memory map, its slot and its lock semaphores. Its Python twin, the append of
+``accumulator.py``, is the reference and serves when this gives None."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
-from shmkafka.producer import native
+from shmkafka.pool import native
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.records import HEADER_SIZE
 from shmkafka.shm.layout import FIRST_STRIPE_LOCK, POOL_LOCK
-from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.segment import semaphore_name
 
 if TYPE_CHECKING:
-    from shmkafka.producer._fastappend import FastAppend
+    from shmkafka.pool._append import FastAppend
 else:
     try:
         native.check()
-        from shmkafka.producer._fastappend import FastAppend
+        from shmkafka.pool._append import FastAppend
     except ImportError:  # not built (no C compiler): the pure-Python path serves
         FastAppend = None
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import posix_ipc
 
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.layout import (
     SENDER_BYTE,
     SPAWN_BYTE,
 )
 from shmkafka.shm.locks import KernelLock
-from shmkafka.shm.pool import SharedPool
 from shmkafka.shm.segment import semaphore_name
 from shmkafka.shm.sender_counters import recorded_sender_alive
 

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
-from shmkafka.shm.batches import Batches, BatchInfo, Deques
-from shmkafka.shm.bufferpool import BufferPool
+from shmkafka.pool.batches import Batches, BatchInfo, Deques
+from shmkafka.pool.bufferpool import BufferPool
+from shmkafka.pool.shared_pool import internal_errors
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.directory_view import PartitionEntry
 from shmkafka.shm.layout import FREE, IN_FLIGHT, STATE_NAMES
-from shmkafka.shm.pool import internal_errors
 from shmkafka.shm.procs import age_seconds, is_alive
 from shmkafka.shm.segment import Segment
 from shmkafka.shm.sender_counters import (

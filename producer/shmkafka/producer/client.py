@@ -32,45 +32,47 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
 
-from shmkafka.errors import (
+from shmkafka.pool import native
+from shmkafka.pool.accumulator import RecordAccumulator, StaleRouteError
+from shmkafka.pool.errors import (
+    SHM_ERRORS,
     KafkaTimeoutError,
-    PoolCapacityError,
     ResultLostError,
-    UnknownTopicOrPartitionError,
+    completion_error,
+    kafka_error,
+    kafka_errors,
 )
-from shmkafka.producer import liveness, native
-from shmkafka.producer.accumulator import RecordAccumulator, StaleRouteError
+from shmkafka.pool.sender_link import sender_semaphore, wake
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.producer import liveness
 from shmkafka.producer.attachment import Attachment
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
-from shmkafka.producer.metadata_view import metadata_poll_s
-from shmkafka.producer.pool_errors import SHM_ERRORS, completion_error, kafka_error, kafka_errors
 from shmkafka.producer.sender_events import SenderEvents, sender_logger
 from shmkafka.producer.supervisor import (
     SENDER_STALL_MS,
     SENDER_START_BOUND_S,
     SenderSupervisor,
 )
+from shmkafka.producer.topics import TopicRequests, TopicWait
+from shmkafka.protocol.broker_errors import UnknownTopicOrPartitionError
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
 from shmkafka.shm import faultpoints
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.layout import DIRECTORY_LOCK, IN_FLIGHT
-from shmkafka.shm.pool import SharedPool
+from shmkafka.shm.layout import IN_FLIGHT
 from shmkafka.shm.rings import (
     Completion,
 )
-from shmkafka.shm.sender_link import sender_semaphore, wake
 
 try:
     native.check()
-    from shmkafka.producer._fastappend import Tracker
+    from shmkafka.producer._tracker import Tracker
 except ImportError:  # not built: futures.PyTracker serves
     Tracker = None  # type: ignore[assignment,misc]
 
 SENDER_CHECK_S = 0.2
-ASK_AGAIN_S = 1.0  # how often a topic still waited for is asked for again
 
 
 RELEASE_WAIT_S = 0.2  # how long release() waits for the completion thread to detach
@@ -134,9 +136,7 @@ class ProducerHandle(SenderEvents):
         self._handing_over = 0  # done records on their way to on_done (under _lock)
         self._routes: dict[str, tuple[int, tuple[int, ...]]] = {}  # topic → version, deque ids
         # topics asked of the Sender → the refusal count then (see refused())
-        self._asked: dict[str, int] = {}
-        self._asked_again: set[str] = set()  # asked while the requests were full
-        self._asked_at: dict[str, float] = {}  # when each was last asked for
+        self.topics = TopicRequests(self.pool, lambda: self._sender_sem.release())
         self._fast = self.accumulator.fast_path
         # the futures: the C Tracker appends and registers a record in one call
         self._tracker: Any = (
@@ -181,44 +181,6 @@ class ProducerHandle(SenderEvents):
 
     # ------------------------------------------------------------------ send
 
-    def request_topic(self, topic: str) -> None:
-        """Ask the Sender for ``topic``'s metadata without waiting for it. A new topic when
-        the pool's directory is full fails at once (PoolCapacityError)."""
-        with kafka_errors:
-            directory = self.pool.directory
-            self._asked.setdefault(topic, directory.refusals())  # (refusals after this count)
-            self._asked_at[topic] = time.monotonic()
-            with self.pool.locks.held(DIRECTORY_LOCK):
-                queued = directory.request_topic(topic)
-            if not queued:  # the requests are full: ask again while waiting
-                self._asked_again.add(topic)
-            self._sender_sem.release()
-
-    def still_waiting(self, topic: str) -> PoolCapacityError | None:
-        """One step of waiting for ``topic``'s metadata: its refusal, if the Sender refused
-        it; else None, having asked again if due: at once if the requests were full, else
-        every ASK_AGAIN_S (a Sender killed after it took the request never answers it)."""
-        refused = self.refused(topic)
-        if refused is not None:
-            return refused
-        now = time.monotonic()
-        if topic in self._asked_again or now - self._asked_at.get(topic, now) >= ASK_AGAIN_S:
-            self._asked_again.discard(topic)
-            self.request_topic(topic)
-        return None
-
-    def refused(self, topic: str) -> PoolCapacityError | None:
-        """The error of ``topic`` if the Sender refused it (a limit of the pool) since this
-        handle asked for it; None otherwise."""
-        asked = self._asked.get(topic)
-        if asked is None or self.pool.directory.refusals() == asked:
-            return None
-        refusal = self.pool.directory.refusal(topic, after=asked)
-        if refusal is None:
-            return None
-        del self._asked[topic]  # (asking again may succeed: a new answer)
-        return PoolCapacityError(refusal.message())
-
     def partitions_for(self, topic: str) -> int:
         self.start()
         with kafka_errors:
@@ -228,22 +190,29 @@ class ProducerHandle(SenderEvents):
         entries = self.pool.directory.partitions(topic)
         if entries is not None:
             return len(entries)
-        self.request_topic(topic)
+        wait = self.topic_wait(topic, fail_on_connect=True)
         faultpoints.reached("topic.waiting")
-        began = time.monotonic()
-        deadline = began + self.max_block_ms / 1000
-        while (entries := self.pool.directory.partitions(topic)) is None:
-            failure = self.connect_failure() or self.still_waiting(topic)
-            if failure is not None:
-                raise failure
-            if time.monotonic() > deadline:
-                raise KafkaTimeoutError(
-                    f"topic {topic!r} not present in metadata after {self.max_block_ms} ms"
-                )
-            time.sleep(metadata_poll_s(time.monotonic() - began))
-        self._asked.pop(topic, None)
-        self._asked_at.pop(topic, None)
-        return len(entries)
+        found = wait.wait(wait.began + self.max_block_ms / 1000)
+        if found is None:
+            raise KafkaTimeoutError(
+                f"topic {topic!r} not present in metadata after {self.max_block_ms} ms"
+            )
+        return found
+
+    def topic_wait(self, topic: str | None, *, fail_on_connect: bool) -> TopicWait:
+        """A wait for ``topic``'s metadata (topics.py), asked for now if not known."""
+        failure = self.connect_failure if fail_on_connect else None
+        return TopicWait(self.topics, topic, self.cluster_reachable, failure)
+
+    def cluster_id(self, timeout: float | None) -> str | None:
+        """The cluster id the pool's Sender read from the brokers, waiting up to ``timeout``
+        s (None or negative: without end); None if it is not known by then."""
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while (found := self.pool.cluster_id()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+        return found
 
     @overload
     def send(

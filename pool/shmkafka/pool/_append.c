@@ -2,8 +2,9 @@
  * The append fast path in C: lock the partition's stripe, append one framed
  * record to the last OPEN batch of its deque, publish, unlock -- the same
  * steps, in the same order, as RecordAccumulator._try_append under
- * LockSet.acquire/release (accumulator.py, locks.py), which stay the
- * reference and the fallback.
+ * LockSet.acquire/release (its Python twin: pool/accumulator.py, and
+ * shm/locks.py), which stay the reference and the fallback. The other C
+ * parts call it through the capsule _append.h describes.
  *
  * Rules (as in locks.py and layout.py):
  * - The intent byte is set before the semaphore is taken and cleared after
@@ -30,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "_fastappend.h"
+#include "_append.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the pool layout is little-endian; use the pure-Python path here"
@@ -47,7 +48,7 @@ cpu_relax(void)
 #endif
 }
 
-struct FastAppend {
+typedef struct FastAppend {
     PyObject_HEAD
     Py_buffer view;
     int has_view;           /* 0 before __init__ and after close() */
@@ -85,7 +86,7 @@ struct FastAppend {
     Py_ssize_t record_batch_header;
     int32_t slot, pid;
     int64_t started;
-};
+} FastAppend;
 
 /*
  * The memory map's keys, each with the field it fills: exactly the keys of
@@ -1131,7 +1132,7 @@ PyDoc_STRVAR(FastAppend_send_kv__doc__,
 /* The whole of a headerless record's send: see send_kv's doc. Returns
  * APPENDED (out filled), NEEDS_NEW_BATCH (out->partition needs one), SEND_SLOW
  * (the Python path's job), or -1 with an exception set. */
-int
+static int
 fastappend_send_kv(PyObject *fast, PyObject *route, Py_ssize_t partition,
                    PyObject *key, PyObject *value, SendResult *out)
 {
@@ -1191,7 +1192,7 @@ fastappend_send_kv(PyObject *fast, PyObject *route, Py_ssize_t partition,
     return appended == BUSY ? SEND_SLOW : appended;
 }
 
-Py_ssize_t
+static Py_ssize_t
 fastappend_sticky(PyObject *fast, PyObject *route)
 {
     FastAppend *self = (FastAppend *)fast;
@@ -1217,13 +1218,6 @@ fastappend_sticky(PyObject *fast, PyObject *route)
         return -1;
     }
     return (Py_ssize_t)sticky - 1;
-}
-
-uint32_t
-fastappend_murmur2(PyObject *key)
-{
-    return murmur2((const unsigned char *)PyBytes_AS_STRING(key),
-                   PyBytes_GET_SIZE(key));
 }
 
 static PyObject *
@@ -1330,9 +1324,9 @@ PyDoc_STRVAR(FastAppend__doc__,
 "Layout.fast_path_offsets plus slot, pid, started and record_batch_header,\n"
 "pool_lock the pool lock's name.");
 
-PyTypeObject FastAppendType = {
+static PyTypeObject FastAppendType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._fastappend.FastAppend",
+    .tp_name = "shmkafka.pool._append.FastAppend",
     .tp_basicsize = sizeof(FastAppend),
     .tp_dealloc = (destructor)FastAppend_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -1364,20 +1358,32 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL}
 };
 
+static const AppendAPI append_api = {
+    .fast_append_type = &FastAppendType,
+    .send_kv = fastappend_send_kv,
+    .sticky = fastappend_sticky,
+};
+
 static int
-fastappend_exec(PyObject *module)
+append_exec(PyObject *module)
 {
     if (PyModule_AddType(module, &FastAppendType) < 0) {
         return -1;
     }
-    if (tracker_exec(module) < 0 || reports_exec(module) < 0) {
+    PyObject *capsule = PyCapsule_New((void *)&append_api,
+                                      APPEND_API_CAPSULE, NULL);
+    if (capsule == NULL) {
         return -1;
     }
-    return entry_exec(module);
+    if (PyModule_AddObject(module, "_API", capsule) < 0) {
+        Py_DECREF(capsule);
+        return -1;
+    }
+    return 0;
 }
 
-static PyModuleDef_Slot fastappend_slots[] = {
-    {Py_mod_exec, fastappend_exec},
+static PyModuleDef_Slot append_slots[] = {
+    {Py_mod_exec, append_exec},
 #ifdef Py_mod_multiple_interpreters
     /* FastAppend is a static type, shared by every interpreter */
     {Py_mod_multiple_interpreters,
@@ -1386,17 +1392,17 @@ static PyModuleDef_Slot fastappend_slots[] = {
     {0, NULL}
 };
 
-static struct PyModuleDef fastappend_module = {
+static struct PyModuleDef append_module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "_fastappend",
+    .m_name = "shmkafka.pool._append",
     .m_doc = "The accumulator's append fast path in C.",
     .m_size = 0,
     .m_methods = module_methods,
-    .m_slots = fastappend_slots,
+    .m_slots = append_slots,
 };
 
 PyMODINIT_FUNC
-PyInit__fastappend(void)
+PyInit__append(void)
 {
-    return PyModuleDef_Init(&fastappend_module);
+    return PyModuleDef_Init(&append_module);
 }

@@ -1,20 +1,35 @@
 """Every error name kafka-python's ``kafka.errors`` exports, with kafka-python's meaning, plus
-shmkafka's own (the pool's). ``shmkafka.kafka.errors`` is this module under kafka-python's
-path.
+shmkafka's own (the pool's, defined in ``shmkafka.pool.errors``, which the engine raises).
+``shmkafka.kafka.errors`` is this module under kafka-python's path.
 
 Rules:
 - Every class derives from ``shmkafka.protocol.errors.KafkaError`` (retriable ones from
   ``RetriableError``). Broker error codes keep their one class each from the protocol's
   table (``for_code``); ``kafka_errors`` maps every code kafka-python maps, 0 included.
 - When kafka-python is installed, the errors the ``KafkaProducer`` API raises are also
-  instances of kafka-python's class of the same name (``shmkafka.producer.peer_errors``),
-  so ``except kafka.errors.KafkaTimeoutError`` keeps working after the import switch.
+  instances of kafka-python's class of the same name
+  (``shmkafka.facades.kafka_python.peer_errors``), so ``except
+  kafka.errors.KafkaTimeoutError`` keeps working after the import switch.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from shmkafka.pool.errors import (
+    IllegalArgumentError,
+    IllegalStateError,
+    KafkaConfigurationError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    MemoryExhaustedError,
+    NoBrokersAvailable,
+    PoolCapacityError,
+    PoolError,
+    PoolSettingsMismatchError,
+    ResultLostError,
+    TransactionAbortedError,
+)
 from shmkafka.protocol import broker_errors
 from shmkafka.protocol.broker_errors import *  # noqa: F403  (the broker error classes)
 from shmkafka.protocol.errors import (
@@ -30,33 +45,8 @@ from shmkafka.protocol.errors import ProtocolError as KafkaProtocolError
 from shmkafka.protocol.other_api_errors import *  # noqa: F403  (and the other APIs')
 
 
-class KafkaTimeoutError(RetriableError):
-    """Metadata, memory or delivery did not come in time (``max_block_ms``,
-    ``delivery_timeout_ms``, or a caller's timeout)."""
-
-
-class KafkaConfigurationError(KafkaError, ValueError):
-    """A configuration key or value is not accepted; the message names it."""
-
-
-class IllegalStateError(KafkaError):
-    """The producer cannot do this now (for example it is closed)."""
-
-
-class IllegalArgumentError(KafkaError, ValueError):
-    """An argument is out of range."""
-
-
-class KafkaConnectionError(InvalidMetadataError):
-    """A connection to a broker failed."""
-
-
 class NodeNotReadyError(RetriableError):
     """The broker connection is not ready yet."""
-
-
-class NoBrokersAvailable(KafkaError):
-    """None of the bootstrap servers answered."""
 
 
 class Cancelled(RetriableError):
@@ -111,10 +101,6 @@ class LogTruncationError(KafkaError):
     """A consumer found its log truncated (kafka-python's name; no consumer here)."""
 
 
-class TransactionAbortedError(KafkaError):
-    """The transaction was aborted (kafka-python's name; no transactions here)."""
-
-
 class NoError(BrokerResponseError):
     """Code 0: no error (kafka-python names it; ``for_code`` never returns it)."""
 
@@ -122,37 +108,6 @@ class NoError(BrokerResponseError):
     errno: ClassVar[int] = 0
     name: ClassVar[str] = "NONE"
     message: ClassVar[str] = "NO_ERROR"
-
-
-# shmkafka's own
-
-
-class MemoryExhaustedError(KafkaTimeoutError):
-    """The pool had no memory for the record within ``max_block_ms`` (kafka-python raises
-    ``KafkaTimeoutError`` here; confluent-kafka's ``produce`` raises ``BufferError``)."""
-
-
-class PoolSettingsMismatchError(KafkaConfigurationError):
-    """The pool exists with other pool-level or Sender-level settings."""
-
-
-class PoolError(KafkaError):
-    """The host's shared-memory pool cannot serve the call: /dev/shm is full, a fixed
-    capacity of the pool (topics, partitions, processes) is reached, the pool belongs to
-    another user, or it vanished."""
-
-
-class PoolCapacityError(PoolError):
-    """A limit of the pool that the call needs more of (topics, partitions, processes, or
-    /dev/shm itself); the message names the limit and the setting that raises it. Only the
-    call or record that needs more fails: the pool and its other topics carry on."""
-
-
-class ResultLostError(KafkaError):
-    """The record's batch no longer holds it and no result came for it: its process fails
-    it rather than wait for ever. The record may or may not have reached the broker. This is
-    an internal error of shmkafka (counted in ``shmkafka stat`` and the metrics as
-    ``internal errors``, and logged at ERROR): a bug to report, never a normal path."""
 
 
 for_code = broker_errors.for_code
@@ -184,6 +139,7 @@ __all__ = [
     "NoError",
     "NoOffsetForPartitionError",
     "NodeNotReadyError",
+    "PoolCapacityError",
     "PoolError",
     "PoolSettingsMismatchError",
     "QuotaViolationError",

@@ -1,0 +1,59 @@
+/*
+ * The C append's interface for the other C parts (producer/_tracker.c and
+ * producer/_entry.c), which are extensions of their own: they reach it
+ * through a capsule (import_append_api), never by linking to it, so each
+ * extension depends only on those below it (pool <- producer <- facades).
+ *
+ * _append.c is the C twin of accumulator.py's append (the reference).
+ */
+#ifndef SHMKAFKA_APPEND_H
+#define SHMKAFKA_APPEND_H
+
+#include <Python.h>
+#include <stdint.h>
+
+#define BUSY 0              /* the stripe is taken: Python waits for it */
+#define APPENDED 1
+#define NEEDS_NEW_BATCH 2   /* no open batch with room: Python opens one */
+#define SEND_SLOW 3         /* the directory moved, or input Python handles */
+
+typedef struct {
+    uint32_t batch_id, generation, offset_delta;
+    int full, new_batch, wake;
+    uint64_t queued;
+} Hit;
+
+typedef struct {
+    Hit hit;
+    Py_ssize_t partition;   /* the record's, chosen or given */
+    int64_t timestamp;      /* its create time, wall-clock ms */
+} SendResult;
+
+typedef struct {
+    PyTypeObject *fast_append_type;
+    /* FastAppend.send_kv's work (see its doc): APPENDED, NEEDS_NEW_BATCH,
+     * SEND_SLOW, or -1 with an exception set. */
+    int (*send_kv)(PyObject *fast, PyObject *route, Py_ssize_t partition,
+                   PyObject *key, PyObject *value, SendResult *out);
+    /* The sticky partition of the route's topic for keyless records
+     * (recorded in its partition 0's deque), or -1 when there is none yet. */
+    Py_ssize_t (*sticky)(PyObject *fast, PyObject *route);
+} AppendAPI;
+
+#define APPEND_API_CAPSULE "shmkafka.pool._append._API"
+
+/* The API of shmkafka.pool._append (imported), or NULL with an exception. */
+static inline const AppendAPI *
+import_append_api(void)
+{
+    /* (PyCapsule_Import imports only the package: the module first) */
+    PyObject *module = PyImport_ImportModule("shmkafka.pool._append");
+
+    if (module == NULL) {
+        return NULL;
+    }
+    Py_DECREF(module);
+    return (const AppendAPI *)PyCapsule_Import(APPEND_API_CAPSULE, 0);
+}
+
+#endif

@@ -1,0 +1,27 @@
+class FastAppend:
+    def __init__(
+        self, buffer: memoryview, semaphores: list[str], layout: dict[str, int], pool_lock: str
+    ) -> None: ...
+    def append(
+        self, deque_id: int, timestamp_ms: int, tail: bytes, now_ms: int, version: int
+    ) -> tuple[int, int, int, int, int] | None: ...
+    def append_kv(
+        self,
+        deque_id: int,
+        timestamp_ms: int,
+        key: bytes | None,
+        value: bytes | None,
+        now_ms: int,
+        version: int,
+    ) -> tuple[int, int, int, int, int] | None: ...
+    def send_kv(
+        self,
+        route: tuple[int, tuple[int, ...]],
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+    ) -> tuple[int, int, int, int, int, int, int] | int | None: ...
+    def offsets(self) -> dict[str, int]: ...
+    def close(self) -> None: ...
+
+def full_fence() -> None: ...
