@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
@@ -79,7 +79,7 @@ def wait_removed(pool_name: str) -> None:
         time.sleep(0.05)
 
 
-def discard(handle: ProducerHandle) -> None:
+def discard(handle: Client) -> None:
     """Close a test's producer handle without flushing (no Sender will complete its
     records) and remove its pool."""
     handle._closed = True

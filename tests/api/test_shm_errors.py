@@ -26,7 +26,7 @@ from shmkafka.errors import (
 )
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.producer import client as handle_module
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from shmkafka.shm.errors import (
     BufferExhaustedError,
     CapacityError,
@@ -68,7 +68,7 @@ def confluent_producer(pool_name: str) -> Iterator[Producer]:
     wait_removed(pool_name + "c")
 
 
-def _fail_appends(patch: pytest.MonkeyPatch, handle: ProducerHandle, error: Any) -> None:
+def _fail_appends(patch: pytest.MonkeyPatch, handle: Client, error: Any) -> None:
     """Every append raises ``error`` (the C path is switched off so the Python one runs)."""
 
     def fail(*args: Any, **kwargs: Any) -> None:
@@ -104,7 +104,7 @@ def test_constructors(monkeypatch: pytest.MonkeyPatch, pool_name: str, error: Ex
 
 
 def test_settings_mismatch_is_a_configuration_error(kafka_producer: KafkaProducer) -> None:
-    pool = kafka_producer._engine.pool_name
+    pool = kafka_producer._client.pool.name
     with pytest.raises(PoolSettingsMismatchError, match="linger_ms") as caught:
         KafkaProducer(bootstrap_servers="127.0.0.1:1", pool=pool, linger_ms=7)
     assert isinstance(caught.value, KafkaConfigurationError)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 
 
 def record(proc: int, seq: int) -> tuple[bytes | None, bytes, list[tuple[str, bytes | None]]]:
@@ -39,7 +39,7 @@ def produce(
     mid-run; each value ``pad`` bytes longer) and report how every future ended."""
     import time
 
-    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    handle = Client(pool, config, sender_idle_exit_ms=500)
     try:
         futures = []
         chunk = max(1, count // 50)
@@ -61,7 +61,7 @@ def send_then_die(pool: str, config: dict[str, Any], topic: str, count: int, out
     import os
     import signal
 
-    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    handle = Client(pool, config, sender_idle_exit_ms=500)
     for seq in range(count):
         key, value, headers = record(9, seq)
         handle.send(topic, value, key, headers)
@@ -74,7 +74,7 @@ def send_then_die(pool: str, config: dict[str, Any], topic: str, count: int, out
 def attach_once(pool: str, config: dict[str, Any], barrier: Any, out: Any) -> None:
     """Attach at the same moment as the others, then report which Sender serves the pool."""
     barrier.wait()
-    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    handle = Client(pool, config, sender_idle_exit_ms=500)
     try:
         out.put(handle.pool.sender()[0])
     finally:
@@ -89,7 +89,7 @@ def produce_through_restart(
 
     from shmkafka.errors import KafkaTimeoutError
 
-    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    handle = Client(pool, config, sender_idle_exit_ms=500)
     try:
         futures = []
         for seq in range(count):
@@ -123,7 +123,7 @@ def produce_through_restart(
 def send_until_killed(pool: str, config: dict[str, Any], topic: str, proc: int, last: Any) -> None:
     """Send records proc:0, proc:1, ... until SIGKILLed; ``last`` holds the highest seq whose
     send() has returned (written after it returns)."""
-    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    handle = Client(pool, config, sender_idle_exit_ms=500)
     seq = 0
     while True:
         key, value, headers = record(proc, seq)
@@ -136,7 +136,7 @@ def send_and_wait(pool: str, config: dict[str, Any], topic: str, proc: int, coun
                   ready: Any, out: Any) -> None:  # fmt: skip
     """Send ``count`` records, signal ``ready``, then wait for every future (the test may
     SIGSTOP this process meanwhile) and report how many succeeded."""
-    handle = ProducerHandle(pool, config, sender_idle_exit_ms=500)
+    handle = Client(pool, config, sender_idle_exit_ms=500)
     futures = []
     for seq in range(count):
         key, value, headers = record(proc, seq)

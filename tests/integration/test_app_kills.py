@@ -17,7 +17,7 @@ import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.pool.stat import pool_stat
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from tests import ledger
 from tests.integration import e2e_workers
 from tests.integration.kafka_io import consume_all
@@ -32,7 +32,7 @@ def test_app_processes_killed_at_random_lose_nothing_they_returned(
     with BrokerStub(nodes=1, partitions=4) as stub:
         stub.create_topic("kills", 4)
         config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5}
-        observer = ProducerHandle(pool_name, config, sender_idle_exit_ms=500)
+        observer = Client(pool_name, config, sender_idle_exit_ms=500)
         ctx = mp.get_context("fork")
         rng = random.Random(kills)
         returned: dict[int, int] = {}

@@ -319,7 +319,7 @@ def test_flush_returns_only_once_every_report_was_served(
     p = Producer({"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name})
     p.produce(topic, b"warm", on_delivery=lambda e, m: reports.append(e))
     assert p.flush(30) == 0 and len(reports) == 1
-    handle = p._engine._handle
+    handle = p._client
     queue_reports = handle.on_done
 
     def slow_queue(futures: list[Any]) -> None:

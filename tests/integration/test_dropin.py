@@ -250,7 +250,7 @@ def test_default_pools_follow_the_settings(tansu: Peer) -> None:
     a = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=5)
     b = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=5)
     c = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=6)
-    names = [p._engine.pool_name for p in (a, b, c)]
+    names = [p._client.pool.name for p in (a, b, c)]
     for p in (a, b, c):
         p.close()
     assert names[0] == names[1] != names[2]

@@ -196,13 +196,13 @@ def test_a_discarded_future_is_not_kept(
         before = _live_futures()
         for key in KEYS * 5:
             producer.send(topic, b"v", key=key)
-        assert producer._handle._outstanding == len(KEYS) * 5  # pending, counted...
+        assert producer._handle.outstanding == len(KEYS) * 5  # pending, counted...
         assert _live_futures() == before  # ...but no future kept for them
         kept = producer.send(topic, b"kept", key=b"k")
         called: list[int] = []
         kept.add_callback(lambda metadata: called.append(metadata.offset))
         producer.flush(30)
-        assert called == [kept.get(0).offset] and producer._handle._outstanding == 0
+        assert called == [kept.get(0).offset] and producer._handle.outstanding == 0
     finally:
         producer.close()
 
@@ -237,14 +237,16 @@ def test_a_forked_child_sends_through_its_own_handle(
 
 def test_shmkafka_pure_python_turns_off_every_c_part() -> None:
     probe = (
-        "from shmkafka.producer import accumulator, entry, futures, handle\n"
+        "from shmkafka.pool import fastpath\n"
+        "from shmkafka.producer import client, entry, futures\n"
+        "from shmkafka.facades.confluent import reports\n"
         "from shmkafka.facades.kafka_python import producer as kafka_python\n"
         "from shmkafka.facades.confluent import producer as confluent\n"
         "from shmkafka.facades.aiokafka import producer as aio\n"
-        "print(accumulator.FastAppend is None, handle.Tracker is None,\n"
+        "print(fastpath.FastAppend is None, client.Tracker is None,\n"
         "      entry.SendEntry is entry.PySendEntry, entry.ProduceEntry is entry.PyProduceEntry,\n"
         "      entry.AppendEntry is entry.PyAppendEntry,\n"
-        "      entry.serve_reports is None, futures.Future.__module__ == futures.__name__,\n"
+        "      reports.serve_reports is None, futures.Future.__module__ == futures.__name__,\n"
         "      issubclass(kafka_python.KafkaProducer, entry.PySendEntry),\n"
         "      issubclass(confluent.Producer, entry.PyProduceEntry),\n"
         "      issubclass(aio.AIOKafkaProducer, entry.PyAppendEntry))\n"

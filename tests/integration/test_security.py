@@ -222,7 +222,7 @@ def test_secrets_never_show(certs: Certs, pool_name: str, caplog: pytest.LogCapt
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         assert json.loads(stat.stdout) and SECRET not in stat.stdout
-        assert SECRET not in repr(p._engine.settings)
+        assert SECRET not in repr(p._client.config)
     assert SECRET not in caplog.text
 
 

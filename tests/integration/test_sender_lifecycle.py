@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from tests.integration import e2e_workers
 from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.integration.test_sender_e2e import _wait_for_sender_exit
@@ -48,7 +48,7 @@ def test_acks_zero_completes_on_send_with_no_offset(tansu: Peer, pool_name: str)
         "acks": 0,
         "enable_idempotence": False,
     }
-    handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=300)
+    handle = Client(pool_name, config, sender_idle_exit_ms=300)
     sender = handle.pool.sender()[0]
     futures = [handle.send(topic, b"v%d" % i, b"k%d" % i) for i in range(500)]
     handle.flush(30)
@@ -71,7 +71,7 @@ def test_a_stalled_sender_is_replaced(tansu: Peer, pool_name: str) -> None:
     with cluster(tansu) as c:
         c.ensure_topic(topic, 1)
     config = {"bootstrap_servers": [f"{h}:{p}" for h, p in tansu.brokers]}
-    handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=300, sender_stall_ms=1500)
+    handle = Client(pool_name, config, sender_idle_exit_ms=300, sender_stall_ms=1500)
     first = handle.pool.sender()[0]
     handle.send(topic, b"before").get(10)
     os.kill(first, signal.SIGSTOP)  # alive, but no heartbeat any more
@@ -103,7 +103,7 @@ def test_the_sender_holds_no_descriptor_its_starter_could_pass_on(
     os.set_inheritable(write_end, True)
     try:
         config = {"bootstrap_servers": [f"{h}:{p}" for h, p in tansu.brokers]}
-        handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=300)
+        handle = Client(pool_name, config, sender_idle_exit_ms=300)
         try:
             sender = handle.pool.sender()[0]
             assert sender > 0

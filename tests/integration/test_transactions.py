@@ -12,7 +12,6 @@ import pytest
 
 from shmkafka.kafka import KafkaProducer
 from shmkafka.kafka.errors import IllegalStateError, KafkaError, ProducerFencedError
-from shmkafka.producer.entry import c_tracked
 from shmkafka.protocol.control import markers_of
 from shmkafka.protocol.records import RecordBatch
 from tests.conftest import wait_removed
@@ -62,7 +61,7 @@ def test_kafka_python_commit_and_abort(peer: Peer, pool_name: str) -> None:
             p.init_transactions()
             assert not p._fast_enabled()  # (outside a transaction every send is checked)
             p.begin_transaction()
-            assert p._fast_enabled() == c_tracked(p._handle)  # (the C entry, guarded)
+            assert p._fast_enabled() == p._handle.appends_in_c  # (the C entry, guarded)
             futures = [p.send(topic, f"c{i}".encode(), partition=0) for i in range(5)]
             p.commit_transaction()
             assert not p._fast_enabled()

@@ -17,14 +17,14 @@ from shmkafka.pool.metrics import kafka_metrics, sample
 from shmkafka.pool.shared_pool import SharedPool, internal_errors
 from shmkafka.pool.stat import format_stat, segment_stat
 from shmkafka.producer import liveness
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.rings import Completion
 from tests.sender.test_split import _answer, _send, rig
 
 __all__ = ["rig"]  # (the fixture, from the split tests)
 
-Rig = tuple[ProducerHandle, SharedPool, Sender, int]
+Rig = tuple[Client, SharedPool, Sender, int]
 NOTICED_S = 2 * liveness.CHECK_S + 1.0  # a lost result is failed within this
 
 

@@ -32,7 +32,7 @@ def test_case_01_record_size_limit(stub: BrokerStub, pool_name: str) -> None:
             with pytest.raises(MessageSizeTooLargeError):
                 p.send("sizes", b"x" * size, key=b"k")
         assert invariants(pool_name) == []
-        assert p._handle._outstanding == 0
+        assert p._handle.outstanding == 0
 
 
 @pytest.mark.parametrize("topic", ["topic abc", "", "x" * 250, None, "a/b"])
@@ -42,7 +42,7 @@ def test_case_02_invalid_topics_fail_before_shared_memory(
     with producer(stub, pool_name) as p:
         with pytest.raises((ValueError, TypeError)):
             p.send(topic, b"v")
-        assert p._handle._outstanding == 0 and invariants(pool_name) == []
+        assert p._handle.outstanding == 0 and invariants(pool_name) == []
 
 
 def test_case_03_unserialisable_values_and_bad_headers(stub: BrokerStub, pool_name: str) -> None:
@@ -51,7 +51,7 @@ def test_case_03_unserialisable_values_and_bad_headers(stub: BrokerStub, pool_na
             p.send("t", 12)  # the serializer rejects it
         with pytest.raises(TypeError):
             p.send("t", "v", headers=[(None, 1)])  # type: ignore[list-item]
-        assert p._handle._outstanding == 0 and invariants(pool_name) == []
+        assert p._handle.outstanding == 0 and invariants(pool_name) == []
 
 
 def test_case_04_and_05_bad_partitions_and_conflicting_config(
@@ -218,10 +218,10 @@ def test_case_15_a_stalled_sender_is_replaced(stub: BrokerStub, pool_name: str) 
     import os
     import signal
 
-    from shmkafka.producer.client import ProducerHandle
+    from shmkafka.producer.client import Client
 
     config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5}
-    handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=500, sender_stall_ms=1500)
+    handle = Client(pool_name, config, sender_idle_exit_ms=500, sender_stall_ms=1500)
     try:
         handle.partitions_for("stall")
         stalled = handle.pool.sender()[0]

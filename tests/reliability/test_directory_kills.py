@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from tests import ledger
 from tests.integration import e2e_workers
 from tests.integration.kafka_io import consume_all
@@ -47,7 +47,7 @@ def test_a_sender_killed_while_the_directory_grows(
         config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5}
         with monkeypatch.context() as armed:
             _arm(armed, point, marker)  # inherited by the Senders this producer starts
-            handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=500)
+            handle = Client(pool_name, config, sender_idle_exit_ms=500)
         try:
             first_sender = handle.pool.sender()[0]
             futures = [
@@ -81,7 +81,7 @@ def test_an_app_killed_in_its_first_send_to_a_new_topic(
         stub.create_topic("fresh", 2)
         stub.create_topic("known", 2)
         config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5}
-        observer = ProducerHandle(pool_name, config, sender_idle_exit_ms=500)
+        observer = Client(pool_name, config, sender_idle_exit_ms=500)
         try:
             observer.send("known", b"before").get(30)
             sender = observer.pool.sender()[0]
@@ -127,7 +127,7 @@ def test_a_sender_killed_while_it_retires_an_idle_topic(
                   "metadata_max_idle_ms": 200}  # fmt: skip
         with monkeypatch.context() as armed:
             _arm(armed, point, marker)
-            handle = ProducerHandle(pool_name, config, sender_idle_exit_ms=500)
+            handle = Client(pool_name, config, sender_idle_exit_ms=500)
         try:
             first_sender = handle.pool.sender()[0]
             for i in range(30):

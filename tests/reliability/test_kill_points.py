@@ -24,7 +24,7 @@ import pytest
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.pool.stat import pool_stat
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from shmkafka.shm.config import PoolConfig
 from tests import ledger
 from tests.integration import e2e_workers
@@ -78,7 +78,7 @@ def test_an_app_killed_inside_an_append(
     with BrokerStub(nodes=1, partitions=2) as stub:
         stub.create_topic("kp", 2)
         config = {"bootstrap_servers": [stub.bootstrap], "linger_ms": 5}
-        observer = ProducerHandle(pool_name, config, sender_idle_exit_ms=500)
+        observer = Client(pool_name, config, sender_idle_exit_ms=500)
         ctx = mp.get_context("spawn")
         last: Any = ctx.Value("q", -1, lock=False)
         with monkeypatch.context() as armed:

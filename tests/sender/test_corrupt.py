@@ -13,7 +13,7 @@ import pytest
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from shmkafka.producer.futures import Future
 from shmkafka.protocol.clock import monotonic_ms
 from shmkafka.protocol.errors import KafkaError
@@ -36,12 +36,12 @@ CONFIG = PoolConfig(batch_size=4096, buffer_memory=1 << 20, max_partitions=16, m
 
 
 @pytest.fixture
-def rig(pool_name: str) -> Iterator[tuple[ProducerHandle, Sender, SharedPool]]:
+def rig(pool_name: str) -> Iterator[tuple[Client, Sender, SharedPool]]:
     """An app handle and an in-process Sender on an in-memory broker (memnet.py) with
     topic "t" of two partitions."""
     net = MemoryNetwork(Cluster(ClusterConfig(nodes=1, partitions=2)))
     config = SenderConfig(bootstrap_servers=net.bootstrap, linger_ms=0)
-    handle = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
+    handle = Client(pool_name, {}, pool_config=CONFIG, start_sender=False)
     sender_pool = SharedPool.open(pool_name)
     sender = Sender(sender_pool, config, network=net)
     try:
@@ -64,9 +64,7 @@ def _run_until_done(sender: Sender, futures: list[Future], seconds: float = 10) 
         assert time.monotonic() < deadline, "futures did not complete"
 
 
-def _send_to_both(
-    handle: ProducerHandle, pool: SharedPool
-) -> tuple[list[Future], list[Future], int]:
+def _send_to_both(handle: Client, pool: SharedPool) -> tuple[list[Future], list[Future], int]:
     """20 records to partition 0 (whose structures the test damages) and 20 to partition
     1; returns both futures lists and partition 0's deque id."""
     victims = [handle.send("t", b"v%d" % i, b"k", partition=0) for i in range(20)]
@@ -88,7 +86,7 @@ def _others_delivered_victims_typed(
 @pytest.mark.catalogue(34)
 @pytest.mark.parametrize("seed", range(25))
 def test_fuzzed_descriptors_fail_their_batch_only(
-    rig: tuple[ProducerHandle, Sender, SharedPool], seed: int
+    rig: tuple[Client, Sender, SharedPool], seed: int
 ) -> None:
     handle, sender, pool = rig
     rng = random.Random(seed)
@@ -127,7 +125,7 @@ def _region(pool: SharedPool, deque_id: int, name: str) -> tuple[int, int]:
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("region", ["deque", "sticky", "wait_queue", "topic_requests"])
 def test_fuzzed_shared_structures_never_crash_the_sender(
-    rig: tuple[ProducerHandle, Sender, SharedPool], region: str, seed: int
+    rig: tuple[Client, Sender, SharedPool], region: str, seed: int
 ) -> None:
     """Random bytes over what producers write besides descriptors: a damaged deque is
     emptied and its batches failed with the typed error; the other partition, and later

@@ -12,7 +12,7 @@ import pytest
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from shmkafka.protocol.clock import ManualClock, monotonic_ms
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
@@ -30,7 +30,7 @@ class Rig:
             assert self.cluster.create_topic(name, partitions, 1) == 0
         self.net = MemoryNetwork(self.cluster)
         self.clock = ManualClock(monotonic_ms())
-        self.handle = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
+        self.handle = Client(pool_name, {}, pool_config=CONFIG, start_sender=False)
         self.sender_pool = SharedPool.open(pool_name)
         settings = SenderConfig(
             bootstrap_servers=self.net.bootstrap, linger_ms=0, metadata_max_idle_ms=IDLE_MS,

@@ -15,7 +15,7 @@ from shmkafka.errors import KafkaTimeoutError
 from shmkafka.pool.accumulator import RecordAccumulator
 from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from shmkafka.protocol.clock import ManualClock, monotonic_ms
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import ProduceRequest
@@ -31,7 +31,7 @@ CONFIG = PoolConfig(batch_size=1024, buffer_memory=1 << 20, max_partitions=16, m
 
 @dataclass
 class Rig:
-    handle: ProducerHandle
+    handle: Client
     sender: Sender
     net: MemoryNetwork
     clock: ManualClock
@@ -67,7 +67,7 @@ class Rig:
 
 @pytest.fixture
 def make_rig(pool_name: str) -> Iterator[Callable[..., Rig]]:
-    made: list[tuple[Sender, SharedPool, ProducerHandle]] = []
+    made: list[tuple[Sender, SharedPool, Client]] = []
 
     def make(
         nodes: int = 1, topics: dict[str, tuple[int, int]] | None = None, **config: Any
@@ -77,7 +77,7 @@ def make_rig(pool_name: str) -> Iterator[Callable[..., Rig]]:
             assert cluster.create_topic(name, partitions, replicas) == 0
         net = MemoryNetwork(cluster, request_timeout_ms=config.get("request_timeout_ms", 30_000))
         clock = ManualClock(monotonic_ms())  # app processes stamp batches with the real one
-        handle = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
+        handle = Client(pool_name, {}, pool_config=CONFIG, start_sender=False)
         sender_pool = SharedPool.open(pool_name)
         settings = SenderConfig(bootstrap_servers=net.bootstrap, **config)
         sender = Sender(sender_pool, settings, network=net, clock=clock)

@@ -13,7 +13,7 @@ from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.pool.accumulator import DrainedBatch
 from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.messages import ProduceResponse
 from shmkafka.protocol.messages.produce import PartitionProduceResponse, TopicProduceResponse
@@ -40,10 +40,10 @@ def _answer(sender: Sender, batch: DrainedBatch, error_code: int, base_offset: i
 
 
 @pytest.fixture
-def rig(pool_name: str) -> Iterator[tuple[ProducerHandle, SharedPool, Sender, int]]:
+def rig(pool_name: str) -> Iterator[tuple[Client, SharedPool, Sender, int]]:
     """An app handle and an in-process Sender on one pool with topic "t" (one partition) and
     producer id 7; no broker: responses are handed to the Sender by the test."""
-    handle = ProducerHandle(
+    handle = Client(
         pool_name, {"bootstrap_servers": ["127.0.0.1:1"]}, pool_config=CONFIG, start_sender=False
     )
     sender_pool = SharedPool.open(pool_name)
@@ -74,7 +74,7 @@ def _send(sender: Sender, deque_id: int, sequence: int) -> DrainedBatch:
 
 
 def test_split_halves_complete_the_original_futures(
-    rig: tuple[ProducerHandle, SharedPool, Sender, int],
+    rig: tuple[Client, SharedPool, Sender, int],
 ) -> None:
     handle, sender_pool, sender, deque_id = rig
     futures = [handle.send("t", b"value-%d" % i, b"k", partition=0) for i in range(10)]
@@ -106,7 +106,7 @@ def test_split_halves_complete_the_original_futures(
 
 
 def test_a_single_record_too_large_fails_with_the_broker_error(
-    rig: tuple[ProducerHandle, SharedPool, Sender, int],
+    rig: tuple[Client, SharedPool, Sender, int],
 ) -> None:
     handle, _, sender, deque_id = rig
     future = handle.send("t", b"x" * 100, partition=0)
@@ -118,7 +118,7 @@ def test_a_single_record_too_large_fails_with_the_broker_error(
 def test_unknown_topic_times_out_after_max_block_ms(pool_name: str) -> None:
     from shmkafka.errors import KafkaTimeoutError
 
-    handle = ProducerHandle(
+    handle = Client(
         pool_name,
         {"bootstrap_servers": ["127.0.0.1:1"]},
         pool_config=CONFIG,

@@ -8,7 +8,7 @@ import time
 from shmkafka.broker_stub.cluster import Cluster, ClusterConfig
 from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory_view import PartitionLeader
@@ -20,7 +20,7 @@ CONFIG = PoolConfig(batch_size=1024, buffer_memory=1 << 18, max_partitions=8, ma
 
 
 def test_sleep_is_announced_and_cancelled_by_a_new_batch(pool_name: str) -> None:
-    handle = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
+    handle = Client(pool_name, {}, pool_config=CONFIG, start_sender=False)
     sender_pool = SharedPool.open(pool_name)
     net = MemoryNetwork(Cluster(ClusterConfig()))
     config = SenderConfig(bootstrap_servers=net.bootstrap, linger_ms=7)

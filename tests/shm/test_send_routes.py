@@ -1,4 +1,4 @@
-"""ProducerHandle.send: the one-call C route (FastAppend.send_kv) and the Python route put a
+"""Client.send: the one-call C route (FastAppend.send_kv) and the Python route put a
 record in the same place with the same facts, and futures resolve per batch — including a
 completion that arrives before the future was registered, a split batch completed in parts,
 and a completion posted twice. No Sender: completions are posted by the test."""
@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.shm.config import PoolConfig
@@ -24,14 +24,14 @@ from tests.conftest import discard
 CONFIG = PoolConfig(batch_size=4096, buffer_memory=1 << 20, max_partitions=64, max_processes=4)
 
 
-def _publish(handle: ProducerHandle, topics: dict[str, int]) -> None:
+def _publish(handle: Client, topics: dict[str, int]) -> None:
     with handle.pool.locks.held(DIRECTORY_LOCK):
         handle.pool.directory.publish({t: [PartitionLeader(1, 0)] * n for t, n in topics.items()})
 
 
 @contextmanager
-def _handle(pool_name: str, *, fast_path: bool) -> Iterator[ProducerHandle]:
-    h = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False, fast_path=fast_path)
+def _handle(pool_name: str, *, fast_path: bool) -> Iterator[Client]:
+    h = Client(pool_name, {}, pool_config=CONFIG, start_sender=False, fast_path=fast_path)
     _publish(h, {"t": 7})
     try:
         yield h
@@ -43,12 +43,12 @@ def _handle(pool_name: str, *, fast_path: bool) -> Iterator[ProducerHandle]:
 
 
 @pytest.fixture(params=["c", "python"])
-def handle(request: pytest.FixtureRequest, pool_name: str) -> Iterator[ProducerHandle]:
+def handle(request: pytest.FixtureRequest, pool_name: str) -> Iterator[Client]:
     with _handle(pool_name, fast_path=request.param == "c") as h:
         yield h
 
 
-def _batch_of(handle: ProducerHandle, partition: int) -> tuple[int, int, int]:
+def _batch_of(handle: Client, partition: int) -> tuple[int, int, int]:
     """(batch id, generation, record count) of the open batch of partition ``partition``."""
     entries = handle.pool.directory.partitions("t")
     assert entries is not None
@@ -57,7 +57,7 @@ def _batch_of(handle: ProducerHandle, partition: int) -> tuple[int, int, int]:
     return batch_id, info.generation, info.record_count
 
 
-def _post(handle: ProducerHandle, completion: Completion) -> None:
+def _post(handle: Client, completion: Completion) -> None:
     assert handle.pool.rings.post(handle.pool.slot, completion)
     handle.pool.rings.semaphore(handle.pool.slot).release()
 
@@ -69,12 +69,12 @@ def _wait_done(futures: list, timeout: float = 5.0) -> None:  # type: ignore[typ
         time.sleep(0.002)
 
 
-def test_the_c_route_is_taken_when_built(handle: ProducerHandle) -> None:
+def test_the_c_route_is_taken_when_built(handle: Client) -> None:
     handle.send("t", b"v", b"k")
     assert handle.accumulator.uses_fast_path == (handle._fast is not None)
 
 
-def test_keyed_records_land_on_the_java_murmur2_partition(handle: ProducerHandle) -> None:
+def test_keyed_records_land_on_the_java_murmur2_partition(handle: Client) -> None:
     keys = [os.urandom(n) for n in range(21) for _ in range(20)]
     for key in keys:
         future = handle.send("t", b"value", key)
@@ -86,7 +86,7 @@ def test_keyed_records_land_on_the_java_murmur2_partition(handle: ProducerHandle
 
 
 def test_timestamps_default_to_the_wall_clock_and_explicit_ones_are_kept(
-    handle: ProducerHandle,
+    handle: Client,
 ) -> None:
     before = int(time.time() * 1000)
     implicit = handle.send("t", b"v", b"k")
@@ -96,13 +96,13 @@ def test_timestamps_default_to_the_wall_clock_and_explicit_ones_are_kept(
     assert explicit.timestamp == 1234
 
 
-def test_keyless_records_stick_to_one_partition_until_a_new_batch(handle: ProducerHandle) -> None:
+def test_keyless_records_stick_to_one_partition_until_a_new_batch(handle: Client) -> None:
     futures = [handle.send("t", b"x" * 100) for _ in range(30)]  # fits in one 4 KiB batch
     assert len({f.partition for f in futures}) == 1
     assert [f.offset_delta for f in futures] == list(range(30))
 
 
-def test_explicit_partitions_and_bad_ones(handle: ProducerHandle) -> None:
+def test_explicit_partitions_and_bad_ones(handle: Client) -> None:
     assert handle.send("t", b"v", b"k", partition=6).partition == 6
     assert handle.send("t", b"v", None, partition=0).partition == 0
     for bad in (7, -1):
@@ -110,14 +110,14 @@ def test_explicit_partitions_and_bad_ones(handle: ProducerHandle) -> None:
             handle.send("t", b"v", b"k", partition=bad)
 
 
-def test_a_moved_directory_sends_through_the_new_one(handle: ProducerHandle) -> None:
+def test_a_moved_directory_sends_through_the_new_one(handle: Client) -> None:
     handle.send("t", b"v", b"key")
     _publish(handle, {"t": 13})  # partitions added: the cached route is stale
     future = handle.send("t", b"v", b"key")
     assert future.partition == murmur2_partition(b"key", 13)
 
 
-def test_a_batch_completion_resolves_every_future_of_the_batch(handle: ProducerHandle) -> None:
+def test_a_batch_completion_resolves_every_future_of_the_batch(handle: Client) -> None:
     futures = [handle.send("t", b"v%d" % i, b"k", partition=2) for i in range(5)]
     batch_id, generation, _ = _batch_of(handle, 2)
     assert not any(f.is_done for f in futures)
@@ -125,20 +125,20 @@ def test_a_batch_completion_resolves_every_future_of_the_batch(handle: ProducerH
     _wait_done(futures)
     assert [f.get(1).offset for f in futures] == [100, 101, 102, 103, 104]
     assert all(f.succeeded() and not f.failed() for f in futures)
-    assert handle._outstanding == 0
+    assert handle.outstanding == 0
     late = handle.send("t", b"v", b"k", partition=2)  # a new record in the same open batch
     assert late.offset_delta == 5 and late.is_done  # the completion covers it already
     assert late.get(1).offset == 105
-    assert handle._outstanding == 0
+    assert handle.outstanding == 0
 
 
-def test_split_completions_resolve_their_own_parts_once(handle: ProducerHandle) -> None:
+def test_split_completions_resolve_their_own_parts_once(handle: Client) -> None:
     futures = [handle.send("t", b"v", b"k", partition=1) for _ in range(6)]
     batch_id, generation, _ = _batch_of(handle, 1)
     _post(handle, Completion(batch_id, generation, 50, -1, 0, 0, 0, 2))
     _wait_done(futures[:3])
     assert not any(f.is_done for f in futures[3:])
-    assert handle._outstanding == 3
+    assert handle.outstanding == 3
     _post(handle, Completion(batch_id, generation, 50, -1, 0, 0, 0, 2))  # posted again
     _post(handle, Completion(batch_id, generation, -1, -1, 0, 10, 3, ALL_DELTAS))
     _wait_done(futures)
@@ -146,10 +146,10 @@ def test_split_completions_resolve_their_own_parts_once(handle: ProducerHandle) 
     assert all(f.failed() for f in futures[3:])
     with pytest.raises(KafkaError):
         futures[4].get(1)
-    assert handle._outstanding == 0
+    assert handle.outstanding == 0
 
 
-def test_callbacks_run_once_with_the_future(handle: ProducerHandle) -> None:
+def test_callbacks_run_once_with_the_future(handle: Client) -> None:
     calls: list[int] = []
     future = handle.send("t", b"v", b"k", partition=3)
     future.add_done_callback(lambda f: calls.append(f.get(0).offset))
@@ -173,7 +173,7 @@ def test_batches_opened_in_c_equal_those_opened_in_python(pool_name: str) -> Non
     small = PoolConfig(batch_size=512, buffer_memory=256 * 1024, max_partitions=16)
     seen = {}
     for route in ("c", "python"):
-        h = ProducerHandle(
+        h = Client(
             f"{pool_name}{route[0]}", {}, pool_config=small, start_sender=False,
             fast_path=route == "c",
         )  # fmt: skip
@@ -208,7 +208,7 @@ def test_a_new_batch_wakes_the_sender_only_if_it_would_look_too_late(pool_name: 
         _check_wakes(handle)
 
 
-def _check_wakes(handle: ProducerHandle) -> None:
+def _check_wakes(handle: Client) -> None:
     pool = handle.pool
     handle.send("t", b"v", b"k", partition=0)  # the first send of a topic takes the Python route
     pool.set_sender_linger(5)
@@ -227,7 +227,7 @@ def test_keyless_records_of_all_producers_share_the_sticky_partition(pool_name: 
     """Two producers of one pool put keyless records on the same partition, and both move on
     when its batch fills (the choice lives in the pool)."""
     with _handle(pool_name, fast_path=True) as first:
-        second = ProducerHandle(pool_name, {}, pool_config=CONFIG, start_sender=False)
+        second = Client(pool_name, {}, pool_config=CONFIG, start_sender=False)
         try:
             a = first.send("t", b"x" * 100).partition
             b = second.send("t", b"x" * 100).partition

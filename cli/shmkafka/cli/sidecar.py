@@ -6,7 +6,7 @@ Rules:
 - The pool is made with exactly the settings ``KafkaProducer(**properties)`` (``--api
   kafka-python``) or ``Producer(properties)`` (``--api confluent``) would ask for, so the apps'
   producers with the same arguments attach to it; a producer asking for other settings is
-  refused with the differences named (engine.py), as on any pool.
+  refused with the differences named (producer/client.py), as on any pool.
 - A pool of that name made with other settings is an error here, not replaced.
 - Properties come as ``key=value`` (``--producer-property``, repeatable) and from files of
   such lines (``--producer.config``); the command line wins. kafka-python's values are read
@@ -22,10 +22,9 @@ from typing import Any
 from shmkafka.errors import KafkaConfigurationError
 from shmkafka.facades.confluent import producer as confluent
 from shmkafka.facades.kafka_python import producer as kafka_python
-from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.config import Config, SenderConfig
 from shmkafka.pool.properties import add_property_arguments, literal, read_properties
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.producer.engine import Settings
 from shmkafka.sender import __main__ as sender_command
 from shmkafka.shm.errors import LayoutMismatchError
 
@@ -64,7 +63,7 @@ def create(args: argparse.Namespace) -> SenderConfig:
     return settings.sender
 
 
-def settings_for(api: str, bootstrap: str, properties: dict[str, str], pool: str) -> Settings:
+def settings_for(api: str, bootstrap: str, properties: dict[str, str], pool: str) -> Config:
     """The settings a producer of ``api`` with these properties would ask for."""
     if api == "kafka-python":
         configs = {key: literal(value) for key, value in properties.items()}
@@ -77,7 +76,7 @@ def settings_for(api: str, bootstrap: str, properties: dict[str, str], pool: str
     raise KafkaConfigurationError(f"--api must be one of {', '.join(APIS)}, got {api!r}")
 
 
-def create_pool(name: str, settings: Settings) -> bool:
+def create_pool(name: str, settings: Config) -> bool:
     """Make the pool (True), or find it made with the same settings (False)."""
     try:
         pool = SharedPool.open(name, settings.pool)

@@ -143,7 +143,7 @@ class RecordAccumulator:
 
     @property
     def fast_path(self) -> FastAppend | None:
-        """The C fast path, for ProducerHandle.send's one-call route (None: pure Python)."""
+        """The C fast path, for Client.send's one-call route (None: pure Python)."""
         return self._fast
 
     def close(self) -> None:

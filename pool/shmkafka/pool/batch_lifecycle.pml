@@ -44,7 +44,7 @@
  *                                  shm/batches.py:Batches.open, Deques.push_last
  *       register the record        _tracker.c:register_record/wait_for,
  *                                  producer/futures.py:PyTracker.track
- *       flush                      producer/handle.py:ProducerHandle.flush
+ *       flush                      producer/handle.py:Client.flush
  *  Completer: wake, ring, complete producer/attachment.py:Attachment._loop/deliver,
  *                                  shm/rings.py:CompletionRings.poll,
  *                                  handle.py:_on_completion, _tracker.c:Tracker_complete

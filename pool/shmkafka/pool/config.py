@@ -1,9 +1,19 @@
-"""The Sender's settings: Kafka's producer settings that concern delivery and the broker
-connections (TLS, SASL), validated and frozen, with Kafka's names (dots become underscores).
+"""A producer's configuration: one validated, frozen ``Config``, built once from an API's
+arguments (``Config.build``), with Kafka's names (dots become underscores). Both process kinds
+read it: app processes validate it and record it in the pool before any Sender exists, and
+the Sender gets its ``sender`` part.
 
-They live on the producer's side of the import rule (sender → producer): app processes
-validate them and record them in the pool before any Sender exists, and the Sender imports
-them from here. Bootstrap server lists are parsed here, once, for both facades.
+Its parts, by who must agree on them:
+- ``sender`` (``SenderConfig``): delivery and the broker connections (TLS, SASL); one Sender
+  serves the pool, so every producer of a pool has the same.
+- ``pool`` (shm/config.py's ``PoolConfig``): the sizes of the segment, which stores them.
+- ``pool_name`` and ``max_block_ms``: this process's own.
+
+The pool records the first two (``pool.sender_settings`` holds ``sender.identity()``);
+attaching with other values is a ``PoolSettingsMismatchError`` naming the keys. The default
+pool name is a hash of the uid and those settings, so identically configured processes share
+a pool without naming one, and differently configured ones do not meet. Bootstrap server lists
+are parsed here, once, for the three APIs.
 
 Rules:
 - Secrets (``SECRET_FIELDS``: passwords, a private key given inline, an OAuth client
@@ -18,12 +28,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from shmkafka.pool.errors import KafkaConfigurationError
 from shmkafka.protocol.compression import CompressionType, check_level
-from shmkafka.protocol.errors import EncodeError
+from shmkafka.protocol.errors import EncodeError, KafkaError
+from shmkafka.shm.config import PoolConfig, validate_pool_name
+from shmkafka.shm.errors import ShmError
 
 DEFAULT_PORT = 9092
 
@@ -232,3 +246,60 @@ def normalize_bootstrap(servers: str | list[str] | tuple[str, ...]) -> tuple[str
     if not out:
         raise SenderConfigError("bootstrap_servers is empty")
     return tuple(out)
+
+
+POOL_KEYS = tuple(f.name for f in dataclasses.fields(PoolConfig) if f.name != "sender_settings")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything a producer needs: validated, with Kafka's names."""
+
+    sender: SenderConfig
+    pool: PoolConfig
+    pool_name: str | None = None
+    max_block_ms: int = 60_000
+
+    @classmethod
+    def build(
+        cls, sender: dict[str, Any], pool: dict[str, Any], pool_name: str | None, max_block_ms: int
+    ) -> Config:
+        try:
+            sender_config = SenderConfig(**sender)
+            blob = json.dumps(sender_config.identity(), sort_keys=True)
+            pool_config = PoolConfig(
+                **pool,
+                max_request_size=sender_config.max_request_size,
+                sender_settings=blob,
+            )
+            if pool_name is not None:
+                validate_pool_name(pool_name)
+        except (KafkaError, ShmError, TypeError, ValueError) as exc:
+            raise KafkaConfigurationError(str(exc)) from None
+        if not isinstance(max_block_ms, int) or max_block_ms < 0:
+            raise KafkaConfigurationError(f"max_block_ms must be >= 0, got {max_block_ms!r}")
+        return cls(sender_config, pool_config, pool_name, max_block_ms)
+
+    def default_pool_name(self) -> str:
+        digest = hashlib.sha256(f"{os.getuid()}\n{self.pool.to_json().decode()}".encode())
+        return "p" + digest.hexdigest()[:20]
+
+    @property
+    def chosen_pool_name(self) -> str:
+        return self.pool_name or self.default_pool_name()
+
+    def differences(self, stored: PoolConfig) -> list[str]:
+        """The keys the pool was made with other values of, each with both values."""
+        out = [
+            f"{key} (pool has {getattr(stored, key)!r}, asked {getattr(self.pool, key)!r})"
+            for key in POOL_KEYS
+            if getattr(stored, key) != getattr(self.pool, key)
+        ]
+        mine = json.loads(self.pool.sender_settings or "{}")
+        theirs = json.loads(stored.sender_settings or "{}")
+        out += [
+            f"{key} (pool has {theirs.get(key)!r}, asked {mine.get(key)!r})"
+            for key in sorted(set(mine) | set(theirs))
+            if mine.get(key) != theirs.get(key)
+        ]
+        return out

@@ -1,5 +1,5 @@
-"""One process's producer over the shared pool: attach, send, futures, flush. Both drop-in
-APIs (``KafkaProducer``, ``Producer``) build on it.
+"""``Client``: one producer object's link to the shared pool, in one process: attach, send,
+futures, flush. The three drop-in APIs build on it.
 
 Rules:
 - ``send`` appends into the pool and returns a future registered in the wait of its batch
@@ -16,6 +16,9 @@ Rules:
 - The completion thread also reads the pool's event ring (sender_events.py), and checks
   that every record still waiting is held by a batch (liveness.py): a record whose result
   can never come is failed with ResultLostError, never waited for.
+- A client belongs to the process that made it. In a forked child, ``in_this_process`` makes
+  the child's own (same config) on first use; the parent's is kept, untouched, so nothing of
+  the parent's is released from the child.
 - Keyed records go to ``(murmur2(key) & 0x7fffffff) % partitions`` as in the Java client;
   keyless ones stick to one partition, shared by all the pool's producers, until its batch
   fills (KIP-480 style); then they all move to a random one.
@@ -24,6 +27,7 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -34,19 +38,20 @@ from typing import Any, Literal, overload
 
 from shmkafka.pool import native
 from shmkafka.pool.accumulator import RecordAccumulator, StaleRouteError
+from shmkafka.pool.config import Config
 from shmkafka.pool.errors import (
     SHM_ERRORS,
     KafkaTimeoutError,
-    ResultLostError,
-    completion_error,
+    PoolSettingsMismatchError,
     kafka_error,
     kafka_errors,
 )
 from shmkafka.pool.sender_link import sender_semaphore, wake
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.producer import liveness
 from shmkafka.producer.attachment import Attachment
+from shmkafka.producer.entry import EntryBinding
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
+from shmkafka.producer.results import Results
 from shmkafka.producer.sender_events import SenderEvents, sender_logger
 from shmkafka.producer.supervisor import (
     SENDER_STALL_MS,
@@ -61,10 +66,10 @@ from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.protocol.records import HeaderInput
 from shmkafka.shm import faultpoints
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.layout import IN_FLIGHT
 from shmkafka.shm.rings import (
     Completion,
 )
+from shmkafka.shm.segment import Segment
 
 try:
     native.check()
@@ -76,11 +81,50 @@ SENDER_CHECK_S = 0.2
 
 
 RELEASE_WAIT_S = 0.2  # how long release() waits for the completion thread to detach
-RETIRE_S = 5.0  # a completed batch's wait stays this long for registrations still in flight
 log = logging.getLogger("shmkafka.producer")
 
 
-class ProducerHandle(SenderEvents):
+# how often an asyncio send waiting for room in a full pool looks again (it awaits, never
+# blocking its loop: the pool's own wait for memory would)
+FULL_POOL_WAIT_S = 0.002
+_inherited: list[Client] = []  # clients of the parent, in a forked child: never used
+
+
+class Client(Results, SenderEvents):
+    @classmethod
+    def open(cls, config: Config, *, sender_log: str | None = None) -> Client:
+        """This process's client of the pool ``config`` names (made if it does not exist),
+        with its Sender started."""
+        name = config.chosen_pool_name
+        try:
+            client = cls(name, dataclasses.asdict(config.sender), pool_config=config.pool,
+                         max_block_ms=config.max_block_ms, sender_log=sender_log)  # fmt: skip
+        except PoolSettingsMismatchError:
+            with kafka_errors:
+                segment = Segment.attach(name)
+            try:
+                stored = segment.stored_config()
+            finally:
+                segment.close()
+            keys = "; ".join(config.differences(stored)) or "layout version"
+            raise PoolSettingsMismatchError(
+                f"pool {name!r} is shared with other settings: {keys}. One Sender "
+                "serves a pool, so its producers must agree on these (or use another pool=)"
+            ) from None
+        client.config = config
+        return client
+
+    def in_this_process(self) -> Client:
+        """This client, or in a forked child its own (opened on first use, with the same
+        config, logging and token callback)."""
+        if not self.pool.forked:
+            return self
+        assert self.config is not None, "a client made without a Config cannot be re-made"
+        _inherited.append(self)
+        child = Client.open(self.config, sender_log=self.sender_log)
+        child.token_provider = self.token_provider
+        return child
+
     def __init__(
         self,
         pool: str,
@@ -122,6 +166,8 @@ class ProducerHandle(SenderEvents):
                sender_log: str | None, sender_idle_exit_ms: int | None,
                sender_stall_ms: int) -> None:  # fmt: skip
         self.max_block_ms = max_block_ms
+        self.config: Config | None = None  # (set by open(); tests make clients without one)
+        self.sender_log = sender_log
         if sender_idle_exit_ms is None and os.environ.get("SHMKAFKA_SENDER_IDLE_EXIT_MS"):
             sender_idle_exit_ms = int(os.environ["SHMKAFKA_SENDER_IDLE_EXIT_MS"])
         self.supervisor = SenderSupervisor(
@@ -170,6 +216,28 @@ class ProducerHandle(SenderEvents):
         # The completion thread starts on first use (start()), never here: a process that
         # makes its producer and then forks (a preforking server's master) must not hold a
         # thread at the fork, which may hold the GIL and leave the children hung.
+
+    @property
+    def appends_in_c(self) -> bool:
+        """Records are appended and registered in C (a facade's C entry can take them)."""
+        return self._fast is not None and Tracker is not None and isinstance(self._tracker, Tracker)
+
+    def bind_entry(
+        self, entry: Any, binding: EntryBinding, guard: tuple[Any, int, int] | None = None
+    ) -> bool:
+        """Let a facade's C entry (entry.py) append and register the common record through
+        this client; False when this client appends or registers in Python (nothing
+        bound). ``guard`` (buffer, offset, value) sends every record to the facade's Python
+        path once that word of shared memory changes (a fenced transactional producer)."""
+        if not self.appends_in_c:
+            return False
+        if guard is not None:
+            entry._fast_guard(*guard)
+        entry._fast_enable(
+            self._tracker, self._fast, self._routes, binding.size_precheck, binding.partitioner,
+            binding.on_delivery, binding.reports, binding.unassigned, binding.max_messages,
+        )  # fmt: skip
+        return True
 
     def start(self) -> None:
         """Have the process's completion thread serve us, if not yet (every way in calls
@@ -350,8 +418,13 @@ class ProducerHandle(SenderEvents):
             self._wake_sender()
         return future if want_future else None
 
+    def known_route(self, topic: str) -> tuple[int, tuple[int, ...]] | None:
+        """The topic's route (directory version, deque ids) as this client last resolved it,
+        or None: a send to a topic with a route skips the wait for its metadata."""
+        return self._routes.get(topic)
+
     @property
-    def _outstanding(self) -> int:
+    def outstanding(self) -> int:
         """Records of this process sent and not yet done."""
         return int(self._tracker.outstanding)
 
@@ -398,96 +471,18 @@ class ProducerHandle(SenderEvents):
         except Exception:  # a user's logger, callbacks or a pool error must not end us
             log.exception("in the completion thread's round (liveness, events, tokens)")
 
-    def _on_completion(self, completion: Completion, local: KafkaError | None = None) -> None:
-        registration = (completion.batch_id << 32) | completion.generation
-        error = local or completion_error(completion)
-        on_done = self.on_done
-        with self._cond:
-            covered = self._tracker.complete(
-                registration, completion.first_delta, completion.last_delta, completion,
-                error, local is not None, time.monotonic() + RETIRE_S,
-            )  # fmt: skip
-            handing = len(covered) if covered and on_done is not None else 0
-            self._handing_over += handing  # (done, not yet with on_done: still pending)
-            self._cond.notify_all()
-        if not covered:
-            return
-        if on_done is not None and handing:
-            try:
-                on_done(covered)
-            finally:
-                with self._lock:
-                    self._handing_over -= handing
-        for future in covered:
-            if future._callbacks:
-                future._run_callbacks()
-
-    def fail_pending(
-        self, error: KafkaError, *, select: Callable[[int], bool] | None = None
-    ) -> int:
-        """Resolve every future of this process still pending (of the batch registrations
-        ``select`` accepts) with ``error``; returns how many. Their records stay in the pool
-        and the Sender may still deliver them; a result that arrives later is not reported
-        (the first outcome of a future stands)."""
-        with self._lock:
-            pending = [(r, n) for r, n in self._tracker.pending() if select is None or select(r)]
-        for registration, _ in pending:
-            failure = Completion(registration >> 32, registration & 0xFFFFFFFF, -1, -1, -1, -1)
-            self._on_completion(failure, error)
-        return sum(count for _, count in pending)
-
-    def in_flight(self, registration: int) -> bool:
-        """The batch of this registration (batch id << 32 | generation) is being sent."""
-        with kafka_errors:
-            info = self.pool.batches.read(registration >> 32)
-        return info.state == IN_FLIGHT and info.generation == registration & 0xFFFFFFFF
-
-    def check_liveness(self, now: float) -> None:
-        """The completion thread, every ``liveness.CHECK_S``: fail the records whose batch no
-        longer holds them, at two checks in a row, and whose result did not come
-        (liveness.py's rules)."""
-        if now < self._next_liveness:
-            return
-        self._next_liveness = now + liveness.CHECK_S
-        with self._lock:
-            pending = [registration for registration, _ in self._tracker.pending()]
-        causes = liveness.unheld(self.pool, pending) if pending else {}
-        if not causes:
-            self._suspects = set()
-            return
-        self.attachment.deliver()  # (results posted before their batch was freed)
-        with self._lock:
-            still = {r: n for r, n in self._tracker.pending() if r in causes}
-        lost = {r: n for r, n in still.items() if r in self._suspects}
-        self._suspects = set(still) - set(lost)
-        if lost:
-            self.pool.count_internal_errors(sum(lost.values()))
-        for registration, records in lost.items():
-            cause = f"no result can come for it: {causes[registration]}"
-            log.error("internal error: %d record(s) of pool %r failed, %s", records,
-                      self.pool.name, cause)  # fmt: skip
-            self.fail_pending(ResultLostError(cause), select=registration.__eq__)
-
-    def _retire(self, now: float) -> None:
-        """Forget waits whose records are all done, ``RETIRE_S`` after their completion."""
-        if now < self._next_retire:
-            return
-        self._next_retire = now + RETIRE_S / 10
-        with self._lock:
-            self._tracker.retire(now)
-
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every record sent so far is done. Meanwhile our slot is flagged as
         flushing, so the Sender sends every batch at once instead of lingering."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        if self._outstanding:
+        if self.outstanding:
             self.start()
         if self.attachment.on_thread():  # from a callback: the results come through us
             with kafka_errors:
                 self._flush_on_thread(deadline, timeout)
             return
         with kafka_errors, self._idle:
-            if not self._outstanding:
+            if not self.outstanding:
                 return
             self._flushers += 1
             if self._flushers == 1:
@@ -511,12 +506,12 @@ class ProducerHandle(SenderEvents):
     ) -> None:
         """Until every record is done; ``wait(seconds)`` waits for results (None: for the
         completion thread's notification)."""
-        while self._outstanding:
+        while self.outstanding:
             if wait is not None:  # (on the completion thread: no housekeeping meanwhile)
                 self.check_liveness(time.monotonic())
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise KafkaTimeoutError(f"{self._outstanding} records not done in {timeout} s")
+                raise KafkaTimeoutError(f"{self.outstanding} records not done in {timeout} s")
             self._wake_sender()
             (wait or self._idle.wait)(min(0.05, remaining) if remaining is not None else 0.05)
 

@@ -6,18 +6,35 @@ ones, which go straight to the facade's own Python method (``_send`` / ``_produc
 Rules:
 - A facade's Python method is the reference: the C entry takes only records it would send
   unchanged, and hands it every other call with the same arguments.
-- ``enable`` is called once the facade's handle is up (again after a fork, with the
-  child's handle), ``_fast_disable`` when the facade closes.
+- A facade binds its entry to its client (``Client.bind_entry`` with an ``EntryBinding``)
+  once the client is up (again after a fork, with the child's client), and calls
+  ``_fast_disable`` when it closes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from shmkafka.pool import native
 
 # the partitioners the C entry computes for keyed records (keyless: the pool's sticky one)
 PARTITION_NONE, PARTITION_MURMUR2, PARTITION_CRC32, PARTITION_RANDOM = 0, 1, 2, 3  # as _entry.c
+
+
+@dataclass(frozen=True)
+class EntryBinding:
+    """What a facade's C entry needs besides the client's own state: how it partitions keyed
+    records, the size below which a record needs no size check, and for ``produce`` the
+    configured callback, the report queue, the queue of records waiting for their topic and
+    librdkafka's ``queue.buffering.max.messages``."""
+
+    partitioner: int
+    size_precheck: int
+    on_delivery: Any = None
+    reports: Any = None
+    unassigned: Any = None
+    max_messages: int = 0
 
 
 class _PyEntry:
@@ -78,8 +95,3 @@ else:
         from shmkafka.producer._entry import AppendEntry, ProduceEntry, SendEntry
     except ImportError:  # not built
         SendEntry, ProduceEntry, AppendEntry = PySendEntry, PyProduceEntry, PyAppendEntry
-
-
-def c_tracked(handle: Any) -> bool:
-    """The handle appends and registers in C (its records can take the C entry)."""
-    return handle._fast is not None and type(handle._tracker).__name__ == "Tracker"

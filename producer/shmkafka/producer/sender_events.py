@@ -32,7 +32,7 @@ _events_logged: dict[tuple[str, int, int], int] = {}
 
 
 class SenderEvents:
-    """What ProducerHandle hears of its pool's events (a base of it: the fields below are
+    """What Client hears of its pool's events (a base of it: the fields below are
     the handle's)."""
 
     pool: SharedPool

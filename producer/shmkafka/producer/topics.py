@@ -11,6 +11,8 @@ Rules:
   ``partitions_for``, Producer's ``list_topics``) or an asyncio one (AIOKafkaProducer) calls
   ``poll`` and sleeps ``next_sleep_s`` between looks. It looks briefly at first (the Sender
   usually answers within a millisecond or two), then every TOPIC_POLL_S.
+- A topic's name is checked (Kafka's rule) before anything reaches shared memory, once per
+  name per process.
 """
 
 from __future__ import annotations
@@ -21,11 +23,34 @@ from collections.abc import Callable
 from shmkafka.pool.errors import PoolCapacityError, kafka_errors
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.errors import KafkaError
+from shmkafka.shm.directory import LEGAL_TOPIC
 from shmkafka.shm.layout import DIRECTORY_LOCK
 
 ASK_AGAIN_S = 1.0  # how often a topic still waited for is asked for again
 TOPIC_POLL_S = 0.0005  # how often a wait for a topic looks at the directory
 TOPIC_FIRST_POLLS_S = (0.00005, 0.005)  # ... but every 50 µs for the first 5 ms
+
+
+valid_topics: set[str] = set()  # topic names already checked (once each per process)
+
+
+def legal_topic(topic: str) -> bool:
+    """Kafka's topic name rule (each name checked once per process)."""
+    if topic in valid_topics:
+        return True
+    if not LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
+        return False
+    valid_topics.add(topic)
+    return True
+
+
+def check_topic(topic: object) -> str:
+    """Kafka's topic name rule, checked before anything reaches shared memory."""
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+    if not legal_topic(topic):
+        raise ValueError(f"invalid topic {topic!r}: use 1-249 characters from a-z A-Z 0-9 . _ -")
+    return topic
 
 
 def metadata_poll_s(waited_s: float) -> float:

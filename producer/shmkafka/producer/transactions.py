@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from shmkafka.producer.client import ProducerHandle
+from shmkafka.producer.client import Client
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm import faultpoints
 from shmkafka.shm import txn_board as board
@@ -64,7 +64,7 @@ class _Open:
 
 
 class TransactionClient:
-    def __init__(self, handle: ProducerHandle | None, transactional_id: str) -> None:
+    def __init__(self, handle: Client | None, transactional_id: str) -> None:
         self.handle = handle
         self.transactional_id = transactional_id
         self.board = None if handle is None else handle.pool.txn

@@ -1,7 +1,7 @@
 """aiokafka's AIOKafkaProducer over the shared pool (``shmkafka.aiokafka``).
 
 Rules:
-- Nothing blocks the event loop. ``start``, ``flush`` and ``stop`` run the engine's
+- Nothing blocks the event loop. ``start``, ``flush`` and ``stop`` run the client's
   blocking parts in the loop's executor. A send waiting for its topic's metadata, or for
   room in a full pool, awaits (``asyncio.sleep``) and looks again; the pool itself never
   blocks it, since this producer's handle allocates with ``max_block_ms`` 0.
@@ -36,9 +36,10 @@ from shmkafka.facades.aiokafka.transactions import AIOTransactions, aiokafka_txn
 from shmkafka.facades.kafka_python.producer import resolved_config, settings_for
 from shmkafka.pool.accumulator import record_size_bound
 from shmkafka.producer.callbacks import weakly
-from shmkafka.producer.engine import FULL_POOL_WAIT_S, Engine, check_topic
-from shmkafka.producer.entry import PARTITION_MURMUR2, AppendEntry, c_tracked
+from shmkafka.producer.client import FULL_POOL_WAIT_S, Client
+from shmkafka.producer.entry import PARTITION_MURMUR2, AppendEntry, EntryBinding
 from shmkafka.producer.futures import Future
+from shmkafka.producer.topics import check_topic
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 
@@ -106,7 +107,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
 
     _closed = True  # until __init__ has run
     _started = False
-    _engine: Engine | None = None
+    _client: Client | None = None
 
     def __init__(
         self, *, loop: Any = None, bootstrap_servers: Any = "localhost",
@@ -201,12 +202,12 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
             return
         self._loop = asyncio.get_running_loop()
         sender_log = self._config["sender_log"]
-        self._engine = await self._loop.run_in_executor(
-            None, lambda: Engine(self._settings, sender_log=sender_log)
+        self._client = await self._loop.run_in_executor(
+            None, lambda: Client.open(self._settings, sender_log=sender_log)
         )
         if self._token_provider is not None:
-            self._engine.token_provider = self._token_from_loop
-        handle = self._handle = self._engine.handle
+            self._client.token_provider = self._token_from_loop
+        handle = self._handle = self._client
         handle.on_done = weakly(self._from_thread)
         weakref.finalize(self, handle.release)  # (dropped unstopped: the slot is freed)
         # the completion thread serves from here: it also answers the Sender's token
@@ -222,25 +223,21 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         self._started = True
         self._enable_fast(handle)
 
-    def _txn_fast(self, on: bool) -> None:
-        """Within a transaction the common record takes the C append too, guarded by the
-        transaction board's owner generation (producer/transactions.py, fast_guard)."""
-        self._plain = False
-        if not on:
-            self._fast_disable()
-            return
-        handle = self._handle
-        if self._txn is not None and self._c_plain and c_tracked(handle):
-            self._fast_guard(*self._txn.fast_guard())
-            self._plain = True
-            self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
-                              PARTITION_MURMUR2, None, None, None, 0)  # fmt: skip
+    def _txn_fast(self, on: bool) -> bool:
+        # (a send checks the transaction first unless the C append is on: _plain follows it)
+        self._plain = super()._txn_fast(on)
+        return self._plain
 
-    def _enable_fast(self, handle: Any) -> None:
-        """Let ``_fast_append`` take the common record, with this process's handle."""
-        if self._plain and not self._fast_enabled() and c_tracked(handle):
-            self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
-                              PARTITION_MURMUR2, None, None, None, 0)  # fmt: skip
+    def _enable_fast(self, handle: Client) -> None:
+        """Let ``_fast_append`` take the common record, with this process's client."""
+        if self._plain and not self._fast_enabled():
+            self._bind_entry(handle)
+
+    def _entry_binding(self) -> EntryBinding | None:
+        return EntryBinding(PARTITION_MURMUR2, self._size_precheck) if self._c_plain else None
+
+    def _entry_client(self) -> Client | None:
+        return self._handle
 
     async def stop(self) -> None:
         """Flush (for at most ``request_timeout_ms``) and detach; a second call does
@@ -251,9 +248,9 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
             await self._loop.run_in_executor(None, self._txn.end_on_close, None)
         self._closed = True
         self._fast_disable()
-        if self._engine is None or self._loop is None:
+        if self._client is None or self._loop is None:
             return
-        handle = self._engine.handle
+        handle = self._client = self._client.in_this_process()
         timeout = self._request_timeout_s
         with contextlib.suppress(KafkaError):  # (not done within the bound: the pool has them)
             await self._loop.run_in_executor(None, handle.close, timeout)
@@ -411,16 +408,17 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
     def _live_handle(self) -> Any:
         if self._closed:
             raise aio_types.errors().ProducerClosed()
-        if not self._started or self._engine is None:
+        if not self._started or self._client is None:
             raise aio_types.errors().IllegalOperation("the producer is not started")
         if self._pid == os.getpid():
             return self._handle
-        return self._engine.handle  # (a forked child: its own handle)
+        self._client = self._client.in_this_process()  # (a forked child: its own)
+        return self._client
 
     async def _partitions(self, topic: str) -> int:
         """The topic's partition count, awaited (never blocking) while the Sender fetches
         its metadata; KafkaTimeoutError after ``request_timeout_ms``."""
-        handle = self._engine.handle if self._engine is not None else None
+        handle = self._client.in_this_process() if self._client is not None else None
         assert handle is not None
         entries = handle.pool.directory.partitions(topic)
         if entries is not None:

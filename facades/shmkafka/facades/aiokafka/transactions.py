@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shmkafka.facades.aiokafka import types as aio_types
+from shmkafka.facades.entry_switch import EntrySwitch
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.shm import txn_board as board
@@ -42,10 +43,9 @@ def aiokafka_txn_error(exc: TxnCallError, state: str = "", target: str = "") -> 
     return made
 
 
-class AIOTransactions:
+class AIOTransactions(EntrySwitch):
     _txn: TransactionClient | None
     _loop: asyncio.AbstractEventLoop | None
-    _txn_fast: Any  # (the producer's: the C append on within a transaction, or off)
 
     def _transactions(self) -> TransactionClient:
         if self._txn is None:

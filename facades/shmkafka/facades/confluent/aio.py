@@ -29,7 +29,7 @@ from typing import Any
 from shmkafka.facades.confluent.producer import Producer
 from shmkafka.facades.confluent.records import Report, delivered_message, message_for
 from shmkafka.facades.confluent.types import KafkaError, KafkaException
-from shmkafka.producer.engine import FULL_POOL_WAIT_S
+from shmkafka.producer.client import FULL_POOL_WAIT_S
 from shmkafka.producer.futures import Future
 from shmkafka.producer.topics import metadata_poll_s
 

@@ -59,13 +59,13 @@ from shmkafka.facades.confluent.stats import statistics
 from shmkafka.facades.confluent.transactions import ConfluentTransactions
 from shmkafka.facades.confluent.types import KafkaError, KafkaException, Message
 from shmkafka.pool.accumulator import record_size_bound
-from shmkafka.pool.config import normalize_bootstrap
+from shmkafka.pool.config import Config, normalize_bootstrap
+from shmkafka.producer import entry
 from shmkafka.producer.callbacks import call_capturing, oauth_token_provider, weakly
-from shmkafka.producer.client import ProducerHandle
-from shmkafka.producer.engine import Engine, Settings, legal_topic
-from shmkafka.producer.entry import ProduceEntry, c_tracked
+from shmkafka.producer.client import Client
+from shmkafka.producer.entry import EntryBinding, ProduceEntry
 from shmkafka.producer.futures import Future
-from shmkafka.producer.topics import metadata_poll_s
+from shmkafka.producer.topics import legal_topic, metadata_poll_s
 from shmkafka.producer.transactions import TransactionClient
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.shm.events import Event
@@ -118,18 +118,18 @@ class Producer(ConfluentTransactions, ProduceEntry):
         self._on_delivery = s["on_delivery"]
         self._max_messages = s["max_messages"]
         self._size_precheck = s["max_request_size"] - 1024  # (headroom for the record's frame)
-        self._engine = self._open_engine(s)
+        self._client = self._open_client(s)
         tid = s["transactional_id"]
-        handle = None if self._engine is None else self._engine.handle
+        handle = self._client
         self._txn = None if tid is None else TransactionClient(handle, tid)
-        if self._engine is None and s["error_cb"] is not None:
+        if self._client is None and s["error_cb"] is not None:
             self._errors.append(KafkaError(KafkaError._ALL_BROKERS_DOWN, NO_BOOTSTRAP))
-        if self._engine is not None:
-            self._attach(self._engine.handle)
+        if self._client is not None:
+            self._attach(self._client)
             if s["oauth_cb"] is not None:
-                self._engine.token_provider = oauth_token_provider(s["oauth_cb"], s["oauth_config"])
+                self._client.token_provider = oauth_token_provider(s["oauth_cb"], s["oauth_config"])
 
-    def _open_engine(self, s: dict[str, Any]) -> Engine | None:
+    def _open_client(self, s: dict[str, Any]) -> Client | None:
         if s["bootstrap_servers"] is None:
             return None  # nothing can be sent: records wait, then time out
         try:
@@ -137,7 +137,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
         except KafkaConfigurationError as exc:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, text_of(exc))) from None
         try:
-            return Engine(settings, sender_log=s["sender_log"])
+            return Client.open(settings, sender_log=s["sender_log"])
         except ProtocolKafkaError as exc:
             raise confluent_exception(exc) from None
 
@@ -164,7 +164,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             "max_processes": s["max_processes"],
         }  # fmt: skip
 
-    def _attach(self, handle: ProducerHandle) -> ProducerHandle:
+    def _attach(self, handle: Client) -> Client:
         handle.on_done = weakly(self._queue_reports)
         if self._settings["logger"] is not None:
             handle.event_logger = self._settings["logger"]
@@ -174,31 +174,23 @@ class Producer(ConfluentTransactions, ProduceEntry):
         if not self._settings["transactional_id"]:
             # the common record's produce() is one C call (entry.py); a transactional
             # producer's only within a transaction (_txn_fast)
-            self._enable_entry(handle)
+            self._bind_entry(handle)
         return handle
 
-    def _enable_entry(self, handle: ProducerHandle) -> None:
-        if c_tracked(handle):
-            self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
-                              PARTITIONER_CODES.get(self._partitioner, 0), self._on_delivery,
-                              self._reports, self._unassigned, self._max_messages)  # fmt: skip
+    def _entry_binding(self) -> EntryBinding:
+        return EntryBinding(
+            PARTITIONER_CODES.get(self._partitioner, entry.PARTITION_NONE), self._size_precheck,
+            self._on_delivery, self._reports, self._unassigned, self._max_messages,
+        )  # fmt: skip
 
-    def _txn_fast(self, on: bool) -> None:
-        """Within a transaction the common record takes the C entry too, guarded by the
-        transaction board's owner generation (producer/transactions.py, fast_guard)."""
-        if not on:
-            self._fast_disable()
-            return
-        handle = self._handle
-        if self._txn is not None and handle is not None:
-            self._fast_guard(*self._txn.fast_guard())
-            self._enable_entry(handle)
+    def _entry_client(self) -> Client | None:
+        return self._handle
 
     @property
-    def _handle(self) -> ProducerHandle | None:
-        if self._engine is None:
+    def _handle(self) -> Client | None:
+        if self._client is None:
             return None
-        handle = self._engine.handle
+        handle = self._client = self._client.in_this_process()
         if handle.on_done is None:  # re-made after fork
             self._attach(handle)
             self._reports.clear()
@@ -245,13 +237,13 @@ class Producer(ConfluentTransactions, ProduceEntry):
                 and (key is None or type(key) is bytes) and not self._closed
                 and not self._unassigned and self._txn is None):  # fmt: skip
             handle = self._fast_handle
-            route = handle._routes.get(topic) if handle is not None else None
+            route = handle.known_route(topic) if handle is not None else None
             if (
                 route is not None
                 and handle is not None
                 and (
                     len(value) + (len(key) if key is not None else 0) < self._size_precheck
-                    and handle._outstanding + len(self._reports) < self._max_messages
+                    and handle.outstanding + len(self._reports) < self._max_messages
                 )
             ):
                 chosen = partition_for(self._partitioner, key, len(route[1]))
@@ -267,12 +259,11 @@ class Producer(ConfluentTransactions, ProduceEntry):
                              headers)  # fmt: skip
 
     @property
-    def _fast_handle(self) -> ProducerHandle | None:
+    def _fast_handle(self) -> Client | None:
         """The handle, if this process's own (not a forked child's first call)."""
-        engine = self._engine
-        if engine is None:
+        handle = self._client
+        if handle is None:
             return None
-        handle = engine._handle
         return None if handle.pool.forked or handle.on_done is None else handle
 
     def _produce_record(self, topic: Any, value: Any, key: Any, partition: Any, callback: Any,
@@ -326,7 +317,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
         except ProtocolKafkaError as exc:
             raise confluent_exception(exc) from None
 
-    def _append(self, handle: ProducerHandle, record: Unassigned) -> bool:
+    def _append(self, handle: Client, record: Unassigned) -> bool:
         """Append a record whose topic the pool knows; False if it does not know it yet."""
         entries = handle.pool.directory.partitions(record.topic)
         if entries is None:
@@ -348,7 +339,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             with self._reports_ready:
                 self._reports.append(Report(None, record.report, error, record.topic))
 
-    def _serve_unassigned(self, handle: ProducerHandle | None) -> None:
+    def _serve_unassigned(self, handle: Client | None) -> None:
         """Append records whose topic is now known; time out those waiting too long."""
         if not self._unassigned:
             return
@@ -485,8 +476,8 @@ class Producer(ConfluentTransactions, ProduceEntry):
         if self._closed:
             return 0
         pending = 0
-        if self._engine is not None:
-            handle = self._engine._handle
+        if self._client is not None:
+            handle = self._client
             pending = 0 if handle.pool.forked else handle.undelivered()
         return pending + len(self._reports) + len(self._unassigned)
 
@@ -555,8 +546,8 @@ class Producer(ConfluentTransactions, ProduceEntry):
         finally:
             self._closed = True
             self._fast_disable()
-            if self._engine is not None:
-                handle = self._engine._handle
+            if self._client is not None:
+                handle = self._client
                 if not handle.pool.forked:
                     handle.fail_pending(Purged(KafkaError._PURGE_QUEUE))
                     handle.close(0)
@@ -586,12 +577,12 @@ class Producer(ConfluentTransactions, ProduceEntry):
 __all__ = ["Producer"]
 
 
-def _settings_of(s: dict[str, Any]) -> Settings:
-    return Settings.build(Producer._sender_settings(s), Producer._pool_settings(s), s["pool"],
+def _settings_of(s: dict[str, Any]) -> Config:
+    return Config.build(Producer._sender_settings(s), Producer._pool_settings(s), s["pool"],
                           max_block_ms=0)  # fmt: skip
 
 
-def settings_for(conf: dict[str, Any]) -> Settings:
+def settings_for(conf: dict[str, Any]) -> Config:
     """The pool and Sender settings ``Producer(conf)`` asks for (a sidecar Sender creates its
     pool with them, so that such producers attach); raises ``KafkaConfigurationError``."""
     try:

@@ -19,6 +19,7 @@ import struct
 from typing import Any
 
 from shmkafka.facades.confluent.types import KafkaError, KafkaException
+from shmkafka.facades.entry_switch import EntrySwitch
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
 from shmkafka.shm import txn_board as board
 
@@ -89,13 +90,12 @@ def confluent_error(exc: TxnCallError, state: str) -> KafkaException:
     return KafkaException(error)
 
 
-class ConfluentTransactions:
+class ConfluentTransactions(EntrySwitch):
     """init_transactions, begin_transaction, send_offsets_to_transaction,
     commit_transaction and abort_transaction, as confluent-kafka's Producer has them."""
 
     _txn: TransactionClient | None
     _check_open: Any  # (the Producer's)
-    _txn_fast: Any  # (the Producer's: the C entry on within a transaction, or off)
 
     def _transactions(self) -> TransactionClient:
         self._check_open()

@@ -45,12 +45,12 @@ from shmkafka.facades.kafka_python.plugins import (
 )
 from shmkafka.facades.kafka_python.transactions import KafkaTransactions
 from shmkafka.pool.accumulator import record_size_bound
-from shmkafka.pool.config import normalize_bootstrap
+from shmkafka.pool.config import Config, normalize_bootstrap
 from shmkafka.pool.sender_link import sender_alive
-from shmkafka.producer.client import ProducerHandle
-from shmkafka.producer.engine import Engine, Settings, check_topic, valid_topics
-from shmkafka.producer.entry import PARTITION_MURMUR2, SendEntry, c_tracked
+from shmkafka.producer.client import Client
+from shmkafka.producer.entry import PARTITION_MURMUR2, EntryBinding, SendEntry
 from shmkafka.producer.futures import Future
+from shmkafka.producer.topics import check_topic, valid_topics
 from shmkafka.producer.transactions import TransactionClient
 
 log = logging.getLogger("shmkafka.producer")
@@ -228,14 +228,14 @@ def _security(config: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _settings(config: dict[str, Any]) -> Settings:
+def _settings(config: dict[str, Any]) -> Config:
     sender = {k: config[k] for k in SENDER_ARGS}
     sender.update(_security(config))
     sender["compression_type"] = config["compression_type"] or "none"
     retries = config["retries"]
     sender["retries"] = 2**31 - 1 if retries == float("inf") else retries
     sender["bootstrap_servers"] = normalize_bootstrap(config["bootstrap_servers"])
-    return Settings.build(
+    return Config.build(
         sender, {k: config[k] for k in POOL_ARGS}, config["pool"], config["max_block_ms"]
     )
 
@@ -248,7 +248,7 @@ def resolved_config(configs: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def settings_for(configs: dict[str, Any]) -> Settings:
+def settings_for(configs: dict[str, Any]) -> Config:
     """The pool and Sender settings ``KafkaProducer(**configs)`` asks for (a sidecar Sender
     creates its pool with them, so that such producers attach)."""
     return _settings(resolved_config(configs))
@@ -271,10 +271,10 @@ class KafkaProducer(KafkaTransactions, SendEntry):
         chooser = self.config["partitioner"]
         if chooser is not None and not (callable(chooser) or hasattr(chooser, "partition")):
             raise KafkaConfigurationError(f"partitioner must be a Partitioner, got {chooser!r}")
-        self._engine = Engine(_settings(self.config), sender_log=self.config["sender_log"])
+        self._client = Client.open(_settings(self.config), sender_log=self.config["sender_log"])
         provider = self.config["sasl_oauth_token_provider"]
         if provider is not None:
-            self._engine.token_provider = lambda: token_and_expiry(provider.token())
+            self._client.token_provider = lambda: token_and_expiry(provider.token())
         self._closed = False
         self._max_size = self.config["max_request_size"]
         self._custom_partitioner = not is_default_partitioner(self.config["partitioner"])
@@ -303,8 +303,9 @@ class KafkaProducer(KafkaTransactions, SendEntry):
         self.__init__(**state["configs"])  # type: ignore[misc]
 
     @property
-    def _handle(self) -> ProducerHandle:
-        return self._engine.handle
+    def _handle(self) -> Client:
+        client = self._client = self._client.in_this_process()
+        return client
 
     # ------------------------------------------------------------------ send
 
@@ -325,8 +326,7 @@ class KafkaProducer(KafkaTransactions, SendEntry):
         ):  # fmt: skip
             # the common record (no serializers, bytes, no headers): a short path; the
             # checks it skips cannot fail for it, and handle.send checks the topic's name
-            engine = self._engine
-            handle = engine._handle
+            handle = self._client
             if topic in valid_topics and not handle.pool.forked:
                 future = handle.send(topic, value, key)
                 self._enable_fast(handle)
@@ -355,23 +355,16 @@ class KafkaProducer(KafkaTransactions, SendEntry):
                 f"Unrecognized partition {partition} for topic {topic}"
             ) from None
 
-    def _enable_fast(self, handle: ProducerHandle) -> None:
-        """Let the C entry take the common record (entry.py), with this process's handle."""
-        if self._plain and not self._fast_enabled() and c_tracked(handle):
-            self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
-                              PARTITION_MURMUR2, None, None, None, 0)  # fmt: skip
+    def _enable_fast(self, handle: Client) -> None:
+        """Let the C entry take the common record (entry.py), with this process's client."""
+        if self._plain and not self._fast_enabled():
+            self._bind_entry(handle)
 
-    def _txn_fast(self, on: bool) -> None:
-        """Within a transaction the common record takes the C entry too, guarded by the
-        transaction board's owner generation (producer/transactions.py, fast_guard)."""
-        if not on:
-            self._fast_disable()
-            return
-        handle = self._handle
-        if self._txn is not None and self._c_plain and c_tracked(handle):
-            self._fast_guard(*self._txn.fast_guard())
-            self._fast_enable(handle._tracker, handle._fast, handle._routes, self._size_precheck,
-                              PARTITION_MURMUR2, None, None, None, 0)  # fmt: skip
+    def _entry_binding(self) -> EntryBinding | None:
+        return EntryBinding(PARTITION_MURMUR2, self._size_precheck) if self._c_plain else None
+
+    def _entry_client(self) -> Client:
+        return self._handle
 
     def _check_size(self, key: Any, value: Any, headers: list[tuple[str, bytes]]) -> None:
         size = record_size_bound(key, value, headers)  # the accumulator's own bound
@@ -383,7 +376,7 @@ class KafkaProducer(KafkaTransactions, SendEntry):
             )
 
     def _custom_partition(
-        self, handle: ProducerHandle, topic: str, key: Any, key_bytes: bytes | None,
+        self, handle: Client, topic: str, key: Any, key_bytes: bytes | None,
         value: Any, value_bytes: bytes | None,
     ) -> int:  # fmt: skip
         count = handle.partitions_for(topic)
@@ -465,7 +458,7 @@ class KafkaProducer(KafkaTransactions, SendEntry):
             last = window.samples[-1] if window.samples else None
             window.add(sample(self._handle.pool.segment, previous=last))
             values = window.metrics()
-        values["records-pending"] = float(self._handle._outstanding)
+        values["records-pending"] = float(self._handle.outstanding)
         return {"producer-metrics": {k: float(v) for k, v in values.items()}}
 
 

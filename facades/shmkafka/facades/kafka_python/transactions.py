@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from shmkafka.errors import IllegalStateError, KafkaTimeoutError
+from shmkafka.facades.entry_switch import EntrySwitch
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.errors import KafkaError
@@ -82,13 +83,12 @@ def _errors(timeout_ms: int | None = None) -> Iterator[None]:
         raise kafka_python_error(exc, timeout_ms) from None
 
 
-class KafkaTransactions:
+class KafkaTransactions(EntrySwitch):
     """init_transactions, begin_transaction, send_offsets_to_transaction, commit_transaction
     and abort_transaction, as kafka-python's KafkaProducer has them."""
 
     config: dict[str, Any]
     _txn: TransactionClient | None
-    _txn_fast: Any  # (the producer's: the C entry on within a transaction, or off)
 
     def _transactions(self, message: str) -> TransactionClient:
         if self._txn is None:
