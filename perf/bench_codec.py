@@ -22,7 +22,13 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from shmkafka.protocol.compression import CompressionType
 from shmkafka.protocol.hashing import murmur2, murmur2_python
-from shmkafka.protocol.records import BatchMeta, RecordBatchBuilder
+from shmkafka.protocol.records import (
+    HEADER_SIZE,
+    BatchMeta,
+    encode_record_tail,
+    finalize_batch,
+    frame_record,
+)
 
 BATCH_SIZE = 16 * 1024
 VALUE_SIZE = 100
@@ -49,6 +55,31 @@ def _values(rng: random.Random, count: int) -> list[bytes]:
     return out
 
 
+class _Batch:
+    """One batch's memory, written as the accumulator writes it (pool/accumulator.py)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray(BATCH_SIZE)
+        self.end = HEADER_SIZE
+        self.count = 0
+
+    def append(self, key: bytes, value: bytes) -> bool:
+        record = frame_record(self.count, 0, encode_record_tail(key, value))
+        end = self.end + len(record)
+        if end > BATCH_SIZE:
+            return False
+        self.buf[self.end : end] = record
+        self.end = end
+        self.count += 1
+        return True
+
+    def build(self, meta: BatchMeta) -> memoryview | bytes:
+        """The Sender's finalize: the header filled in (and the records compressed)."""
+        return finalize_batch(self.buf, self.end, record_count=self.count,
+                              last_offset_delta=self.count - 1, base_timestamp=TIMESTAMP,
+                              max_timestamp=TIMESTAMP, meta=meta)  # fmt: skip
+
+
 class Workload:
     def __init__(self, records: int, seed: int) -> None:
         rng = random.Random(seed)
@@ -58,26 +89,28 @@ class Workload:
     # ---------------------------------------------------------------- shmkafka
 
     def ours_encode(self, with_hash: bool) -> int:
+        """As the accumulator appends (its Python path): the record's tail encoded, then
+        framed with its deltas into the batch's memory after the reserved header."""
         batches = 0
-        builder = RecordBatchBuilder(bytearray(BATCH_SIZE))
+        batch = _Batch()
         for key, value in zip(self.keys, self.values, strict=True):
             if with_hash:
                 murmur2(key)
-            if builder.append(TIMESTAMP, key, value) is None:
-                builder = RecordBatchBuilder(bytearray(BATCH_SIZE))
-                builder.append(TIMESTAMP, key, value)
+            if not batch.append(key, value):
+                batch = _Batch()
+                batch.append(key, value)
                 batches += 1
         return batches
 
-    def ours_full_builders(self, count: int) -> list[RecordBatchBuilder]:
-        builders = []
+    def ours_full_batches(self, count: int) -> list[_Batch]:
+        batches = []
         for _ in range(count):
-            builder = RecordBatchBuilder(bytearray(BATCH_SIZE))
+            batch = _Batch()
             for key, value in zip(self.keys, self.values, strict=False):
-                if builder.append(TIMESTAMP, key, value) is None:
+                if not batch.append(key, value):
                     break
-            builders.append(builder)
-        return builders
+            batches.append(batch)
+        return batches
 
     # ---------------------------------------------------------------- kafka-python
 
@@ -149,7 +182,7 @@ def run(records: int, repeat: int, seed: int) -> list[str]:
         meta = BatchMeta(compression=codec)
         ours_total = theirs_total = float("inf")
         for _ in range(repeat):
-            mine = w.ours_full_builders(batches)
+            mine = w.ours_full_batches(batches)
             start = time.perf_counter()
             for builder in mine:
                 builder.build(meta)

@@ -22,6 +22,7 @@ from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import LayoutMismatchError
 from shmkafka.shm.segment import segment_name
+from tests.appending import append
 from tests.conftest import publish
 from tests.reliability.conftest import producer, read_back
 
@@ -73,7 +74,7 @@ def _crash_while_attached(name: str, ready: Any) -> None:
     publish(pool, {"t": 2})
     acc = RecordAccumulator(pool)
     for i in range(30):
-        acc.append("t", i % 2, i, None, b"kept-%d" % i, now_ms=i)
+        append(acc, "t", i % 2, i, None, b"kept-%d" % i, now_ms=i)
     ready.set()
     os.kill(os.getpid(), signal.SIGKILL)
 

@@ -15,6 +15,7 @@ from shmkafka.pool.ready import (
     retry_backoff,
 )
 from shmkafka.pool.shared_pool import SharedPool
+from tests.appending import append
 from tests.conftest import publish
 
 CTX = ReadyContext(linger_ms=10, retry_backoff_ms=100, retry_backoff_max_ms=1000)
@@ -92,7 +93,7 @@ def test_drain_rotates_so_no_partition_starves(pool: SharedPool) -> None:
     refill = list(range(8))
     for round_ in range(4):
         for p in refill:  # every partition holds one batch of one record
-            acc.append("t", p, 1, b"k", bytes(300), now_ms=0)
+            append(acc, "t", p, 1, b"k", bytes(300), now_ms=0)
         states = [dataclasses.replace(s, leader=1) for s in acc.partition_states()]
         drained = drainer.drain(acc, states, [1], 2 * 380, round_, CTX)
         assert len(drained[1]) == 2  # at most one batch per partition, max_request_size kept
@@ -107,8 +108,8 @@ def test_drain_rotates_so_no_partition_starves(pool: SharedPool) -> None:
 def test_one_oversized_batch_still_goes(pool: SharedPool) -> None:
     publish(pool, {"t": 2})
     acc = RecordAccumulator(pool, max_block_ms=100)
-    acc.append("t", 0, 1, b"k", bytes(900), now_ms=0)
-    acc.append("t", 1, 1, b"k", bytes(900), now_ms=0)
+    append(acc, "t", 0, 1, b"k", bytes(900), now_ms=0)
+    append(acc, "t", 1, 1, b"k", bytes(900), now_ms=0)
     states = [dataclasses.replace(s, leader=1) for s in acc.partition_states()]
     drained = Drainer().drain(acc, states, [1], 100, 0, CTX)
     assert len(drained[1]) == 1
@@ -117,8 +118,8 @@ def test_one_oversized_batch_still_goes(pool: SharedPool) -> None:
 def test_drain_skips_partitions_that_cannot_be_drained(pool: SharedPool) -> None:
     publish(pool, {"t": 2})
     acc = RecordAccumulator(pool, max_block_ms=100)
-    acc.append("t", 0, 1, b"k", b"v", now_ms=0)
-    acc.append("t", 1, 1, b"k", b"v", now_ms=0)
+    append(acc, "t", 0, 1, b"k", b"v", now_ms=0)
+    append(acc, "t", 1, 1, b"k", b"v", now_ms=0)
     states = [dataclasses.replace(s, leader=1) for s in acc.partition_states()]
     drained = Drainer().drain(acc, states, [1], 1 << 20, 0, CTX, lambda s: s.partition == 1)
     assert [b.partition for b in drained[1]] == [1]

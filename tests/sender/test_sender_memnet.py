@@ -23,6 +23,7 @@ from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
+from tests.appending import append
 from tests.conftest import discard
 from tests.sender.memnet import MemoryNetwork
 
@@ -101,7 +102,7 @@ def test_one_request_per_node_per_round(make_rig: Callable[..., Rig]) -> None:
     acc = RecordAccumulator(rig.handle.pool)
     for p in range(len(partitions)):
         for _ in range(12):  # about three 1 KiB batches per partition
-            acc.append("rounds", p, 1, b"k", bytes(200), now_ms=rig.clock.now_ms)
+            append(acc, "rounds", p, 1, b"k", bytes(200), now_ms=rig.clock.now_ms)
     rounds = 0
     while acc.partition_states() or any(rig.sender.in_flight.values()):
         before = len(rig.produce_requests())

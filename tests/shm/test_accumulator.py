@@ -15,6 +15,7 @@ from shmkafka.sender.integrity import verify_batches
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import RecordTooLargeError, ShmError
 from shmkafka.shm.layout import FREE, OPEN, SEALED
+from tests.appending import append
 from tests.conftest import publish
 from tests.shm import workers
 
@@ -27,16 +28,16 @@ def fast_path(request: pytest.FixtureRequest) -> bool:
 
 def test_the_c_fast_path_is_built(pool: SharedPool) -> None:
     acc = RecordAccumulator(pool)
-    assert acc.uses_fast_path
-    assert not RecordAccumulator(pool, fast_path=False).uses_fast_path
+    assert acc.fast_path is not None
+    assert RecordAccumulator(pool, fast_path=False).fast_path is None
 
 
 def test_append_drain_finalize_decode(pool: SharedPool, fast_path: bool) -> None:
     publish(pool, {"t": 2})
     acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
-    first = acc.append("t", 1, 1000, b"k", b"v1", [("h", b"x")], now_ms=5)
+    first = append(acc, "t", 1, 1000, b"k", b"v1", [("h", b"x")], now_ms=5)
     assert first.new_batch_created and first.offset_delta == 0
-    second = acc.append("t", 1, 1003, None, None, now_ms=6)
+    second = append(acc, "t", 1, 1003, None, None, now_ms=6)
     assert not second.new_batch_created and second.offset_delta == 1
     assert second.batch_id == first.batch_id
     (state,) = acc.partition_states()
@@ -65,7 +66,7 @@ def test_append_drain_finalize_decode(pool: SharedPool, fast_path: bool) -> None
 
 def _append_in_forked_child(acc: RecordAccumulator, out: Any) -> None:
     try:
-        acc.append("t", 0, 1, None, b"x", now_ms=0)
+        append(acc, "t", 0, 1, None, b"x", now_ms=0)
         out.put("appended")
     except ShmError as exc:
         out.put(str(exc))
@@ -82,13 +83,13 @@ def test_a_handle_inherited_over_fork_refuses_to_append(pool: SharedPool) -> Non
     child.join(10)
     assert "after fork, open the pool again in the child" in message
     assert pool.deques.length(pool.directory.partitions("t")[0].deque_id) == 0  # type: ignore[index]
-    acc.append("t", 0, 1, None, b"x", now_ms=0)  # the parent's handle still works
+    append(acc, "t", 0, 1, None, b"x", now_ms=0)  # the parent's handle still works
 
 
 def test_full_batches_start_new_ones_and_say_so(pool: SharedPool, fast_path: bool) -> None:
     publish(pool, {"t": 1})
     acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
-    results = [acc.append("t", 0, 1, b"k", bytes(200), now_ms=0) for _ in range(12)]
+    results = [append(acc, "t", 0, 1, b"k", bytes(200), now_ms=0) for _ in range(12)]
     created = [i for i, r in enumerate(results) if r.new_batch_created]
     assert created[0] == 0 and len(created) >= 3  # 1 KiB batches hold 4 records of ~210 B
     for i in created[1:]:
@@ -105,18 +106,18 @@ def test_bad_input_is_rejected_before_anything_is_written(
     acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
     before = bytes(pool.segment.buf)
     with pytest.raises(InvalidMetadataError, match="topic 'nope'"):
-        acc.append("nope", 0, 1, None, b"x", now_ms=0)
+        append(acc, "nope", 0, 1, None, b"x", now_ms=0)
     with pytest.raises(InvalidMetadataError, match="partition 2 of 't'"):
-        acc.append("t", 2, 1, None, b"x", now_ms=0)
+        append(acc, "t", 2, 1, None, b"x", now_ms=0)
     with pytest.raises(RecordTooLargeError, match="exceeds max_request_size"):
-        acc.append("t", 0, 1, None, bytes(64 * 1024), now_ms=0)
+        append(acc, "t", 0, 1, None, bytes(64 * 1024), now_ms=0)
     assert bytes(pool.segment.buf) == before
 
 
 def test_record_larger_than_batch_size_gets_its_own_run(pool: SharedPool, fast_path: bool) -> None:
     publish(pool, {"t": 1})
     acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
-    result = acc.append("t", 0, 1, b"k", bytes(3000), now_ms=0)
+    result = append(acc, "t", 0, 1, b"k", bytes(3000), now_ms=0)
     info = pool.batches.read(result.batch_id)
     assert info.slab_count == 4 and info.record_count == 1
     (batch,) = acc.drain([info.deque_id], 1 << 20)
@@ -129,7 +130,7 @@ def test_drain_respects_max_bytes_but_always_takes_one(pool: SharedPool, fast_pa
     publish(pool, {"t": 3})
     acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
     for p in range(3):
-        acc.append("t", p, 1, b"k", bytes(500), now_ms=0)
+        append(acc, "t", p, 1, b"k", bytes(500), now_ms=0)
     ids = [s.deque_id for s in acc.partition_states()]
     assert len(acc.drain(ids, 10)) == 1
     assert len(acc.drain(ids, 1200)) == 2  # each batch is about 575 bytes
@@ -142,7 +143,7 @@ def test_reenqueue_keeps_sequence_order_and_stops_appends(
     acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
     drained = []
     for seq in range(3):
-        acc.append("t", 0, 1, b"k", bytes(900), now_ms=0)
+        append(acc, "t", 0, 1, b"k", bytes(900), now_ms=0)
         (batch,) = acc.drain([s.deque_id for s in acc.partition_states()], 1 << 20)
         acc.finalize(batch, BatchMeta(producer_id=1, producer_epoch=0, base_sequence=seq))
         drained.append(pool.batches.read(batch.batch_id))
@@ -153,7 +154,7 @@ def test_reenqueue_keeps_sequence_order_and_stops_appends(
         acc.reenqueue(DrainedBatch("t", 0, info))
     assert pool.deques.batch_ids(deque_id) == [d.batch_id for d in drained]
     assert all(pool.batches.state(d.batch_id) == SEALED for d in drained)
-    result = acc.append("t", 0, 1, b"k", b"new", now_ms=0)
+    result = append(acc, "t", 0, 1, b"k", b"new", now_ms=0)
     assert result.new_batch_created  # a re-enqueued batch takes no more records
     assert pool.batches.state(result.batch_id) == OPEN
 

@@ -13,6 +13,7 @@ from shmkafka.pool.bufferpool import SlabRun
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.records import decode_batch
 from shmkafka.shm.config import SLAB_SIZE, PoolConfig
+from tests.appending import append
 from tests.conftest import publish
 
 GROWING = PoolConfig(
@@ -45,7 +46,7 @@ def _fill(acc: RecordAccumulator, partition: int, count: int) -> list[int]:
     """Append ``count`` records; the batch ids they went to, in order of first use."""
     batches: list[int] = []
     for i in range(count):
-        result = acc.append("t", partition, i, b"k", VALUE, now_ms=i)
+        result = append(acc, "t", partition, i, b"k", VALUE, now_ms=i)
         if result.batch_id not in batches:
             batches.append(result.batch_id)
     return batches
@@ -95,7 +96,7 @@ def test_drain_trims_the_unfilled_tail_and_sizes_the_next_batch(
     assert growing.buffers.free_slabs() == GROWING.num_slabs
     assert growing.check_invariants() == []
     # the next batch of that partition starts from the hint
-    first = acc.append("t", 0, 1, b"k", VALUE, now_ms=100)
+    first = append(acc, "t", 0, 1, b"k", VALUE, now_ms=100)
     assert growing.batches.read(first.batch_id).slab_count == 1
 
 
@@ -110,7 +111,7 @@ def test_a_batch_that_filled_its_run_before_the_drain_doubles_the_next(
     assert batch.info.slab_count == 1
     assert growing.deques.run_hint(state.deque_id) == 2
     acc.complete(batch)
-    nxt = acc.append("t", 0, 1, b"k", VALUE, now_ms=100)
+    nxt = append(acc, "t", 0, 1, b"k", VALUE, now_ms=100)
     assert growing.batches.read(nxt.batch_id).slab_count == 2
 
 
@@ -127,13 +128,13 @@ def test_a_batch_takes_what_memory_is_left_when_its_run_is_not_free(
         growing.buffers.deallocate(run)
     deque_id = growing.directory.snapshot().topics["t"][1].deque_id
     growing.deques.set_run_hint(deque_id, 8)
-    result = acc.append("t", 1, 1, b"k", VALUE, now_ms=0)
+    result = append(acc, "t", 1, 1, b"k", VALUE, now_ms=0)
     assert growing.batches.read(result.batch_id).slab_count == 1
     for run in held[::2]:
         growing.buffers.deallocate(run)
     # with the memory back, the partition's next batch has its whole run
     growing.batches.set_state(result.batch_id, 2)  # sealed: the next record opens a batch
-    second = acc.append("t", 1, 2, b"k", VALUE, now_ms=1)
+    second = append(acc, "t", 1, 2, b"k", VALUE, now_ms=1)
     assert growing.batches.read(second.batch_id).slab_count == 8
 
 
@@ -143,7 +144,7 @@ def test_batch_max_records_seals_a_batch_by_count(pool_name: str, fast_path: boo
     try:
         publish(pool, {"t": 1})
         acc = RecordAccumulator(pool, max_block_ms=100, fast_path=fast_path)
-        results = [acc.append("t", 0, i, b"k", b"v", now_ms=i) for i in range(25)]
+        results = [append(acc, "t", 0, i, b"k", b"v", now_ms=i) for i in range(25)]
         ids = dict.fromkeys(r.batch_id for r in results)
         counts = [pool.batches.read(b).record_count for b in ids]
         assert counts == [10, 10, 5]
@@ -157,7 +158,7 @@ def test_batch_max_records_seals_a_batch_by_count(pool_name: str, fast_path: boo
 def test_a_sender_killed_mid_trim_leaks_slabs_the_next_one_reclaims(growing: SharedPool) -> None:
     publish(growing, {"t": 1})
     acc = RecordAccumulator(growing, max_block_ms=100)
-    result = acc.append("t", 0, 1, b"k", VALUE, now_ms=0)
+    result = append(acc, "t", 0, 1, b"k", VALUE, now_ms=0)
     # as a Sender killed between the descriptor's shrink and the free of the tail
     run = growing.buffers.allocate(1, 0, want=4)
     growing.batches.open(run.first, 0, run.count, 61, 0, 0)

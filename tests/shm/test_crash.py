@@ -23,6 +23,7 @@ from shmkafka.sender.integrity import verify_batches
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.layout import OPEN
 from tests import ledger
+from tests.appending import append
 from tests.conftest import publish
 
 PARTITIONS = 3
@@ -111,7 +112,7 @@ def _appender(name: str, point: str, n: int, count: int, seed: int, fast: bool) 
     rng = random.Random(seed)
     for i in range(count):
         size = rng.choice((10, 100, 700, 3000))  # 3000 > batch_size: multi-slab batches
-        acc.append("t", i % PARTITIONS, i, b"key", bytes(size), now_ms=i)
+        append(acc, "t", i % PARTITIONS, i, b"key", bytes(size), now_ms=i)
     pool.detach()
 
 

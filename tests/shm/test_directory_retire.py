@@ -12,6 +12,7 @@ from shmkafka.pool.bufferpool import SlabRun
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
+from tests.appending import append
 from tests.conftest import SMALL, publish
 
 
@@ -45,7 +46,7 @@ def test_churn_of_topics_never_runs_out_of_partitions(pool_name: str, fast_path:
             assert all(pool.directory.partitions(t) is not None for t in names)
             assert pool.deques_used() == 128
             for topic in names:
-                acc.append(topic, 31, 1, b"k", b"v", now_ms=0)
+                append(acc, topic, 31, 1, b"k", b"v", now_ms=0)
                 deque_id = _deques(pool, topic)[31]
                 assert not pool.deques.is_empty(deque_id)
                 assert not _retire(pool, topic)  # a queued batch keeps its topic
@@ -87,7 +88,7 @@ def test_a_retired_topic_is_gone_for_readers_and_keeps_its_sequences(pool: Share
 def test_a_topic_with_a_batch_or_a_busy_deque_is_not_retired(pool: SharedPool) -> None:
     publish(pool, {"a": 2})
     acc = RecordAccumulator(pool, fast_path=False)
-    acc.append("a", 1, 1, None, b"v", now_ms=0)
+    append(acc, "a", 1, 1, None, b"v", now_ms=0)
     assert not _retire(pool, "a")
     publish(pool, {"b": 1})
     assert not _retire(pool, "b", busy=frozenset(_deques(pool, "b")))  # a batch in flight

@@ -7,6 +7,7 @@ from typing import Any
 from shmkafka.pool.accumulator import RecordAccumulator
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.rings import Completion
+from tests.appending import append
 from tests.conftest import publish
 
 
@@ -27,7 +28,7 @@ def _append_then_wait(name: str, ready: Any, out: Any) -> None:
     pool = SharedPool.open(name)
     try:
         acc = RecordAccumulator(pool)
-        result = acc.append("t", 0, 1, b"k", b"from child", now_ms=0)
+        result = append(acc, "t", 0, 1, b"k", b"from child", now_ms=0)
         ready.put((pool.slot, result.batch_id, result.generation))
         deadline = time.monotonic() + 10
         got: list[Completion] = []
@@ -47,7 +48,7 @@ def test_sender_posts_to_every_appender_and_wakes_them(pool: SharedPool) -> None
     child.start()
     child_slot, batch_id, generation = ready.get(timeout=10)
     acc = RecordAccumulator(pool)
-    mine = acc.append("t", 0, 2, b"k", b"from parent", now_ms=0)
+    mine = append(acc, "t", 0, 2, b"k", b"from parent", now_ms=0)
     assert (mine.batch_id, mine.generation) == (batch_id, generation)  # one shared batch
     (batch,) = acc.drain([s.deque_id for s in acc.partition_states()], 1 << 20)
     assert batch.info.appenders == {child_slot, pool.slot}

@@ -71,7 +71,7 @@ def _wait_done(futures: list, timeout: float = 5.0) -> None:  # type: ignore[typ
 
 def test_the_c_route_is_taken_when_built(handle: Client) -> None:
     handle.send("t", b"v", b"k")
-    assert handle.accumulator.uses_fast_path == (handle._fast is not None)
+    assert (handle.accumulator.fast_path is not None) == (handle._fast is not None)
 
 
 def test_keyed_records_land_on_the_java_murmur2_partition(handle: Client) -> None:

@@ -7,6 +7,7 @@ import sys
 from shmkafka.pool.accumulator import RecordAccumulator
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.pool.stat import pool_stat
+from tests.appending import append
 from tests.conftest import publish
 
 
@@ -14,7 +15,7 @@ def test_stat_reads_the_pool_without_touching_it(pool: SharedPool) -> None:
     publish(pool, {"orders": 2})
     acc = RecordAccumulator(pool)
     for i in range(3):
-        acc.append("orders", 1, i, b"k", bytes(100), now_ms=0)
+        append(acc, "orders", 1, i, b"k", bytes(100), now_ms=0)
     before = bytes(pool.segment.buf)
     stat = pool_stat(pool.name)
     assert bytes(pool.segment.buf) == before

@@ -9,6 +9,7 @@ from typing import Any
 from shmkafka.pool.accumulator import RecordAccumulator
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.records import decode_batch
+from tests.appending import append
 
 VALUE_SIZE = 100
 TOPIC = "t"
@@ -29,7 +30,7 @@ def appender(
         key = proc.to_bytes(2, "big") * 8
         now = int(time.time() * 1000)
         for seq in range(count):
-            acc.append(TOPIC, seq % partitions, now, key, make_value(proc, seq), now_ms=now)
+            append(acc, TOPIC, seq % partitions, now, key, make_value(proc, seq), now_ms=now)
     finally:
         pool.detach()
 

@@ -14,11 +14,14 @@ from shmkafka.protocol.errors import CorruptRecordBatchError, DecodeError, Encod
 from shmkafka.protocol.records import (
     HEADER_SIZE,
     BatchMeta,
-    RecordBatchBuilder,
     build_batch,
     decode_batch,
     decode_batches,
+    encode_record_tail,
+    finalize_batch,
+    frame_record,
     make_attributes,
+    record_size_bound,
 )
 
 RecordTuple = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
@@ -91,16 +94,25 @@ def test_we_read_kafka_python_batches(codec: CompressionType) -> None:
     ]
 
 
-def test_builder_writes_into_a_caller_buffer_and_stops_when_full() -> None:
-    backing = bytearray(HEADER_SIZE + 40)
-    builder = RecordBatchBuilder(memoryview(backing))
-    assert builder.append(10, b"k", b"0123456789") == 0
-    assert builder.append(11, b"k", b"0123456789") == 1
-    assert builder.append(12, b"k", b"0123456789") is None  # would overflow
-    out = builder.build()
+def test_a_batch_is_finalized_in_the_memory_its_records_were_written_to() -> None:
+    backing = bytearray(HEADER_SIZE)
+    for delta, timestamp in enumerate((10, 11)):
+        backing += frame_record(delta, timestamp - 10, encode_record_tail(b"k", b"0123456789"))
+    out = finalize_batch(backing, len(backing), record_count=2, last_offset_delta=1,
+                         base_timestamp=10, max_timestamp=11)  # fmt: skip
     assert isinstance(out, memoryview)
     assert out.obj is backing  # finalized in place, no copy
-    assert [r.value for r in decode_batch(out).records] == [b"0123456789"] * 2
+    batch = decode_batch(out)
+    assert [(r.timestamp, r.value) for r in batch.records] == [
+        (10, b"0123456789"),
+        (11, b"0123456789"),
+    ]
+
+
+def test_a_record_never_takes_more_than_its_size_bound() -> None:
+    for key, value, headers in [(None, None, []), (b"k" * 300, b"v" * 70_000, [("h", b"x" * 200)])]:
+        alone = build_batch([(1_700_000_000_000, key, value, headers)])
+        assert len(alone) <= record_size_bound(key, value, headers)
 
 
 def test_attributes_bits() -> None:
@@ -166,7 +178,7 @@ def test_several_batches_in_one_record_set() -> None:
 
 def test_empty_batch_cannot_be_built() -> None:
     with pytest.raises(EncodeError):
-        RecordBatchBuilder(bytearray(100)).build()
+        build_batch([])
 
 
 def test_garbage_never_raises_untyped_errors() -> None:

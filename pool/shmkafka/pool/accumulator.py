@@ -29,14 +29,15 @@ from shmkafka.pool.batches import BatchInfo, publish_record
 from shmkafka.pool.bufferpool import SlabRun
 from shmkafka.pool.fastpath import FastAppend, fast_path_for
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.protocol.broker_errors import UnknownTopicOrPartitionError
 from shmkafka.protocol.records import (
     HEADER_SIZE,
+    RECORD_OVERHEAD,
     BatchMeta,
     HeaderInput,
     encode_record_tail,
     finalize_batch,
     frame_record,
+    record_size_bound,
 )
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import RecordTooLargeError
@@ -52,21 +53,6 @@ from shmkafka.shm.layout import (
 from shmkafka.shm.rings import Completion
 
 log = logging.getLogger("shmkafka.producer")
-
-RECORD_OVERHEAD = 1 + 10 + 5 + 5  # attributes, timestamp delta, offset delta, length prefix
-VARINT_ROOM = 2 * 5 + 1  # the key and value lengths at their largest, the header count
-HEADER_ROOM = 2 * 5  # a header's key and value lengths at their largest
-
-
-def record_size_bound(
-    key: bytes | None, value: bytes | None, headers: Sequence[HeaderInput] = ()
-) -> int:
-    """An upper bound of the bytes a record takes in a batch of its own, the batch header
-    included: a record above the limit can never be sent, whatever the batch."""
-    size = HEADER_SIZE + RECORD_OVERHEAD + VARINT_ROOM + len(key or b"") + len(value or b"")
-    for name, data in headers:
-        size += HEADER_ROOM + len(name.encode()) + len(data or b"")
-    return size
 
 
 class StaleRouteError(Exception):
@@ -138,10 +124,6 @@ class RecordAccumulator:
         self._fast = fast_path_for(pool) if fast_path else None
 
     @property
-    def uses_fast_path(self) -> bool:
-        return self._fast is not None
-
-    @property
     def fast_path(self) -> FastAppend | None:
         """The C fast path, for Client.send's one-call route (None: pure Python)."""
         return self._fast
@@ -153,30 +135,6 @@ class RecordAccumulator:
             self._fast = None
 
     # ------------------------------------------------------------------ append (app side)
-
-    def append(
-        self,
-        topic: str,
-        partition: int,
-        timestamp_ms: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[HeaderInput] = (),
-        *,
-        now_ms: int,
-    ) -> AppendResult:
-        snapshot = self._directory.snapshot()
-        entries = snapshot.topics.get(topic)
-        if entries is None:
-            raise UnknownTopicOrPartitionError(f"topic {topic!r} is not in the pool's directory")
-        if not 0 <= partition < len(entries):
-            raise UnknownTopicOrPartitionError(
-                f"partition {partition} of {topic!r} does not exist ({len(entries)} partitions)"
-            )
-        return self.append_to(
-            entries[partition].deque_id, timestamp_ms, key, value, headers, now_ms=now_ms,
-            version=snapshot.version,
-        )  # fmt: skip
 
     def append_to(
         self,
@@ -190,7 +148,7 @@ class RecordAccumulator:
         new_batch: bool = False,
         version: int = -1,
     ) -> AppendResult:
-        """``append`` for a caller that already resolved the partition's deque, at directory
+        """Append one record to the partition's deque, which the caller resolved at directory
         ``version`` (-1: unchecked; see the rules). ``new_batch``: the caller just saw the
         partition without an open batch with room, so go straight to opening one (which
         still appends to a batch another opened meanwhile)."""

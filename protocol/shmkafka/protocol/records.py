@@ -152,9 +152,23 @@ def _encode_headers(headers: Sequence[HeaderInput]) -> bytes:
     return b"".join(parts)
 
 
-def estimate_record_size(key_size: int, value_size: int, headers_size: int = 0) -> int:
-    """An upper bound on a record's encoded size (deltas assumed at most 10 bytes each)."""
-    return 5 + 1 + 10 + 5 + 5 + key_size + 5 + value_size + 5 + headers_size
+RECORD_OVERHEAD = 1 + 10 + 5 + 5  # attributes, timestamp delta, offset delta, length prefix
+VARINT_ROOM = 2 * 5 + 1  # the key and value lengths at their largest, the header count
+HEADER_ROOM = 2 * 5  # a header's key and value lengths at their largest
+
+
+def record_size_bound(
+    key: bytes | bytearray | memoryview | None,
+    value: bytes | bytearray | memoryview | None,
+    headers: Sequence[HeaderInput] = (),
+) -> int:
+    """An upper bound of the bytes a record takes in a batch of its own, the batch header
+    included: a record above the limit can never be sent, whatever the batch. The accumulator
+    checks it before anything is written, and the APIs check their size limits with it."""
+    size = HEADER_SIZE + RECORD_OVERHEAD + VARINT_ROOM + len(key or b"") + len(value or b"")
+    for name, data in headers:
+        size += HEADER_ROOM + len(name.encode()) + len(data or b"")
+    return size
 
 
 @dataclass(frozen=True)
@@ -275,73 +289,6 @@ def finalize_batch(
         return bytes(out) + payload
     _CRC.pack_into(out, _CRC_AT, _crc32c()(memoryview(out)[_ATTRIBUTES_AT:end]))
     return memoryview(out)[:end]
-
-
-class RecordBatchBuilder:
-    """Appends records into a caller-provided buffer, then finalizes the batch header.
-
-    The buffer may be shared memory: records are written at increasing positions after the
-    reserved header, so a reader that trusts only ``position`` and ``record_count`` never
-    sees a half-written record.
-    """
-
-    def __init__(
-        self,
-        buf: bytearray | memoryview,
-        *,
-        base_timestamp: int | None = None,
-    ) -> None:
-        self.buf = memoryview(buf)
-        if len(self.buf) < HEADER_SIZE:
-            raise EncodeError(f"a batch buffer needs at least {HEADER_SIZE} bytes")
-        self.position = HEADER_SIZE
-        self.record_count = 0
-        self.base_timestamp = base_timestamp
-        self.max_timestamp = -1
-
-    @property
-    def capacity(self) -> int:
-        return len(self.buf)
-
-    def append(
-        self,
-        timestamp_ms: int,
-        key: bytes | bytearray | memoryview | None,
-        value: bytes | bytearray | memoryview | None,
-        headers: Sequence[HeaderInput] = (),
-    ) -> int | None:
-        """Append one record; returns its offset delta, or None if it does not fit."""
-        base = self.base_timestamp
-        if base is None:
-            base = timestamp_ms
-        count = self.record_count
-        record = encode_record(count, timestamp_ms - base, key, value, headers)
-        position = self.position
-        end = position + len(record)
-        if end > len(self.buf):
-            return None
-        self.buf[position:end] = record
-        self.position = end
-        self.record_count = count + 1
-        self.base_timestamp = base
-        if timestamp_ms > self.max_timestamp:
-            self.max_timestamp = timestamp_ms
-        return count
-
-    def build(self, meta: BatchMeta = BatchMeta()) -> memoryview | bytes:
-        """Finalize the header (in place unless compressed)."""
-        if self.record_count == 0:
-            raise EncodeError("a record batch needs at least one record")
-        base = self.base_timestamp if self.base_timestamp is not None else 0
-        return finalize_batch(
-            self.buf,
-            self.position,
-            record_count=self.record_count,
-            last_offset_delta=self.record_count - 1,
-            base_timestamp=base,
-            max_timestamp=self.max_timestamp,
-            meta=meta,
-        )
 
 
 # --------------------------------------------------------------------------- decoding
@@ -506,16 +453,23 @@ def build_batch(
     records: Iterable[tuple[int, bytes | None, bytes | None, Sequence[HeaderInput]]],
     meta: BatchMeta = BatchMeta(),
 ) -> bytes:
-    """Convenience for tests and broker_stub: (timestamp, key, value, headers) → batch bytes."""
+    """(timestamp, key, value, headers) → batch bytes, written as the accumulator writes a
+    batch: each record framed after the reserved header, then ``finalize_batch`` (the Sender's
+    split, broker_stub's control batches, tests)."""
     items = list(records)
-    size = HEADER_SIZE + sum(
-        estimate_record_size(
-            len(k or b""), len(v or b""), sum(len(hk) + len(hv or b"") + 10 for hk, hv in h)
-        )
-        for _, k, v, h in items
+    if not items:
+        raise EncodeError("a record batch needs at least one record")
+    base = items[0][0]
+    out = bytearray(HEADER_SIZE)
+    for delta, (timestamp, key, value, headers) in enumerate(items):
+        out += encode_record(delta, timestamp - base, key, value, headers)
+    built = finalize_batch(
+        out,
+        len(out),
+        record_count=len(items),
+        last_offset_delta=len(items) - 1,
+        base_timestamp=base,
+        max_timestamp=max(item[0] for item in items),
+        meta=meta,
     )
-    builder = RecordBatchBuilder(bytearray(size))
-    for timestamp, key, value, headers in items:
-        if builder.append(timestamp, key, value, headers) is None:
-            raise EncodeError("record did not fit in its estimated size")
-    return bytes(builder.build(meta))
+    return bytes(built)

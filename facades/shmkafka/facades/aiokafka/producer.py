@@ -34,7 +34,6 @@ from shmkafka.errors import KafkaError, MemoryExhaustedError
 from shmkafka.facades.aiokafka import types as aio_types
 from shmkafka.facades.aiokafka.transactions import AIOTransactions, aiokafka_txn_error
 from shmkafka.facades.kafka_python.producer import resolved_config, settings_for
-from shmkafka.pool.accumulator import record_size_bound
 from shmkafka.producer.callbacks import weakly
 from shmkafka.producer.client import FULL_POOL_WAIT_S, Client
 from shmkafka.producer.entry import PARTITION_MURMUR2, AppendEntry, EntryBinding
@@ -42,6 +41,7 @@ from shmkafka.producer.futures import Future
 from shmkafka.producer.topics import check_topic
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
+from shmkafka.protocol.records import record_size_bound
 
 _MISSING = object()
 AIOKAFKA_BATCH_BYTES = 16384  # aiokafka's max_batch_size: create_batch's bound

@@ -12,9 +12,8 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, NamedTuple
 
 from shmkafka import errors as shmkafka_errors
-from shmkafka.pool.accumulator import record_size_bound
 from shmkafka.producer.futures import Future, TopicPartition
-from shmkafka.protocol.records import HEADER_SIZE
+from shmkafka.protocol.records import HEADER_SIZE, record_size_bound
 
 TIMESTAMP_CREATE, TIMESTAMP_LOG_APPEND = 0, 1
 

@@ -58,7 +58,6 @@ from shmkafka.facades.confluent.reports import serve_reports
 from shmkafka.facades.confluent.stats import statistics
 from shmkafka.facades.confluent.transactions import ConfluentTransactions
 from shmkafka.facades.confluent.types import KafkaError, KafkaException, Message
-from shmkafka.pool.accumulator import record_size_bound
 from shmkafka.pool.config import Config, normalize_bootstrap
 from shmkafka.producer import entry
 from shmkafka.producer.callbacks import call_capturing, oauth_token_provider, weakly
@@ -68,6 +67,7 @@ from shmkafka.producer.futures import Future
 from shmkafka.producer.topics import legal_topic, metadata_poll_s
 from shmkafka.producer.transactions import TransactionClient
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
+from shmkafka.protocol.records import record_size_bound
 from shmkafka.shm.events import Event
 
 log = logging.getLogger("shmkafka.producer")

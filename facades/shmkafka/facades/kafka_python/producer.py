@@ -44,7 +44,6 @@ from shmkafka.facades.kafka_python.plugins import (
     serialize,
 )
 from shmkafka.facades.kafka_python.transactions import KafkaTransactions
-from shmkafka.pool.accumulator import record_size_bound
 from shmkafka.pool.config import Config, normalize_bootstrap
 from shmkafka.pool.sender_link import sender_alive
 from shmkafka.producer.client import Client
@@ -52,6 +51,7 @@ from shmkafka.producer.entry import PARTITION_MURMUR2, EntryBinding, SendEntry
 from shmkafka.producer.futures import Future
 from shmkafka.producer.topics import check_topic, valid_topics
 from shmkafka.producer.transactions import TransactionClient
+from shmkafka.protocol.records import record_size_bound
 
 log = logging.getLogger("shmkafka.producer")
 peer_errors.install()  # our errors are kafka-python's too, when it is installed
