@@ -121,9 +121,9 @@ def sample(
         links = (old.bytes_in, old.connects, old.disconnects, old.connections_up)
     else:
         links = (
-            sum(b.rxbytes for b in brokers),
-            sum(b.connects for b in brokers),
-            sum(b.disconnects for b in brokers),
+            sum(b.traffic.rxbytes for b in brokers),
+            sum(b.traffic.connects for b in brokers),
+            sum(b.traffic.disconnects for b in brokers),
             sum(b.state == UP for b in brokers),
         )
     queued_records, queued_batches, in_flight = _queues(segment)

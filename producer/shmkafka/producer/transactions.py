@@ -68,7 +68,7 @@ class TransactionClient:
         self.handle = handle
         self.transactional_id = transactional_id
         self.board = None if handle is None else handle.pool.txn
-        self.pid = os.getpid()
+        self.pid = os.getpid() if handle is None else handle.pool.pid
         self.generation = 0  # 0: not the owner yet (no init)
         self.state = UNINITIALIZED
         self._open: _Open | None = None
@@ -144,7 +144,7 @@ class TransactionClient:
         (as Java's close does), so that its Sender does not keep it open for an owner that
         lives on. Bounded by ``timeout_s`` (at most CLOSE_TXN_S); errors are the next
         owner's to see."""
-        if self.handle is None or self.generation == 0 or os.getpid() != self.pid:
+        if self.handle is None or self.generation == 0 or self.forked:
             return
         bound = CLOSE_TXN_S if timeout_s is None else min(timeout_s, CLOSE_TXN_S)
         with contextlib.suppress(TxnCallError, KafkaError):
@@ -156,7 +156,7 @@ class TransactionClient:
 
     def check_send(self) -> None:
         """Raises if a record may not be sent now (before anything is written)."""
-        if self.state != IN_TRANSACTION or os.getpid() != self.pid or self.board is None:
+        if self.state != IN_TRANSACTION or self.forked or self.board is None:
             self._owned()
             raise TxnCallError(board.STATE, 0, f"Cannot call send in state {self.state}")
         self._check_owner()
@@ -187,8 +187,13 @@ class TransactionClient:
 
     # ------------------------------------------------------------------ inside
 
+    @property
+    def forked(self) -> bool:
+        """We are a forked child of the process that made this (its client's pool says)."""
+        return self.handle is not None and self.handle.pool.forked
+
     def _same_process(self) -> None:
-        if os.getpid() != self.pid:
+        if self.forked:
             raise TxnCallError(
                 TxnCallError.NOT_OWNER, 0,
                 f"transactional id {self.transactional_id!r} belongs to the producer of process "

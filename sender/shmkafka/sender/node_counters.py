@@ -6,7 +6,15 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from shmkafka.shm.broker_stats import APIVERSION_QUERY, CONNECT, DOWN, INIT, UP, BrokerStats
+from shmkafka.shm.broker_stats import (
+    APIVERSION_QUERY,
+    CONNECT,
+    DOWN,
+    INIT,
+    UP,
+    BrokerStats,
+    Traffic,
+)
 
 # a connection's state (connection.ConnectionState's values) → librdkafka's broker state
 _STATES = {"connecting": CONNECT, "tls": CONNECT, "handshake": APIVERSION_QUERY,
@@ -14,17 +22,7 @@ _STATES = {"connecting": CONNECT, "tls": CONNECT, "handshake": APIVERSION_QUERY,
 
 
 @dataclass
-class NodeCounters:
-    tx: int = 0
-    txbytes: int = 0
-    rx: int = 0
-    rxbytes: int = 0
-    connects: int = 0
-    disconnects: int = 0
-    rtt_min_us: int = 0
-    rtt_max_us: int = 0
-    rtt_sum_us: int = 0
-    rtt_cnt: int = 0
+class NodeCounters(Traffic):
     state: enum.Enum | None = None  # the state last seen by ``snapshot``
     state_since_ms: int = 0
 
@@ -44,16 +42,7 @@ class NodeCounters:
             name,
             _STATES.get(state.value, DOWN if failures else INIT),
             self.state_since_ms,
-            self.tx,
-            self.txbytes,
-            self.rx,
-            self.rxbytes,
-            self.connects,
-            self.disconnects,
+            self.copy(),
             waitresp,
             int(outbuf),
-            self.rtt_min_us,
-            self.rtt_max_us,
-            self.rtt_sum_us,
-            self.rtt_cnt,
         )

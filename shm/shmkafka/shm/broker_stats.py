@@ -10,8 +10,9 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shmkafka.shm.layout import BROKER, BROKER_SLOTS, H_BROKERS_VERSION, U64
 from shmkafka.shm.segment import Segment
@@ -21,24 +22,35 @@ STATES = ("INIT", "DOWN", "CONNECT", "APIVERSION_QUERY", "UP")
 INIT, DOWN, CONNECT, APIVERSION_QUERY, UP = range(5)
 
 
-@dataclass(frozen=True)
-class BrokerStats:
-    node_id: int
-    name: str  # host:port
-    state: int
-    state_since_ms: int
+@dataclass
+class Traffic:
+    """One broker connection's counters: the Sender's connection counts into them
+    (sender/node_counters.py), the table carries a copy of them."""
+
     tx: int = 0
     txbytes: int = 0
     rx: int = 0
     rxbytes: int = 0
     connects: int = 0
     disconnects: int = 0
-    waitresp_cnt: int = 0
-    outbuf_cnt: int = 0
     rtt_min_us: int = 0
     rtt_max_us: int = 0
     rtt_sum_us: int = 0
     rtt_cnt: int = 0
+
+    def copy(self) -> Traffic:
+        return Traffic(*(getattr(self, f.name) for f in dataclasses.fields(Traffic)))
+
+
+@dataclass(frozen=True)
+class BrokerStats:
+    node_id: int
+    name: str  # host:port
+    state: int
+    state_since_ms: int
+    traffic: Traffic = field(default_factory=Traffic)
+    waitresp_cnt: int = 0
+    outbuf_cnt: int = 0
 
 
 class BrokerTable:
@@ -57,11 +69,12 @@ class BrokerTable:
                 BROKER.pack_into(buf, at, 0, 0, 0, 0, b"", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
                 continue
             b = brokers[index]
+            t = b.traffic
             name = b.name.encode()[:64]
             BROKER.pack_into(
-                buf, at, b.node_id, b.state, 1, len(name), name, b.tx, b.txbytes, b.rx,
-                b.rxbytes, b.connects, b.disconnects, b.waitresp_cnt, b.outbuf_cnt,
-                b.rtt_min_us, b.rtt_max_us, b.rtt_sum_us, b.rtt_cnt, b.state_since_ms,
+                buf, at, b.node_id, b.state, 1, len(name), name, t.tx, t.txbytes, t.rx,
+                t.rxbytes, t.connects, t.disconnects, b.waitresp_cnt, b.outbuf_cnt,
+                t.rtt_min_us, t.rtt_max_us, t.rtt_sum_us, t.rtt_cnt, b.state_since_ms,
             )  # fmt: skip
         self.segment.store_u64(H_BROKERS_VERSION, (version | 1) + 1)
 
@@ -90,7 +103,6 @@ def _stats(row: tuple[int, ...]) -> BrokerStats:
     (node_id, state, _, size, raw, tx, txbytes, rx, rxbytes, connects, disconnects, waitresp,
      outbuf, rtt_min, rtt_max, rtt_sum, rtt_cnt, since) = row  # fmt: skip
     name = bytes(raw[:size]).decode("utf-8", "replace")  # type: ignore[index]
-    return BrokerStats(
-        node_id, name, state, since, tx, txbytes, rx, rxbytes, connects, disconnects, waitresp,
-        outbuf, rtt_min, rtt_max, rtt_sum, rtt_cnt,
-    )  # fmt: skip
+    traffic = Traffic(tx, txbytes, rx, rxbytes, connects, disconnects, rtt_min, rtt_max,
+                      rtt_sum, rtt_cnt)  # fmt: skip
+    return BrokerStats(node_id, name, state, since, traffic, waitresp, outbuf)

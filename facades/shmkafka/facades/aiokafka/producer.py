@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 import warnings
 import weakref
@@ -188,7 +187,6 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         self._txn = None
         self._transactional_id = transactional_id
         self._init_timeout_s = delivery_timeout_ms / 1000
-        self._pid = os.getpid()
         self._started = False
         self._closed = False
 
@@ -410,9 +408,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
             raise aio_types.errors().ProducerClosed()
         if not self._started or self._client is None:
             raise aio_types.errors().IllegalOperation("the producer is not started")
-        if self._pid == os.getpid():
-            return self._handle
-        self._client = self._client.in_this_process()  # (a forked child: its own)
+        self._client = self._handle = self._client.in_this_process()  # (a forked child's own)
         return self._client
 
     async def _partitions(self, topic: str) -> int:

@@ -32,13 +32,31 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shmkafka.facades.confluent.aio import AIOProducer
-from shmkafka.facades.confluent.serializing import SerdeTypes, serde_builder
+from shmkafka.facades.confluent.serializing import (
+    SerdeTypes,
+    Serializing,
+    serde_builder,
+    serialize,
+)
 
 _P = TypeVar("_P", bound="AsyncSerializingProducer")
 
 
-async def _maybe_await(result: Any) -> Any:
-    return (await result) if inspect.isawaitable(result) else result
+async def _serialized(step: Serializing) -> tuple[Any, Any]:
+    """Run the serialize step (serializing.py), awaiting what a serializer returns when it
+    is awaitable."""
+    try:
+        result = next(step)
+        while True:
+            try:
+                if inspect.isawaitable(result):
+                    result = await result
+            except Exception as exc:  # noqa: BLE001 (the step raises it as its own error)
+                result = step.throw(exc)
+            else:
+                result = step.send(result)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 class AsyncSerializingProducer(AIOProducer):
@@ -63,9 +81,7 @@ class AsyncSerializingProducer(AIOProducer):
 
     async def _init(self, conf: dict[str, Any], **kwargs: Any) -> None:
         conf = dict(conf)
-        types = SerdeTypes("aio.AsyncSerializingProducer")
-        self._context_type, self._fields = types.context, types.fields
-        self._key_error, self._value_error = types.key_error, types.value_error
+        self._types = SerdeTypes("aio.AsyncSerializingProducer")
         builder = serde_builder()
         if builder is None:  # (ready-made serializers only)
             serdes = [conf.pop("key.serializer", None), conf.pop("value.serializer", None)]
@@ -103,20 +119,9 @@ class AsyncSerializingProducer(AIOProducer):
         of the delivered Message (confluent-kafka's)."""
         if self._closed:
             raise RuntimeError("Producer has been closed")
-        if not isinstance(topic, str):
-            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
-        ctx = self._context_type(topic, self._fields.KEY, headers)
-        if self._key_serializer is not None:
-            try:
-                key = await _maybe_await(self._key_serializer(key, ctx))
-            except Exception as exc:
-                raise self._key_error(exc) from exc
-        ctx.field = self._fields.VALUE
-        if self._value_serializer is not None:
-            try:
-                value = await _maybe_await(self._value_serializer(value, ctx))
-            except Exception as exc:
-                raise self._value_error(exc) from exc
+        serializers = (self._key_serializer, self._value_serializer)
+        step = serialize(self._types, serializers, topic, key, value, headers)
+        key, value = await _serialized(step)
         kwargs: dict[str, Any] = {}
         if partition != -1:
             kwargs["partition"] = partition

@@ -14,6 +14,7 @@ Rules (confluent-kafka 2.16's):
 from __future__ import annotations
 
 import importlib
+from collections.abc import Generator
 from typing import Any
 
 from shmkafka.facades.confluent.producer import Producer
@@ -46,6 +47,44 @@ class SerdeTypes:
         self.value_error = errors.ValueSerializationError
 
 
+# The serialize step: yields each serializer's result and is sent back its value (awaited,
+# for the asyncio producer); returns the serialized key and value.
+Serializing = Generator[Any, Any, tuple[Any, Any]]
+
+
+def serialize(types: SerdeTypes, serializers: tuple[Any, Any], topic: str, key: Any,
+              value: Any, headers: Any) -> Serializing:  # fmt: skip
+    """The key, then the value, through their serializers (None: as given), a serializer's
+    exception raised as KeySerializationError / ValueSerializationError. The one step of
+    both serializing producers: ``serialized`` drives it, aio_serializing.py awaits it."""
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+    key_serializer, value_serializer = serializers
+    ctx = types.context(topic, types.fields.KEY, headers)
+    if key_serializer is not None:
+        try:
+            key = yield key_serializer(key, ctx)
+        except Exception as exc:
+            raise types.key_error(exc) from exc
+    ctx.field = types.fields.VALUE
+    if value_serializer is not None:
+        try:
+            value = yield value_serializer(value, ctx)
+        except Exception as exc:
+            raise types.value_error(exc) from exc
+    return key, value
+
+
+def serialized(step: Serializing) -> tuple[Any, Any]:
+    """Run the serialize step with plain (blocking) serializers."""
+    try:
+        result = next(step)
+        while True:
+            result = step.send(result)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
 class SerializingProducer(Producer):
     """confluent-kafka's SerializingProducer, its records batched with every other process
     of the pool."""
@@ -53,9 +92,7 @@ class SerializingProducer(Producer):
     _serializing_closed = False
 
     def __init__(self, conf: dict[str, Any]) -> None:
-        types = SerdeTypes("SerializingProducer")
-        self._context_type, self._fields = types.context, types.fields
-        self._key_error, self._value_error = types.key_error, types.value_error
+        self._types = SerdeTypes("SerializingProducer")
         serdes, self._owned_serdes, rest, resolver = self._build(dict(conf))
         self._key_serializer, self._value_serializer = serdes
         try:
@@ -98,20 +135,8 @@ class SerializingProducer(Producer):
         """Serialize the key and the value, then produce the bytes (confluent-kafka's)."""
         if self._serializing_closed:
             raise RuntimeError("Producer has been closed")
-        if not isinstance(topic, str):
-            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
-        ctx = self._context_type(topic, self._fields.KEY, headers)
-        if self._key_serializer is not None:
-            try:
-                key = self._key_serializer(key, ctx)
-            except Exception as exc:
-                raise self._key_error(exc) from exc
-        ctx.field = self._fields.VALUE
-        if self._value_serializer is not None:
-            try:
-                value = self._value_serializer(value, ctx)
-            except Exception as exc:
-                raise self._value_error(exc) from exc
+        serializers = (self._key_serializer, self._value_serializer)
+        key, value = serialized(serialize(self._types, serializers, topic, key, value, headers))
         super().produce(topic, value, key, partition=partition, on_delivery=on_delivery,
                         timestamp=timestamp, headers=headers)  # fmt: skip
 

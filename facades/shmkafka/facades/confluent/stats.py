@@ -46,17 +46,18 @@ def _window(minimum: int = 0, maximum: int = 0, total: int = 0, count: int = 0) 
 
 def _broker(b: BrokerStats, now_ms: int) -> tuple[str, dict[str, Any]]:
     name = f"{b.name}/{b.node_id if b.node_id >= 0 else 'bootstrap'}"
+    t = b.traffic
     return name, {
         "name": name, "nodeid": b.node_id, "nodename": b.name,
         "source": "learned" if b.node_id >= 0 else "configured",
         "state": STATES[b.state], "stateage": max(0, now_ms - b.state_since_ms) * 1000,
         "outbuf_cnt": b.outbuf_cnt, "outbuf_msg_cnt": 0, "waitresp_cnt": b.waitresp_cnt,
-        "waitresp_msg_cnt": 0, "tx": b.tx, "txbytes": b.txbytes, "txerrs": 0,
-        "txretries": 0, "txidle": -1, "req_timeouts": 0, "rx": b.rx, "rxbytes": b.rxbytes,
+        "waitresp_msg_cnt": 0, "tx": t.tx, "txbytes": t.txbytes, "txerrs": 0,
+        "txretries": 0, "txidle": -1, "req_timeouts": 0, "rx": t.rx, "rxbytes": t.rxbytes,
         "rxerrs": 0, "rxcorriderrs": 0, "rxpartial": 0, "rxidle": -1, "zbuf_grow": 0,
-        "buf_grow": 0, "wakeups": 0, "connects": b.connects, "disconnects": b.disconnects,
+        "buf_grow": 0, "wakeups": 0, "connects": t.connects, "disconnects": t.disconnects,
         "int_latency": _window(), "outbuf_latency": _window(),
-        "rtt": _window(b.rtt_min_us, b.rtt_max_us, b.rtt_sum_us, b.rtt_cnt),
+        "rtt": _window(t.rtt_min_us, t.rtt_max_us, t.rtt_sum_us, t.rtt_cnt),
         "throttle": _window(), "req": {}, "toppars": {},
     }  # fmt: skip
 
