@@ -522,6 +522,52 @@ class RecordAccumulator:
             else:
                 self.pool.buffers.deallocate(run)
 
+    # ------------------------------------------------------------------ the Sender's repairs
+
+    def seal_queued(self, deque_id: int) -> list[BatchInfo]:
+        """A damaged deque emptied (the caller holds its stripe lock): the batches that name
+        it (OPEN or SEALED, found by their descriptors) sealed, so that nothing appends to
+        them, and returned for the Sender to fail."""
+        self._deques.reset(deque_id)
+        batches = self.pool.batches
+        sealed = []
+        for batch_id in range(self.pool.config.num_slabs):
+            info = batches.read(batch_id)
+            if info.deque_id == deque_id and info.state in (OPEN, SEALED):
+                batches.set_state(batch_id, SEALED)
+                sealed.append(info)
+        return sealed
+
+    def open_split(self, info: BatchInfo, records: Sequence[bytes], timestamps: Sequence[int],
+                   parent: tuple[int, int, int], now_ms: int) -> BatchInfo:  # fmt: skip
+        """A SEALED batch of some of ``info``'s records (framed, with ``timestamps``), on
+        new slabs of its deque, naming ``parent`` (batch id, generation, offset delta of its
+        first record): a split half. Raises BufferExhaustedError if no memory is free now."""
+        size = HEADER_SIZE + sum(len(record) for record in records)
+        run = self.pool.buffers.allocate(size, 0)
+        batches = self.pool.batches
+        batches.open(run.first, info.deque_id, run.count, HEADER_SIZE, timestamps[0],
+                     info.created_ms)  # fmt: skip
+        start = self._layout.slab_at(run.first) + HEADER_SIZE
+        self._buf[start : start + size - HEADER_SIZE] = b"".join(records)
+        batches.publish(run.first, size, len(records), max(timestamps), now_ms)
+        batches.set_appenders(run.first, info.appenders)
+        batches.set_parent(run.first, *parent)
+        batches.set_attempts(run.first, info.attempts + 1)
+        batches.set_state(run.first, SEALED)
+        self.pool.buffers.commit(run)
+        return batches.read(run.first)
+
+    def forget_sequences(self) -> None:
+        """Every partition's sequence from 0, and no queued batch keeping one (a new
+        producer id: the caller waited until nothing is in flight)."""
+        used = self.pool.deques_used()
+        for deque_id in range(used):
+            self._deques.set_next_sequence(deque_id, 0)
+        for deque_id in self._deques.active(used):
+            for batch_id in self._deques.batch_ids(deque_id):
+                self.pool.batches.set_producer_state(batch_id, -1, -1, -1)
+
     @staticmethod
     def completion_for(
         batch: DrainedBatch,

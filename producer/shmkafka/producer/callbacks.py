@@ -1,6 +1,5 @@
 """Calling an app's callbacks from the producer's machinery: from the completion thread
-without keeping the producer alive, several in a row where one may raise, and an OAUTHBEARER
-token callback as the pool's token board wants it (shm/tokens.py)."""
+without keeping the producer alive, and several in a row where one may raise."""
 
 from __future__ import annotations
 
@@ -29,16 +28,3 @@ def weakly(method: Callable[[Any], None]) -> Callable[[Any], None]:
             bound(arg)
 
     return call
-
-
-def oauth_token_provider(
-    callback: Callable[..., Any], config: str | None
-) -> Callable[[], tuple[str, int]]:
-    """confluent-kafka's ``oauth_cb(sasl.oauthbearer.config)``: (token, expiry in epoch
-    seconds[, principal, extensions]) as the token board's (token, expiry ms)."""
-
-    def provide() -> tuple[str, int]:
-        answer = callback(config)
-        return str(answer[0]), int(float(answer[1]) * 1000)
-
-    return provide

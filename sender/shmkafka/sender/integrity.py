@@ -9,19 +9,20 @@ Rules:
 
 from __future__ import annotations
 
-from shmkafka.pool.accumulator import DrainedBatch
+from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.errors import DecodeError
 from shmkafka.protocol.records import decode_batch, finalize_batch
-from shmkafka.shm.layout import FREE, OPEN, SEALED
+from shmkafka.shm.layout import FREE
 
 
-def quarantine_damaged(pool: SharedPool) -> list[tuple[DrainedBatch, str]]:
+def quarantine_damaged(acc: RecordAccumulator) -> list[tuple[DrainedBatch, str]]:
     """Empty every deque whose links are damaged; return the batches that were
     queued there (found by their descriptors), each with the problem, for the Sender to
     fail. Appenders open new batches on the emptied deque."""
     out: list[tuple[DrainedBatch, str]] = []
-    deques, batches = pool.deques, pool.batches
+    pool = acc.pool
+    deques = pool.deques
     for deque_id in deques.active(pool.deques_used()):
         if deques.problem(deque_id) is None:  # the common case: no lock
             continue
@@ -33,12 +34,8 @@ def quarantine_damaged(pool: SharedPool) -> list[tuple[DrainedBatch, str]]:
             problem = deques.problem(deque_id)
             if problem is None:
                 continue
-            deques.reset(deque_id)
-            for batch_id in range(pool.config.num_slabs):
-                info = batches.read(batch_id)
-                if info.deque_id == deque_id and info.state in (OPEN, SEALED):
-                    batches.set_state(batch_id, SEALED)
-                    out.append((DrainedBatch(topic, partition, info), problem))
+            for info in acc.seal_queued(deque_id):
+                out.append((DrainedBatch(topic, partition, info), problem))
     return out
 
 

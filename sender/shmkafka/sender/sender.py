@@ -191,7 +191,7 @@ class Sender:
         if now_ms < self._next_quarantine_ms:
             return
         self._next_quarantine_ms = now_ms + QUARANTINE_INTERVAL_MS
-        for batch, problem in quarantine_damaged(self.pool):
+        for batch, problem in quarantine_damaged(self.accumulator):
             self._fail_corrupt(batch, problem)
 
     def _publish_stats(self, now_ms: int) -> None:
@@ -502,7 +502,7 @@ class Sender:
             return False
         if any(self.in_flight.values()):
             return True
-        reset_sequences(self.pool)
+        reset_sequences(self.accumulator)
         self._reset_producer = False
         return False
 

@@ -21,19 +21,15 @@ log = logging.getLogger("shmkafka.sender")
 
 
 def reset_sequences(
-    pool: SharedPool,
+    accumulator: RecordAccumulator,
     reason: str = "producer state lost on the broker",
     level: int = logging.WARNING,
 ) -> None:
     """A new producer id from the next InitProducerId, and every sequence from 0."""
     log.log(level, "%s: new producer id, sequences from 0", reason)
+    pool = accumulator.pool
     pool.set_producer_identity(-1, -1)
-    used = pool.deques_used()
-    for deque_id in range(used):
-        pool.deques.set_next_sequence(deque_id, 0)
-    for deque_id in pool.deques.active(used):
-        for batch_id in pool.deques.batch_ids(deque_id):
-            pool.batches.set_producer_state(batch_id, -1, -1, -1)
+    accumulator.forget_sequences()
     with pool.locks.held(DIRECTORY_LOCK):
         pool.directory.forget_retired()
 

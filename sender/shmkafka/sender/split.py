@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
 from shmkafka.pool.batches import BatchInfo
-from shmkafka.protocol.records import HEADER_SIZE, Record, decode_batch, encode_record
-from shmkafka.shm.layout import NO_PARENT, SEALED
+from shmkafka.protocol.records import Record, decode_batch, encode_record
+from shmkafka.shm.layout import NO_PARENT
 
 
 def split_batch(acc: RecordAccumulator, batch: DrainedBatch, now_ms: int) -> list[DrainedBatch]:
@@ -54,23 +54,12 @@ def _copy_records(
     first: int,
     now_ms: int,
 ) -> DrainedBatch:
+    base_ts = records[0].timestamp
     encoded = [
-        encode_record(i, r.timestamp - records[0].timestamp, r.key, r.value, r.headers)
+        encode_record(i, r.timestamp - base_ts, r.key, r.value, r.headers)
         for i, r in enumerate(records)
     ]
-    size = HEADER_SIZE + sum(len(e) for e in encoded)
-    buffers = acc.pool.buffers
-    run = buffers.allocate(size, 0)
-    batches = acc.pool.batches
-    base_ts = records[0].timestamp
-    batches.open(run.first, info.deque_id, run.count, HEADER_SIZE, base_ts, info.created_ms)
-    start = acc.pool.layout.slab_at(run.first) + HEADER_SIZE
-    acc.pool.segment.buf[start : start + size - HEADER_SIZE] = b"".join(encoded)
-    max_ts = max(r.timestamp for r in records)
-    batches.publish(run.first, size, len(records), max_ts, now_ms)
-    batches.set_appenders(run.first, info.appenders)
-    batches.set_parent(run.first, parent[0], parent[1], parent[2] + first)
-    batches.set_attempts(run.first, info.attempts + 1)
-    batches.set_state(run.first, SEALED)
-    buffers.commit(run)
-    return DrainedBatch(batch.topic, batch.partition, batches.read(run.first))
+    timestamps = [r.timestamp for r in records]
+    half = acc.open_split(info, encoded, timestamps, (parent[0], parent[1], parent[2] + first),
+                          now_ms)  # fmt: skip
+    return DrainedBatch(batch.topic, batch.partition, half)

@@ -306,7 +306,8 @@ class Transactions:
         """InitProducerId again: asked for (INIT), or after an abort that left a gap."""
         self._resetting = False
         coordinator = self.tm.coordinator
-        reset_sequences(self.pool, "a new epoch for the transactional id", logging.INFO)
+        reason = "a new epoch for the transactional id"
+        reset_sequences(self.sender.accumulator, reason, logging.INFO)
         self.tm = TransactionManager(self.transactional_id, *self._timeouts)
         self.tm.coordinator = coordinator
         self.tm.init_transactions()

@@ -475,3 +475,16 @@ def _clamped_level(codec: str, level: int) -> int:
     if level == -1 or codec in ("none", "snappy"):
         return -1
     return min(level, {"gzip": 9, "lz4": 12, "zstd": 22}[codec])
+
+
+def oauth_token_provider(
+    callback: Callable[..., Any], config: str | None
+) -> Callable[[], tuple[str, int]]:
+    """confluent-kafka's ``oauth_cb(sasl.oauthbearer.config)``: (token, expiry in epoch
+    seconds[, principal, extensions]) as the token board's (token, expiry ms)."""
+
+    def provide() -> tuple[str, int]:
+        answer = callback(config)
+        return str(answer[0]), int(float(answer[1]) * 1000)
+
+    return provide

@@ -60,7 +60,7 @@ from shmkafka.facades.confluent.transactions import ConfluentTransactions
 from shmkafka.facades.confluent.types import KafkaError, KafkaException, Message
 from shmkafka.pool.config import Config, normalize_bootstrap
 from shmkafka.producer import entry
-from shmkafka.producer.callbacks import call_capturing, oauth_token_provider, weakly
+from shmkafka.producer.callbacks import call_capturing, weakly
 from shmkafka.producer.client import Client
 from shmkafka.producer.entry import EntryBinding, ProduceEntry
 from shmkafka.producer.futures import Future
@@ -127,7 +127,9 @@ class Producer(ConfluentTransactions, ProduceEntry):
         if self._client is not None:
             self._attach(self._client)
             if s["oauth_cb"] is not None:
-                self._client.token_provider = oauth_token_provider(s["oauth_cb"], s["oauth_config"])
+                self._client.token_provider = confluent_config.oauth_token_provider(
+                    s["oauth_cb"], s["oauth_config"]
+                )
 
     def _open_client(self, s: dict[str, Any]) -> Client | None:
         if s["bootstrap_servers"] is None:
