@@ -1,5 +1,5 @@
 """The C fast path and layout.py agree on the memory map: the C code reads every offset from
-``Layout.fast_path_offsets`` (exactly its keys, and nothing else), and spells no field
+``fastpath.fast_path_offsets`` (exactly its keys, and nothing else), and spells no field
 offset as a number of its own."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def test_the_c_code_was_given_every_offset_as_layout_py_names_it(pool: SharedPoo
     assert acc.fast_path is not None
     try:
         used = acc.fast_path.offsets()
-        supplied = pool.layout.fast_path_offsets(pool.slot)
+        supplied = fastpath.fast_path_offsets(pool.layout, pool.slot)
         # the keys the C code reads are exactly the keys supplied: none unused, none missing
         assert set(used) == set(supplied)
         want = expected(pool.layout, pool.slot)
@@ -105,9 +105,9 @@ def test_the_c_code_was_given_every_offset_as_layout_py_names_it(pool: SharedPoo
 def _patched(
     monkeypatch: pytest.MonkeyPatch, change: Callable[[dict[str, int]], dict[str, int]]
 ) -> None:
-    original = Layout.fast_path_offsets
+    original = fastpath.fast_path_offsets
     monkeypatch.setattr(
-        Layout, "fast_path_offsets", lambda self, slot: change(original(self, slot))
+        fastpath, "fast_path_offsets", lambda layout, slot: change(original(layout, slot))
     )
 
 
@@ -116,7 +116,7 @@ def test_the_c_code_reads_every_key_it_is_given(
 ) -> None:
     """Leave out any one key and the C constructor fails naming it; a changed value is the
     value it then holds (it reports what it reads, not constants of its own)."""
-    supplied = pool.layout.fast_path_offsets(pool.slot)
+    supplied = fastpath.fast_path_offsets(pool.layout, pool.slot)
     assert len(supplied) > 40
     for key in supplied:
         with monkeypatch.context() as m:

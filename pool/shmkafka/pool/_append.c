@@ -14,7 +14,7 @@
  * - The record bytes are written before the publish fields (write_pos,
  *   record_count, max_timestamp, last_append_ms), which are written last.
  * - Every offset comes from layout.py through the constructor
- *   (Layout.fast_path_offsets; the keys are listed in layout_fields): nothing
+ *   (fastpath.fast_path_offsets; the keys are listed in layout_fields): nothing
  *   here hard-codes the memory map, not even a field's place in its struct.
  *   The GIL is held throughout, so no other thread of this process
  *   interleaves.
@@ -56,7 +56,7 @@ typedef struct FastAppend {
     sem_t **sems;           /* the stripe locks' semaphores */
     Py_ssize_t n_sems;
     sem_t *pool_sem;        /* the pool lock's (opening a batch) */
-    /* The memory map, Layout.fast_path_offsets: see layout_fields. */
+    /* The memory map, fastpath.fast_path_offsets: see layout_fields. */
     /* header */
     Py_ssize_t directory_version_at, sender_wake_at, sender_linger_at;
     Py_ssize_t new_batches_at, waitq_head_at, waitq_tail_at, alloc_cursor_at;
@@ -90,7 +90,7 @@ typedef struct FastAppend {
 
 /*
  * The memory map's keys, each with the field it fills: exactly the keys of
- * Layout.fast_path_offsets (FastAppend.offsets() returns them, and
+ * fastpath.fast_path_offsets (FastAppend.offsets() returns them, and
  * tests/shm/test_layout_offsets.py compares both sides).
  */
 typedef struct {
@@ -1263,7 +1263,7 @@ PyDoc_STRVAR(FastAppend_offsets__doc__,
 "--\n"
 "\n"
 "The memory map given at initialisation, {key: value}: the keys of\n"
-"Layout.fast_path_offsets that this code reads.");
+"fastpath.fast_path_offsets that this code reads.");
 
 static PyObject *
 FastAppend_offsets(FastAppend *self, PyObject *Py_UNUSED(ignored))
@@ -1321,7 +1321,7 @@ PyDoc_STRVAR(FastAppend__doc__,
 "\n"
 "The append fast path over a pool segment (see accumulator.py): buffer is\n"
 "the segment, semaphores the stripe locks' names, layout\n"
-"Layout.fast_path_offsets plus slot, pid, started and record_batch_header,\n"
+"fastpath.fast_path_offsets plus slot, pid, started and record_batch_header,\n"
 "pool_lock the pool lock's name.");
 
 static PyTypeObject FastAppendType = {

@@ -27,6 +27,7 @@ from typing import Any
 
 from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
 from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.fastpath import full_fence
 from shmkafka.pool.ready import CompressionRatio, Drainer, ReadyContext, ready
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.broker_errors import for_code
@@ -62,14 +63,6 @@ from shmkafka.shm.rings import (
     Completion,
 )
 from shmkafka.shm.sender_counters import SenderCounters
-
-try:
-    from shmkafka.pool._append import full_fence
-except ImportError:  # no C append path: producers always wake the Sender, no fence needed
-
-    def full_fence() -> None:
-        pass
-
 
 log = logging.getLogger("shmkafka.sender")
 

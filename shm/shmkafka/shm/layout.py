@@ -11,7 +11,7 @@ Rules:
   bytes (a process may be killed between any two instructions, and ``pack_into`` of a
   multi-field struct is many stores).
 - Nothing outside this module hard-codes an offset. The C append fast path
-  (pool/_append.c) is given every offset it uses by ``Layout.fast_path_offsets``
+  (pool/_append.c) is given every offset it uses by ``fast_path_offsets`` (pool/fastpath.py)
   (tests/shm/test_layout_offsets.py holds both sides to that).
 
 Region 1 - HEADER (512 bytes)
@@ -541,76 +541,6 @@ class Layout:
 
     def stripe_lock(self, deque_id: int) -> int:
         return FIRST_STRIPE_LOCK + deque_id % self.config.lock_stripes
-
-    def fast_path_offsets(self, slot: int) -> dict[str, int]:
-        """Everything the C append fast path (pool/_append.c) knows of this map, for
-        process slot ``slot``: it hard-codes nothing, and reads exactly these keys (its
-        ``FastAppend.offsets()`` returns them; tests/shm/test_layout_offsets.py checks)."""
-        return {
-            # header
-            "directory_version_at": H_DIRECTORY_VERSION,
-            "sender_wake_at": H_SENDER_WAKE_AT,
-            "sender_linger_at": H_SENDER_LINGER,
-            "new_batches_at": H_NEW_BATCHES,
-            "waitq_head_at": H_WAITQ_HEAD,
-            "waitq_tail_at": H_WAITQ_TAIL,
-            "alloc_cursor_at": H_ALLOC_CURSOR,
-            # locks: the owner records, and this slot's intent bytes
-            "locks_at": self.locks_at,
-            "lock_stride": LOCK.size,
-            "lock_owner_slot": LOCK_OWNER_SLOT,
-            "lock_owner_pid": LOCK_OWNER_PID,
-            "lock_owner_start": LOCK_OWNER_START,
-            "pool_lock": POOL_LOCK,
-            "first_stripe": FIRST_STRIPE_LOCK,
-            "intent_at0": self.intent_at(slot, 0),
-            # this slot's pending allocation
-            "pending_first_at": self.slot_at(slot) + S_PENDING,
-            "pending_count_at": self.slot_at(slot) + S_PENDING_COUNT,
-            "no_slab": NO_SLAB,
-            # deques
-            "deques_at": self.deques_at,
-            "deque_size": self.deque_size,
-            "d_ends": D_ENDS,
-            "no_batch": NO_BATCH,
-            "active_at": self.active_at,
-            "b_next": B_NEXT,
-            "d_sticky": D_STICKY,
-            "d_run_hint": D_RUN_HINT,
-            # batch descriptors
-            "batches_at": self.batches_at,
-            "batch_stride": BATCH_SIZE_BYTES,
-            "b_state": B_STATE,
-            "b_generation": B_GENERATION,
-            "b_deque": B_DEQUE,
-            "b_first_slab": B_FIRST_SLAB,
-            "b_slab_count": B_SLAB_COUNT,
-            "b_attempts": B_ATTEMPTS,
-            "b_publish": B_PUBLISH,
-            "b_write_pos": B_WRITE_POS,
-            "b_record_count": B_RECORD_COUNT,
-            "b_max_ts": B_MAX_TS,
-            "b_last_append": B_LAST_APPEND,
-            "b_base_ts": B_BASE_TS,
-            "b_created": B_CREATED,
-            "b_producer_id": B_PRODUCER_ID,
-            "b_producer_epoch": B_PRODUCER_EPOCH,
-            "b_base_sequence": B_BASE_SEQUENCE,
-            "appenders_at": self.appenders_at,
-            "appenders_size": self.appenders_size,
-            "b_parent": B_PARENT,
-            "b_parent_generation": B_PARENT_GENERATION,
-            "b_parent_delta": B_PARENT_DELTA,
-            "no_parent": NO_PARENT,
-            "open_state": OPEN,
-            # free map and slabs
-            "freemap_at": self.freemap_at,
-            "num_slabs": self.config.num_slabs,
-            "slabs_at": self.slabs_at,
-            "slab_size": self.config.slab_size,
-            "max_run": self.config.max_run,
-            "batch_max_records": self.config.batch_max_records,
-        }
 
 
 # Every named offset is checked against the struct that lays its field out.

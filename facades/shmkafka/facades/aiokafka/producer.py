@@ -100,6 +100,18 @@ def _check_security(
             raise ValueError("sasl_plain_username and sasl_plain_password required for PLAIN sasl")
 
 
+def _tls_files(ssl_context: Any) -> dict[str, Any] | None:
+    """The files an ``ssl_context`` was made from (the Sender, another process, opens
+    them), or None without one."""
+    tls: dict[str, Any] | None = getattr(ssl_context, "shmkafka_files", None)
+    if ssl_context is not None and tls is None:
+        raise aio_types.errors().KafkaConfigurationError(
+            "ssl_context cannot cross into the pool's Sender process: make it with "
+            "shmkafka.aiokafka.helpers.create_ssl_context (it remembers its files)"
+        )
+    return tls
+
+
 class AIOKafkaProducer(AIOTransactions, AppendEntry):
     """aiokafka's AIOKafkaProducer, its records batched with every other process of the
     pool. ``pool=NAME`` picks the pool (default: one per distinct configuration)."""
@@ -129,17 +141,11 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         _check_arguments(loop, api_version, acks, compression_type, enable_idempotence)
         _check_security(security_protocol, ssl_context, sasl_mechanism,
                         sasl_plain_username, sasl_plain_password)  # fmt: skip
-        errors = aio_types.errors()
         if transactional_id is not None:
             enable_idempotence = True  # (aiokafka's rule)
         if acks is _MISSING:
             acks = "all" if enable_idempotence else 1
-        tls = getattr(ssl_context, "shmkafka_files", None)
-        if ssl_context is not None and tls is None:
-            raise errors.KafkaConfigurationError(
-                "ssl_context cannot cross into the pool's Sender process: make it with "
-                "shmkafka.aiokafka.helpers.create_ssl_context (it remembers its files)"
-            )
+        tls = _tls_files(ssl_context)
         configs: dict[str, Any] = {
             "bootstrap_servers": bootstrap_servers,
             "client_id": client_id or f"aiokafka-{aio_types.peer_version()}",
