@@ -6,9 +6,10 @@ STAMP  := $(VENV)/.installed-test
 
 .PHONY: spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls clean
 
-$(STAMP): pyproject.toml hatch_build.py pool/shmkafka/pool/_append.c pool/shmkafka/pool/_append.h \
-		producer/shmkafka/producer/_tracker.c producer/shmkafka/producer/_tracker.h \
-		producer/shmkafka/producer/_entry.c facades/shmkafka/facades/confluent/_reports.c
+C_SOURCES := $(wildcard pool/shmkafka/pool/_*.[ch] producer/shmkafka/producer/_*.[ch] \
+		facades/shmkafka/facades/confluent/_*.[ch])
+
+$(STAMP): pyproject.toml hatch_build.py $(C_SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'

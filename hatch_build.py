@@ -1,5 +1,6 @@
-"""Build hook: compile the C extensions in place, one shared object each. Each is the C twin
-of a Python module that stays the reference:
+"""Build hook: compile the C extensions in place, one shared object each (of one or more C
+files sharing the extension's ``_internal.h``). Each is the C twin of a Python module that
+stays the reference:
 
 - ``pool/_append.c``: the append (``pool/accumulator.py``);
 - ``producer/_tracker.c``: the futures of a send (``producer/futures.py``);
@@ -24,12 +25,21 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-# (the extension's source, the folders of the headers it includes), lowest layer first
+# (the extension, its sources, the folders of the other extensions' headers it includes),
+# lowest layer first
 EXTENSIONS = (
-    ("pool/shmkafka/pool/_append.c", ()),
-    ("producer/shmkafka/producer/_tracker.c", ("pool/shmkafka/pool",)),
-    ("producer/shmkafka/producer/_entry.c", ("pool/shmkafka/pool",)),
-    ("facades/shmkafka/facades/confluent/_reports.c", ("producer/shmkafka/producer",)),
+    ("pool/shmkafka/pool/_append", ("_append.c", "_append_setup.c", "_append_write.c"), ()),
+    (
+        "producer/shmkafka/producer/_tracker",
+        ("_tracker.c", "_tracker_futures.c", "_tracker_complete.c"),
+        ("pool/shmkafka/pool",),
+    ),
+    ("producer/shmkafka/producer/_entry", ("_entry.c", "_entry_switch.c"), ("pool/shmkafka/pool",)),
+    (
+        "facades/shmkafka/facades/confluent/_reports",
+        ("_reports.c",),
+        ("producer/shmkafka/producer",),
+    ),
 )
 
 
@@ -41,18 +51,20 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
         include = sysconfig.get_paths()["include"]
         built = []
-        for source, headers in EXTENSIONS:
-            path = os.path.join(self.root, source)
-            target = path[: -len(".c")] + suffix
+        for extension, sources, headers in EXTENSIONS:
+            path = os.path.join(self.root, extension)
+            target = path + suffix
+            folder = os.path.dirname(path)
             command = [
                 *compiler,
                 "-shared",
                 "-fPIC",
                 "-O2",
                 "-Wall",
+                "-fvisibility=hidden",  # (only PyInit_ is exported: the parts link inside)
                 f"-I{include}",
-                *(f"-I{os.path.join(self.root, folder)}" for folder in headers),
-                path,
+                *(f"-I{os.path.join(self.root, other)}" for other in headers),
+                *(os.path.join(folder, source) for source in sources),
                 "-o",
                 target,
             ]

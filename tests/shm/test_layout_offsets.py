@@ -16,7 +16,14 @@ from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm import layout as L
 from shmkafka.shm.layout import Layout
 
-SOURCE = Path(accumulator.__file__).with_name("_append.c")
+FOLDER = Path(accumulator.__file__).parent
+SOURCES = ("_append.c", "_append_setup.c", "_append_write.c", "_append_internal.h")
+
+
+def source() -> str:
+    """The C append's code, all its files."""
+    return "\n".join((FOLDER / name).read_text() for name in SOURCES)
+
 
 pytestmark = pytest.mark.skipif(fastpath.FastAppend is None, reason="C fast path not built")
 
@@ -234,8 +241,8 @@ def test_the_checker_sees_numeric_field_offsets() -> None:
 
 
 def test_the_c_code_spells_no_field_offset_as_a_number() -> None:
-    expressions = pointer_expressions(SOURCE.read_text())
+    expressions = pointer_expressions(source())
     assert len(expressions) > 40  # it found the accesses (the checker is not vacuous)
     offenders = {e.strip(): found for e in expressions if (found := literal_offsets(e))}
     assert offenders == {}
-    assert unnamed_first_fields(SOURCE.read_text()) == []
+    assert unnamed_first_fields(source()) == []

@@ -8,9 +8,9 @@ A module's layer is its source root (``pool/shmkafka/pool/…`` is in pool). The
 (``shmkafka``, whose ``KafkaProducer`` and ``Producer`` are the facades'), ``shmkafka.errors``
 (kafka-python's names) and the mirrors of the peers' import paths live in facades/. Every
 module is parsed, imports inside functions and under ``TYPE_CHECKING`` included, and the
-graph of modules must have no circle. The C extensions follow the same rule: each is one
-file whose functions are all static but its ``PyInit_``, so nothing links one to another;
-one reaches a lower one through its capsule header, and no include goes up or round."""
+graph of modules must have no circle. The C extensions follow the same rule: the files
+of one extension share its ``_internal.h`` and link only among themselves; an extension
+reaches a lower one through that one's capsule header, and no include goes up or round."""
 
 from __future__ import annotations
 
@@ -170,35 +170,73 @@ def c_sources() -> dict[str, Path]:
     return files
 
 
-def c_layer(path: Path) -> str:
-    return path.relative_to(ROOT).parts[0]
+def extension_of(name: str) -> str:
+    """``_append_write.c``, ``_append_internal.h`` and ``_append.h`` → ``_append``."""
+    return "_" + name.split(".")[0].split("_")[1]
 
 
-def test_the_c_extensions_depend_one_way_without_linking() -> None:
-    files = c_sources()
-    assert {"_append.c", "_tracker.c", "_entry.c", "_reports.c"} <= set(files)
-    graph: dict[str, set[str]] = {}
+def c_problems(files: dict[str, str], layers: dict[str, str]) -> list[str]:
+    """What breaks the C rules, for C files by name (their text, their layer): an include of
+    a header not ours, of another extension's ``_internal.h`` or of a higher layer's header;
+    a function other files could link to that its extension's ``_internal.h`` does not
+    declare; a circle among the extensions."""
     problems = []
-    for name, path in files.items():
-        text = path.read_text()
-        graph[name] = set(INCLUDE.findall(text))
-        for header in graph[name]:
-            assert header in files, f"{name} includes {header}, which is not ours"
-            mine, theirs = c_layer(path), c_layer(files[header])
-            if theirs != mine and theirs not in ALLOWED[mine]:
-                problems.append(f"{name} ({mine}) includes {header} ({theirs})")
-        if name.endswith(".h"):
-            assert name[:-2] + ".c" in files, f"{name} is not the interface of one C file"
-            continue
-        graph[name].add(name[:-2] + ".h") if name[:-2] + ".h" in files else None
-        shared = [
-            match["name"]
-            for match in DEFINITION.finditer(text)
-            if "static" not in match["type"] and match["type"] != "PyMODINIT_FUNC"
-        ]
-        problems += [f"{name} defines {function}() for others to link to" for function in shared]
-    assert problems == []
-    assert circles(graph) == []
+    graph: dict[str, set[str]] = {}
+    for name, text in files.items():
+        mine = extension_of(name)
+        graph.setdefault(mine, set())
+        for header in INCLUDE.findall(text):
+            if header not in files:
+                problems.append(f"{name} includes {header}, which is not ours")
+                continue
+            theirs = extension_of(header)
+            if theirs == mine:
+                continue
+            graph[mine].add(theirs)
+            if header.endswith("_internal.h"):
+                problems.append(f"{name} includes {header}, {theirs}'s own")
+            elif layers[header] != layers[name] and layers[header] not in ALLOWED[layers[name]]:
+                problems.append(f"{name} ({layers[name]}) includes {header} ({layers[header]})")
+        if name.endswith(".c"):
+            internal = files.get(f"{mine}_internal.h", "")
+            problems += [
+                f"{name} defines {match['name']}() for others to link to"
+                for match in DEFINITION.finditer(text)
+                if "static" not in match["type"]
+                and match["type"] != "PyMODINIT_FUNC"
+                and not re.search(rf"\b{match['name']}\(", internal)
+            ]
+    problems += [
+        f"the extensions {' and '.join(part)} include each other" for part in circles(graph)
+    ]
+    return problems
+
+
+def test_the_c_extensions_depend_one_way_and_link_only_inside() -> None:
+    sources = c_sources()
+    assert {"_append.c", "_tracker.c", "_entry.c", "_reports.c"} <= set(sources)
+    files = {name: path.read_text() for name, path in sources.items()}
+    layers = {name: path.relative_to(ROOT).parts[0] for name, path in sources.items()}
+    assert c_problems(files, layers) == []
+
+
+def test_a_wrong_c_part_is_caught() -> None:
+    files = {
+        "_a.c": '#include "_a_internal.h"\nint\nshared(void)\n{\n}\n',
+        "_a_internal.h": "int shared(void);\n",
+        "_a_more.c": "static int\nhidden(void)\n{\n}\n\nint\nstray(void)\n{\n}\n",
+        "_b.c": '#include "_a_internal.h"\n#include "_c.h"\n',
+        "_c.h": '#include "_b.h"\n',
+        "_b.h": '#include "_c.h"\n',
+    }
+    layers = dict.fromkeys(files, "pool") | {"_c.h": "producer"}
+    assert c_problems(files, layers) == [
+        "_a_more.c defines stray() for others to link to",
+        "_b.c includes _a_internal.h, _a's own",
+        "_b.c (pool) includes _c.h (producer)",
+        "_b.h (pool) includes _c.h (producer)",
+        "the extensions _b and _c include each other",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -228,12 +266,6 @@ def test_a_circle_is_caught() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(graph) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
-
-
-def test_a_linked_c_function_is_caught() -> None:
-    text = "static int\nhidden(void)\n{\n}\n\nint\nshared(void)\n{\n}\n"
-    names = [m["name"] for m in DEFINITION.finditer(text) if "static" not in m["type"]]
-    assert names == ["shared"]
 
 
 def test_relative_imports_are_refused() -> None:

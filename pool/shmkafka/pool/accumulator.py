@@ -1,9 +1,12 @@
 """RecordAccumulator over the shared pool: append (app processes) and drain (the Sender).
+Its append has a C twin, ``_append.c`` (fastpath.py loads it); this Python one is the
+reference, and serves where the C one declines or is not built.
 
 Rules:
-- append follows the seed's segmented locking: lock the partition's stripe → try the last
-  batch → unlock; allocate memory with no lock held; lock again → try again (another
-  process may have opened a batch meanwhile; then the memory goes back) → open a batch.
+- append locks by segment, as Java's RecordAccumulator does: lock the partition's stripe →
+  try the last batch → unlock; allocate memory with no lock held; lock again → try again
+  (another process may have opened a batch meanwhile; then the memory goes back) → open a
+  batch.
 - Records are written in their final RecordBatch v2 form after the reserved 61-byte header;
   the Sender only fills the header (``finalize``), it never re-encodes a record.
 - Publish last: the record's bytes, then the appender bit, then ``publish_record``

@@ -1,0 +1,164 @@
+/*
+ * The C append's parts, shared by its files (and by no other extension):
+ * _append.c (the type's methods, the capsule and the module), _append_setup.c
+ * (construction, the memory map it is given, argument checks) and
+ * _append_write.c (the append itself: locks, records, batches). The Python
+ * twin of the whole is pool/accumulator.py's append.
+ */
+#ifndef SHMKAFKA_APPEND_INTERNAL_H
+#define SHMKAFKA_APPEND_INTERNAL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <semaphore.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "_append.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the pool layout is little-endian; use the pure-Python path here"
+#endif
+
+/* Tries at a taken lock before the slow path takes over. */
+#define SPIN_TRIES 200
+
+static inline void
+cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+typedef struct FastAppend {
+    PyObject_HEAD
+    Py_buffer view;
+    int has_view;           /* 0 before __init__ and after close() */
+    int initialized;        /* __init__ succeeded: it may not run again */
+    sem_t **sems;           /* the stripe locks' semaphores */
+    Py_ssize_t n_sems;
+    sem_t *pool_sem;        /* the pool lock's (opening a batch) */
+    /* The memory map, fastpath.fast_path_offsets: see layout_fields. */
+    /* header */
+    Py_ssize_t directory_version_at, sender_wake_at, sender_linger_at;
+    Py_ssize_t new_batches_at, waitq_head_at, waitq_tail_at, alloc_cursor_at;
+    /* locks: the owner records, and our slot's intent bytes */
+    Py_ssize_t locks_at, lock_stride;
+    Py_ssize_t lock_owner_slot, lock_owner_pid, lock_owner_start;
+    Py_ssize_t pool_lock, first_stripe, intent_at0;
+    /* our slot's pending allocation */
+    Py_ssize_t pending_first_at, pending_count_at, no_slab;
+    /* deques */
+    Py_ssize_t deques_at, deque_size;
+    Py_ssize_t d_ends, no_batch, active_at, b_next, d_sticky, d_run_hint;
+    /* batch descriptors */
+    Py_ssize_t batches_at, batch_stride;
+    Py_ssize_t b_state, b_generation, b_deque, b_first_slab, b_slab_count;
+    Py_ssize_t b_attempts, b_publish, b_write_pos, b_record_count;
+    Py_ssize_t b_max_ts, b_last_append, b_base_ts, b_created;
+    Py_ssize_t b_producer_id, b_producer_epoch, b_base_sequence;
+    Py_ssize_t appenders_at, appenders_size;
+    Py_ssize_t b_parent, b_parent_generation, b_parent_delta;
+    Py_ssize_t no_parent, open_state;
+    /* free map and slabs */
+    Py_ssize_t freemap_at, num_slabs, slabs_at, slab_size;
+    /* a batch grows to max_run slabs and batch_max_records records (0: any) */
+    Py_ssize_t max_run, batch_max_records;
+    /* Not the map: the record batch header a batch reserves, and us. */
+    Py_ssize_t record_batch_header;
+    int32_t slot, pid;
+    int64_t started;
+} FastAppend;
+
+/* Loads and stores of the segment's fields (little-endian, unaligned). */
+static inline uint32_t
+rd32(const char *p)
+{
+    uint32_t v;
+
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint64_t
+rd64(const char *p)
+{
+    uint64_t v;
+
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline void
+wr32(char *p, uint32_t v)
+{
+    memcpy(p, &v, sizeof(v));
+}
+
+static inline void
+wr64(char *p, uint64_t v)
+{
+    memcpy(p, &v, sizeof(v));
+}
+
+/* One store, ordered after every earlier store (the compiler may not sink
+ * those past it): what a publish needs when the writer can be killed between
+ * any two instructions. */
+static inline void
+store_release32(char *p, uint32_t v)
+{
+    __atomic_store_n((uint32_t *)(void *)p, v, __ATOMIC_RELEASE);
+}
+
+static inline void
+store_release64(char *p, uint64_t v)
+{
+    __atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELEASE);
+}
+
+/* Zigzag varint of a signed 64-bit value; returns bytes written (at most
+ * 10). */
+static inline int
+put_varlong(unsigned char *out, int64_t n)
+{
+    uint64_t u = ((uint64_t)n << 1) ^ (uint64_t)(n >> 63);
+    int i = 0;
+
+    while (u >= 0x80) {
+        out[i++] = (unsigned char)(u | 0x80);
+        u >>= 7;
+    }
+    out[i++] = (unsigned char)u;
+    return i;
+}
+
+typedef struct {
+    const char *ptr;
+    Py_ssize_t len;
+} Piece;
+
+/* _append_setup.c */
+int check_nargs(const char *fname, Py_ssize_t nargs, Py_ssize_t expected);
+void bad_argument(const char *fname, const char *name, const char *expected,
+                  PyObject *arg);
+int ssize_arg(const char *fname, const char *name, PyObject *arg,
+              Py_ssize_t *out);
+int int64_arg(const char *fname, const char *name, PyObject *arg,
+              int64_t *out);
+int check_open(FastAppend *self, const char *fname);
+void FastAppend_release(FastAppend *self);
+void FastAppend_dealloc(FastAppend *self);
+int FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds);
+PyObject *FastAppend_offsets(FastAppend *self, PyObject *ignored);
+
+/* _append_write.c: the append under the stripe lock (see its doc). */
+int fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t version,
+                int64_t timestamp, int64_t now_ms, const Piece *pieces,
+                int n_pieces, int may_open, Hit *hit);
+
+#endif
