@@ -49,7 +49,7 @@ import psutil
 # (the workers import this module: what only the parent uses is imported there, so that
 # neither client's processes carry it)
 
-# shmkafka's two APIs (KafkaProducer, and the confluent-kafka drop-in) and confluent-kafka
+# shmkafka's kafka-python and confluent-kafka drop-ins, and confluent-kafka itself
 CLIENTS = ("shmkafka", "shmkafka-confluent", "confluent-kafka")
 # the value every record carries; --record-size sets it for the spawned workers too
 VALUE = b"v" * int(os.environ.get("SHMKAFKA_BENCH_RECORD_SIZE", "100"))

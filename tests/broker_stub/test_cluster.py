@@ -1,6 +1,6 @@
 """broker_stub's log semantics without a network: offsets, high watermark, leader epochs,
-truncation on restart (seed 003's HW-truncation loss and its leader-epoch fix), validation
-and idempotent de-duplication."""
+truncation on restart (KIP-101's high-watermark truncation loss and its leader-epoch fix),
+validation and idempotent de-duplication."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_followers_copy_with_lag_and_the_hw_is_the_isr_minimum() -> None:
 
 @pytest.mark.parametrize(("mode", "survives"), [("hw", False), ("epoch", True)])
 def test_acked_records_and_truncation_on_restart(mode: str, survives: bool) -> None:
-    """Seed 003 / KIP-101: B has m1 and m2 and the leader acked them, but B's own HW still
+    """KIP-101: B has m1 and m2 and the leader acked them, but B's own HW still
     says 0. B restarts; A dies before B fetches again; B leads. Truncating at the HW loses
     the acked records, truncating by leader epoch keeps them."""
     cluster = Cluster(ClusterConfig(nodes=2, replication_factor=2, truncate_on_restart=mode))

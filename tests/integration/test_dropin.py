@@ -1,4 +1,5 @@
-"""Both drop-in APIs end to end on Tansu, read back with confluent-kafka's consumer."""
+"""The kafka-python and confluent-kafka drop-ins end to end on Tansu, read back with
+confluent-kafka's consumer."""
 
 from __future__ import annotations
 

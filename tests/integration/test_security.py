@@ -1,4 +1,4 @@
-"""shmkafka's two APIs over TLS and SASL, against broker_stub's secured listeners (proved
+"""shmkafka's three APIs over TLS and SASL, against broker_stub's secured listeners (proved
 with confluent-kafka and kafka-python in tests/broker_stub/test_security.py): records flow
 for every protocol and mechanism and are read back by confluent-kafka's consumer; refusals
 reach the app as typed errors within seconds, with nothing written; OAUTHBEARER tokens from

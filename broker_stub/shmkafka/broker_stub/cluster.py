@@ -19,7 +19,7 @@ Rules:
   moment: its files stay until then).
 - A replica that restarts truncates by leader epoch (default), or, with
   ``truncate_on_restart="hw"``, at its own high watermark: the pre-KIP-101 behaviour that
-  loses acknowledged records (seed 003's scenario, kept to show the difference).
+  loses acknowledged records (KIP-101's scenario, kept to show the difference).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""``shmkafka perf``: the side-by-side comparison of shmkafka's two APIs (``shmkafka``:
-``shmkafka.KafkaProducer``; ``shmkafka-confluent``: ``shmkafka.confluent_kafka.Producer``)
+"""``shmkafka perf``: the side-by-side comparison of shmkafka's kafka-python and confluent-kafka
+APIs (``shmkafka``: ``shmkafka.KafkaProducer``; ``shmkafka-confluent``:
+``shmkafka.confluent_kafka.Producer``)
 with kafka-python and confluent-kafka on the same machine, broker and workload, in one run.
 
     shmkafka perf                                  # 4 processes on the embedded broker_stub

@@ -1,6 +1,6 @@
 """``ready()`` and ``drain()``: which nodes have sendable data, and which batches to send.
 
-As the Java client's RecordAccumulator (seed 001), over the shared accumulator's partition
+As the Java client's RecordAccumulator.ready, over the shared accumulator's partition
 states. Pure functions of their inputs and ``now_ms``, so tests step a clock.
 
 Rules:
