@@ -31,8 +31,8 @@ unit: $(STAMP) spin
 	SHMKAFKA_LEDGER=$(CURDIR)/.ledger-test.jsonl $(BIN)/pytest -n auto -m "not stress"
 	$(BIN)/python -m tests.ledger .ledger-test.jsonl
 
-# The model checker for the model of the batch lifecycle (tests/producer/
-# test_batch_lifecycle_model.py): Debian's spin, installed here when we are root.
+# The model checker for the model of the batch lifecycle (tests/pool/
+# test_batch_lifecycle.py): Debian's spin, installed here when we are root.
 spin:
 	@command -v spin >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 		&& { apt-get update -qq && apt-get install -y -qq spin; } >/dev/null 2>&1; }; \

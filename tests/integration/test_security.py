@@ -1,5 +1,5 @@
 """shmkafka's three APIs over TLS and SASL, against broker_stub's secured listeners (proved
-with confluent-kafka and kafka-python in tests/broker_stub/test_security.py): records flow
+with confluent-kafka and kafka-python in tests/broker_stub/test_auth.py): records flow
 for every protocol and mechanism and are read back by confluent-kafka's consumer; refusals
 reach the app as typed errors within seconds, with nothing written; OAUTHBEARER tokens from
 a callback are refreshed across re-authentications; secrets never show in ``ps``, /dev/shm,

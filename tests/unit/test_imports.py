@@ -283,3 +283,30 @@ def test_cli_imports_a_subsystem_only_for_its_subcommand() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines()[-1] == "['shmkafka.cli']"
+
+
+# the test folders filed by kind (what they test spans packages); the others mirror the source
+BY_KIND = {"unit", "integration", "reliability", "soak", "conformance"}
+
+
+def test_a_modules_tests_are_found_from_its_path() -> None:
+    """``tests/<package>/test_<module>[_<aspect>].py`` tests ``shmkafka.<package>.<module>``
+    (a C extension counts by its name, ``_tracker``; a model by its file's; ``test_<package>``
+    the package's own ``__init__``)."""
+    known = set(MODULES) | {
+        f"shmkafka.{path.parent.name}.{path.stem}" for path in ROOT.glob("*/shmkafka/*/*.pml")
+    }
+    strays = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        folder = path.relative_to(ROOT / "tests").parent.parts
+        if not folder or folder[0] in BY_KIND:
+            continue
+        if path.stem == f"test_{folder[-1]}":  # (the package's own __init__)
+            continue
+        package = "shmkafka." + ".".join(folder)
+        words = path.stem.removeprefix("test_").split("_")
+        names = {"_".join(words[:n]) for n in range(1, len(words) + 1)}
+        if not any(f"{package}.{name}" in known or f"{package}._{name}" in known
+                   for name in names):  # fmt: skip
+            strays.append(str(path.relative_to(ROOT)))
+    assert strays == []

@@ -12,7 +12,7 @@
 /*
  * The memory map's keys, each with the field it fills: exactly the keys of
  * fastpath.fast_path_offsets (FastAppend.offsets() returns them, and
- * tests/shm/test_layout_offsets.py compares both sides).
+ * tests/pool/test_fastpath_offsets.py compares both sides).
  */
 typedef struct {
     const char *key;

@@ -1,7 +1,7 @@
 /*
  * The batch lifecycle and the delivery of results, as a SPIN model.
  *
- * Checked by tests/producer/test_batch_lifecycle_model.py in `make test`:
+ * Checked by tests/pool/test_batch_lifecycle.py in `make test`:
  *     spin -a batch_lifecycle.pml && gcc -o pan pan.c && ./pan -m100000
  * The protocol it models is the code's; a change to one is a change to the
  * other, in the same commit. Each step names its function (file:function).

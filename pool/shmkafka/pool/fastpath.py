@@ -104,7 +104,7 @@ def fast_path_for(pool: SharedPool) -> FastAppend | None:
 def fast_path_offsets(layout: Layout, slot: int) -> dict[str, int]:
     """Everything the C append fast path (_append.c) knows of the memory map (shm/layout.py), for
     process slot ``slot``: it hard-codes nothing, and reads exactly these keys (its
-    ``FastAppend.offsets()`` returns them; tests/shm/test_layout_offsets.py checks)."""
+    ``FastAppend.offsets()`` returns them; tests/pool/test_fastpath_offsets.py checks)."""
     return {
         # header
         "directory_version_at": H_DIRECTORY_VERSION,

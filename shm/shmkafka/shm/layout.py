@@ -12,7 +12,7 @@ Rules:
   multi-field struct is many stores).
 - Nothing outside this module hard-codes an offset. The C append fast path
   (pool/_append.c) is given every offset it uses by ``fast_path_offsets`` (pool/fastpath.py)
-  (tests/shm/test_layout_offsets.py holds both sides to that).
+  (tests/pool/test_fastpath_offsets.py holds both sides to that).
 
 Region 1 - HEADER (512 bytes)
     off  type     field                  written by

@@ -1,7 +1,7 @@
 """confluent-kafka's value types in pure Python, for hosts without confluent-kafka:
 ``KafkaError``, ``KafkaException``, ``Message``, ``TopicPartition``. With confluent-kafka
 installed, ``types`` uses its own classes instead, so these only have to behave
-as those do (tests/api/test_peer_types.py compares the two, side by side).
+as those do (tests/facades/test_peer_modules_types.py compares the two, side by side).
 """
 
 from __future__ import annotations

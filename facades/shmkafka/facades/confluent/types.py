@@ -19,7 +19,7 @@ try:
     )
 
     PEER_INSTALLED = True
-except ImportError:  # pragma: no cover - tests/api/test_confluent_types.py runs this branch
+except ImportError:  # pragma: no cover - tests/facades/test_peer_modules_types.py runs this branch
     from shmkafka.facades.confluent.pure import (  # type: ignore[assignment]
         OFFSET_INVALID,
         TIMESTAMP_CREATE_TIME,

@@ -1,5 +1,6 @@
 """Argument checking of ``KafkaProducer``: every error comes before anything reaches shared
-memory (no broker, no pool is made). The confluent API's: test_confluent_config.py."""
+memory (no broker, no pool is made). The confluent API's:
+tests/facades/confluent/test_config.py."""
 
 from __future__ import annotations
 

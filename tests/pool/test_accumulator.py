@@ -17,7 +17,7 @@ from shmkafka.shm.errors import RecordTooLargeError, ShmError
 from shmkafka.shm.layout import FREE, OPEN, SEALED
 from tests.appending import append
 from tests.conftest import publish
-from tests.shm import workers
+from tests.pool import workers
 
 
 @pytest.fixture(params=[True, False], ids=["c-fast-path", "pure-python"])
