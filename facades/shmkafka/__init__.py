@@ -2,15 +2,17 @@
 
 General layout — each part is its own source root holding a portion of this package:
 
-    protocol/shmkafka/protocol/      sans-IO Kafka codec (no sockets)
-    shm/shmkafka/shm/                the shared-memory pool primitives
-    producer/shmkafka/producer/      the engine the facades drive (this root holds this file)
+    cli/shmkafka/cli/                the shmkafka command and its tools
+    perf/shmkafka/perf/              the side-by-side benchmark tool
     facades/shmkafka/facades/        the three APIs: kafka_python/, confluent/, aiokafka/
     facades/shmkafka/{kafka,confluent_kafka,aiokafka}/  the peers' import paths (mirrors)
+    facades/shmkafka/                this file, and kafka-python's error names (errors.py)
+    producer/shmkafka/producer/      the app process's client of a pool
+    pool/shmkafka/pool/              the accumulator contract both process kinds run
     sender/shmkafka/sender/          the Sender process
+    shm/shmkafka/shm/                the shared memory's map and primitives
+    protocol/shmkafka/protocol/      sans-IO Kafka codec (no sockets)
     broker_stub/shmkafka/broker_stub/  a Kafka-protocol test broker
-    perf/shmkafka/perf/              the side-by-side benchmark tool
-    cli/shmkafka/cli/                the shmkafka command and its tools
 """
 
 import sys

@@ -1,5 +1,5 @@
 """Every error name kafka-python's ``kafka.errors`` exports, with kafka-python's meaning, plus
-shmkafka's own (the pool's, defined in ``shmkafka.pool.errors``, which the engine raises).
+shmkafka's own (defined in ``shmkafka.pool.errors``, which the client and the Sender raise).
 ``shmkafka.kafka.errors`` is this module under kafka-python's path.
 
 Rules:

@@ -1,4 +1,4 @@
-"""Live state: the pool's metrics (shm/metrics.py), ``shmkafka stat --watch`` and the
+"""Live state: the pool's metrics (pool/metrics.py), ``shmkafka stat --watch`` and the
 Prometheus exporter, checked against what was really sent (to Tansu, read back) and what
 really failed (records that expire with no broker)."""
 

@@ -1,4 +1,4 @@
-"""The metrics' arithmetic (shm/metrics.py) and the Sender counters' publication
+"""The metrics' arithmetic (pool/metrics.py) and the Sender counters' publication
 (shm/sender_counters.py): a reader never sees a counter go down while one Sender writes,
 and a new Sender starts a new rate window."""
 

@@ -1,7 +1,7 @@
 """``shmkafka exporter``: the pools' producer metrics for Prometheus, over HTTP.
 
 Every ``--interval`` seconds each pool of this user (or ``--pool``) is sampled from shared
-memory (shm/metrics.py: no lock taken, nothing written, so scraping never slows a producer);
+memory (pool/metrics.py: no lock taken, nothing written, so scraping never slows a producer);
 a scrape of ``/metrics`` answers the latest sample. Rates and averages are over the last
 ``--window`` seconds, as Kafka's own metrics (30 s by default).
 

@@ -1,6 +1,6 @@
 """``shmkafka stat --watch``: a pool's live rates, refreshed in place like ``top``.
 
-Every ``--interval`` seconds each pool is sampled (shm/metrics.py: nothing locked, nothing
+Every ``--interval`` seconds each pool is sampled (pool/metrics.py: nothing locked, nothing
 written) and shown with its rates over the last interval: records/s, bytes/s, requests/s,
 errors, queue depth, buffer use, and the Sender's CPU. On a terminal the screen is redrawn
 in place; otherwise (a pipe, a log) each refresh is printed after the last, and ``--json``

@@ -241,7 +241,7 @@ PyDoc_STRVAR(FastAppend_send_kv__doc__,
 "\n"
 "Returns ((batch_id << 32) | generation, flags (1: batch full, 2: new\n"
 "batch, 4: wake the Sender), partition, offset_delta, timestamp, key_size,\n"
-"value_size): handle.py's RecordFacts; an int: that partition needs a new\n"
+"value_size): futures.py's RecordFacts; an int: that partition needs a new\n"
 "batch (nothing was written); None: the directory moved, the stripe is\n"
 "busy, or the input needs the Python path.");
 

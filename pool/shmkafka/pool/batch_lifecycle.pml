@@ -37,23 +37,23 @@
  *  the check, -DOLD_TRACKER alone violates P4; the code's, no switch, holds.
  *
  * Steps and the code they model:
- *  App: append to the last batch   producer/accumulator.py:append_to,
+ *  App: append to the last batch   pool/accumulator.py:append_to,
  *                                  _fastappend.c:append_to_last
- *       memory, then a new batch   shm/bufferpool.py:BufferPool.allocate,
+ *       memory, then a new batch   pool/bufferpool.py:BufferPool.allocate,
  *                                  accumulator.py:_append_new_batch/_open_batch,
- *                                  shm/batches.py:Batches.open, Deques.push_last
+ *                                  pool/batches.py:Batches.open, Deques.push_last
  *       register the record        _tracker.c:register_record/wait_for,
  *                                  producer/futures.py:PyTracker.track
- *       flush                      producer/handle.py:Client.flush
+ *       flush                      producer/client.py:Client.flush
  *  Completer: wake, ring, complete producer/attachment.py:Attachment._loop/deliver,
  *                                  shm/rings.py:CompletionRings.poll,
- *                                  handle.py:_on_completion, _tracker.c:Tracker_complete
- *       liveness check             handle.py:check_liveness, liveness.py:unheld
+ *                                  results.py:_on_completion, _tracker.c:Tracker_complete
+ *       liveness check             results.py:check_liveness, liveness.py:unheld
  *  Sender: drain and trim          accumulator.py:drain/_trim
  *       request, response, post    sender/sender.py:_finish/_post_pending,
  *                                  accumulator.py:post_completion/defer_wakes
  *       free                       accumulator.py:complete
- *       start after a kill         shm/pool.py:reclaim_unowned,
+ *       start after a kill         pool/shared_pool.py:reclaim_unowned,
  *                                  sender/sequences.py:resume_in_flight,
  *                                  shm/locks.py:LockSet._take_over
  *
@@ -70,7 +70,7 @@
  * Outside the model, each with its own tests: splitting a batch (its halves
  * name the parent; liveness.py), expiry, corrupt descriptors and transactions
  * (other posts of the same kind, before the free), and the forgetting of a
- * completed wait RETIRE_S after its result (handle.py: a registration comes
+ * completed wait RETIRE_S after its result (results.py: a registration comes
  * within microseconds of its append; one that came 5 s later would be failed
  * by the check, wrongly: a timing assumption, not a property of the model).
  */
@@ -139,7 +139,7 @@ bit  killed;
 #define KEY(p, b, g)  ((p) * NS * 4 + (b) * 4 + ((g) % 4))
 #define FIRST_REC(p)  ((p) * NREC0)
 
-/* A record's result (handle.py:_on_completion, liveness: check_liveness). */
+/* A record's result (results.py:_on_completion, liveness: check_liveness). */
 inline resolve(r) {
     done[r]++;
     assert(done[r] == 1);                                        /* P1 */
@@ -277,11 +277,11 @@ appending:
         }
     :: else -> break
     od;
-    /* handle.py:flush(): returns once every record has its result */
+    /* client.py:flush(): returns once every record has its result */
     outstanding[p] == 0
 }
 
-/* The process's completion thread (attachment.py:_loop, handle.py:
+/* The process's completion thread (attachment.py:_loop, client.py:
  * housekeeping and check_liveness). */
 proctype Completer(byte p) {
     byte b, g, w, r, unheld, checks = 0;

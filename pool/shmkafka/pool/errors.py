@@ -1,4 +1,4 @@
-"""The engine's own errors, and those of the shared-memory pool as the producer's callers see
+"""shmkafka's own errors, and those of the shared-memory pool as the producer's callers see
 them: only the ``KafkaError`` tree leaves the producer (``kafka_error``, ``with kafka_errors:``).
 
 The classes here are the ones the app processes and the Sender both raise. kafka-python's

@@ -7,7 +7,7 @@ Rules:
   each take 64 slots, and a producer made per request costs no slot.
 - The attachment's one completion thread reads the slot's ring and hands each completion
   to every producer of the process (each resolves the futures it registered; see
-  handle.py), then lets each do its periodic work (events, tokens, the Sender check).
+  client.py, results.py), then lets each do its periodic work (events, tokens, the Sender check).
 - The slot's flushing flag is up while any producer of the process flushes.
 - After ``fork`` the child's attachment is its own (keyed by pid): the parent's is never
   used in the child, and the child's producers attach anew.

@@ -16,7 +16,7 @@ Rules:
   so that a scan that raced the Sender, say a half split again while it was read, is
   never taken for a loss.) Each such record is an internal error (a bug to find, never a
   normal path): counted in the pool header, logged at ERROR, and failed with
-  ``ResultLostError`` naming the cause (handle.py: ``check_liveness``).
+  ``ResultLostError`` naming the cause (results.py: ``check_liveness``).
 - The check runs every ``CHECK_S``, so a lost result is noticed within about two
   ``CHECK_S`` of its batch being freed or reused: inside delivery.timeout.ms plus 1 s.
 """

@@ -1,5 +1,5 @@
 """The pool's events (shm/events.py) as one producer hears them: the Sender's log lines
-and errors, read by the completion thread (handle.py's housekeeping).
+and errors, read by the completion thread (client.py's housekeeping).
 
 Rules:
 - Each Sender log line is logged once per process to ``shmkafka.sender``; each error goes
@@ -33,7 +33,7 @@ _events_logged: dict[tuple[str, int, int], int] = {}
 
 class SenderEvents:
     """What Client hears of its pool's events (a base of it: the fields below are
-    the handle's)."""
+    the client's)."""
 
     pool: SharedPool
     _segment_inode: int

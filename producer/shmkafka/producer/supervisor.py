@@ -7,7 +7,7 @@ Rules:
   server's binary). Its
   settings (secrets included) go through a pipe on its stdin, never its command line; stdout
   is /dev/null, under the pool's spawn lock so concurrent producers start at
-  most one between them (shm/sender_link.py).
+  most one between them (pool/sender_link.py).
 - Until it is up, the new Sender's stderr goes to a private file (mode 0600): a Sender that
   exits before it is up fails ``ensure`` at once with what it printed. Once it is up the
   file is removed; from then on the Sender's log lines reach the apps through the pool's

@@ -1,7 +1,7 @@
 """The Sender process: election, heartbeat, the loop, and its exit.
 
 Rules:
-- Exactly one Sender per pool: it holds the pool's Sender lock (shm/sender_link.py) for its
+- Exactly one Sender per pool: it holds the pool's Sender lock (pool/sender_link.py) for its
   whole life (released by the kernel if it dies). A Sender that cannot take it exits at
   once, so any number of producers may start one at the same moment.
 - It writes its pid, start time and a heartbeat (monotonic ms) into the pool header every

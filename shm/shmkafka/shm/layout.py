@@ -45,7 +45,7 @@ Region 1 - HEADER (512 bytes)
                                          itself (monotonic ms; 0 while it is looking)
     192  i64      sender_linger_ms       the Sender, at start
     200  u64      new_batches            the C append path (a batch opened): a change the
-                                         Sender checks before it sleeps (see handle.py)
+                                         Sender checks before it sleeps (see client.py)
     208  u64      sender_bytes_sent      the Sender: request bytes written to brokers
     216  u64      events_published       the Sender: how many EVENTS it has written (the
                                          last one publishes an entry; see events.py)

@@ -197,7 +197,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             self._attach(handle)
             self._reports.clear()
             self._unassigned.clear()
-        handle.start()  # (on first use in this process, not at construction: see handle.py)
+        handle.start()  # (on first use in this process, not at construction: see client.py)
         return handle
 
     def _queue_reports(self, futures: list[Future]) -> None:

@@ -445,7 +445,7 @@ class KafkaProducer(KafkaTransactions, SendEntry):
         return sender_alive(pool) and heard
 
     def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
-        """The pool's metrics under the Java client's names (shm/metrics.py), and this
+        """The pool's metrics under the Java client's names (pool/metrics.py), and this
         process's ``records-pending``. Rates and averages are over the calls of the last
         30 s (the first call has none: 0.0)."""
         del raw
