@@ -45,7 +45,7 @@
  *       register the record        _tracker.c:register_record/wait_for,
  *                                  producer/futures.py:PyTracker.track
  *       flush                      producer/client.py:Client.flush
- *  Completer: wake, ring, complete producer/attachment.py:Attachment._loop/deliver,
+ *  Completer: wake, ring, complete producer/process_slot.py:ProcessSlot._loop/deliver,
  *                                  shm/rings.py:CompletionRings.poll,
  *                                  results.py:_on_completion, _tracker.c:Tracker_complete
  *       liveness check             results.py:check_liveness, liveness.py:unheld
@@ -66,7 +66,7 @@
  *  - The check fails a record unheld at one reading; the code waits for two
  *    readings in a row, so it fires less often than the model's.
  *  - One producer per process; the code hands a polled completion to each
- *    producer of the process from one queue (attachment.py: deliver).
+ *    producer of the process from one queue (process_slot.py: deliver).
  * Outside the model, each with its own tests: splitting a batch (its halves
  * name the parent; liveness.py), expiry, corrupt descriptors and transactions
  * (other posts of the same kind, before the free), and the forgetting of a
@@ -195,7 +195,7 @@ inline complete(p, b, g, w, r) {
     }
 }
 
-/* attachment.py:Attachment.deliver: every result in the ring. */
+/* process_slot.py:ProcessSlot.deliver: every result in the ring. */
 inline deliver(p, b, g, w, r) {
     do
     :: nempty(ring[p]) ->
@@ -281,7 +281,7 @@ appending:
     outstanding[p] == 0
 }
 
-/* The process's completion thread (attachment.py:_loop, client.py:
+/* The process's completion thread (process_slot.py:_loop, client.py:
  * housekeeping and check_liveness). */
 proctype Completer(byte p) {
     byte b, g, w, r, unheld, checks = 0;

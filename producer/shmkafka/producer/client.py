@@ -48,9 +48,9 @@ from shmkafka.pool.errors import (
 )
 from shmkafka.pool.sender_link import sender_semaphore, wake
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.producer.attachment import Attachment
 from shmkafka.producer.entry import EntryBinding
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
+from shmkafka.producer.process_slot import ProcessSlot
 from shmkafka.producer.results import Results
 from shmkafka.producer.sender_events import SenderEvents, sender_logger
 from shmkafka.producer.supervisor import (
@@ -140,26 +140,26 @@ class Client(Results, SenderEvents):
     ) -> None:
         with kafka_errors:
             # pool_config None: create with the defaults, or attach to the pool as it is.
-            # Every producer of this process shares its one slot (attachment.py).
-            self.attachment = Attachment.join(pool, pool_config)
-            self.pool: SharedPool = self.attachment.pool
+            # Every producer of this process shares its one slot (process_slot.py).
+            self.slot = ProcessSlot.join(pool, pool_config)
+            self.pool: SharedPool = self.slot.pool
             try:
                 self.accumulator = RecordAccumulator(
                     self.pool, max_block_ms=max_block_ms, fast_path=fast_path
                 )
                 self._sender_sem = sender_semaphore(pool)  # the Sender's doorbell
             except BaseException:
-                self.attachment.release(self, 0)
+                self.slot.release(self, 0)
                 raise
         try:
             self._setup(sender_config, max_block_ms, start_sender, sender_log,
                         sender_idle_exit_ms, sender_stall_ms)  # fmt: skip
         except BaseException:
             self.accumulator.close()
-            if self.pool.created and self.attachment.users == 1:  # a pool nobody else uses
+            if self.pool.created and self.slot.users == 1:  # a pool nobody else uses
                 with contextlib.suppress(*SHM_ERRORS):
                     self.pool.unlink_if_unused()
-            self.attachment.release(self, 0)  # (no slot stays taken by a producer that never was)
+            self.slot.release(self, 0)  # (no slot stays taken by a producer that never was)
             raise
 
     def _setup(self, sender_config: dict[str, Any], max_block_ms: int, start_sender: bool,
@@ -204,7 +204,7 @@ class Client(Results, SenderEvents):
         self._segment_inode = os.fstat(self.pool.segment.fd).st_ino
         self._events_seen = self._recent_events_start()
         self._closed = False
-        self._serving = False  # the attachment's thread hands us completions (start())
+        self._serving = False  # the process slot's thread hands us completions (start())
         self._next_check = 0.0  # when housekeeping() next checks the Sender
         self._flushers = 0  # threads waiting in flush(), under self._cond
         self.answer_waiters = 0  # threads waiting for the Sender's answer on the txn board
@@ -241,11 +241,11 @@ class Client(Results, SenderEvents):
 
     def start(self) -> None:
         """Have the process's completion thread serve us, if not yet (every way in calls
-        it; the thread is the attachment's, shared by the process's producers)."""
+        it; the thread is the process slot's, shared by the process's producers)."""
         if self._serving or self._closed:
             return
         self._serving = True
-        self.attachment.serve(self)
+        self.slot.serve(self)
 
     # ------------------------------------------------------------------ send
 
@@ -445,13 +445,13 @@ class Client(Results, SenderEvents):
     # ------------------------------------------------------------------ completion
 
     def on_completion(self, completion: Completion) -> None:
-        """The attachment's thread: a completion of the process's slot (each producer of
+        """The process slot's thread: a completion of the process's slot (each producer of
         the process sees them all, and resolves the futures it registered)."""
         if not self._closed:
             self._on_completion(completion)
 
     def housekeeping(self) -> None:
-        """The attachment's thread, once a round: the Sender check, retired waits, the
+        """The process slot's thread, once a round: the Sender check, retired waits, the
         pool's events and token questions."""
         if self._closed:
             return
@@ -477,7 +477,7 @@ class Client(Results, SenderEvents):
         deadline = None if timeout is None else time.monotonic() + timeout
         if self.outstanding:
             self.start()
-        if self.attachment.on_thread():  # from a callback: the results come through us
+        if self.slot.on_thread():  # from a callback: the results come through us
             with kafka_errors:
                 self._flush_on_thread(deadline, timeout)
             return
@@ -486,20 +486,20 @@ class Client(Results, SenderEvents):
                 return
             self._flushers += 1
             if self._flushers == 1:
-                self.attachment.flushing(True)
+                self.slot.flushing(True)
             try:
                 self._wait_idle(deadline, timeout, None)
             finally:
                 self._flushers -= 1
                 if not self._flushers:
-                    self.attachment.flushing(False)
+                    self.slot.flushing(False)
 
     def _flush_on_thread(self, deadline: float | None, timeout: float | None) -> None:
-        self.attachment.flushing(True)
+        self.slot.flushing(True)
         try:
-            self._wait_idle(deadline, timeout, self.attachment.pump)
+            self._wait_idle(deadline, timeout, self.slot.pump)
         finally:
-            self.attachment.flushing(False)
+            self.slot.flushing(False)
 
     def _wait_idle(
         self, deadline: float | None, timeout: float | None, wait: Callable[[float], Any] | None
@@ -542,5 +542,5 @@ class Client(Results, SenderEvents):
             return  # (the parent's handle: nothing of it is ours to free)
         self.accumulator.close()
         with kafka_errors:
-            self.attachment.release(self, wait_s)
+            self.slot.release(self, wait_s)
         self._tracker.clear()

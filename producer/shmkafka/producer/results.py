@@ -26,8 +26,8 @@ from typing import Any
 from shmkafka.pool.errors import ResultLostError, completion_error, kafka_errors
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.producer import liveness
-from shmkafka.producer.attachment import Attachment
 from shmkafka.producer.futures import Future
+from shmkafka.producer.process_slot import ProcessSlot
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.layout import IN_FLIGHT
 from shmkafka.shm.rings import Completion
@@ -38,7 +38,7 @@ log = logging.getLogger("shmkafka.producer")
 
 class Results:
     pool: SharedPool
-    attachment: Attachment
+    slot: ProcessSlot
     _tracker: Any
     _lock: threading.Lock
     _cond: threading.Condition
@@ -107,7 +107,7 @@ class Results:
         if not causes:
             self._suspects = set()
             return
-        self.attachment.deliver()  # (results posted before their batch was freed)
+        self.slot.deliver()  # (results posted before their batch was freed)
         with self._lock:
             still = {r: n for r, n in self._tracker.pending() if r in causes}
         lost = {r: n for r, n in still.items() if r in self._suspects}

@@ -29,16 +29,17 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from shmkafka.errors import KafkaError, MemoryExhaustedError
 from shmkafka.facades.aiokafka import types as aio_types
 from shmkafka.facades.aiokafka.transactions import AIOTransactions, aiokafka_txn_error
 from shmkafka.facades.kafka_python.producer import resolved_config, settings_for
+from shmkafka.pool.errors import MemoryExhaustedError
 from shmkafka.producer.callbacks import weakly
 from shmkafka.producer.client import FULL_POOL_WAIT_S, Client
 from shmkafka.producer.entry import PARTITION_MURMUR2, AppendEntry, EntryBinding
 from shmkafka.producer.futures import Future
 from shmkafka.producer.topics import check_topic
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
+from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.protocol.records import record_size_bound
 

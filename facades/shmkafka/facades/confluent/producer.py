@@ -33,7 +33,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from shmkafka.errors import KafkaConfigurationError, KafkaTimeoutError
 from shmkafka.facades.confluent import config as confluent_config
 from shmkafka.facades.confluent.metadata import (
     ClusterMetadata,
@@ -59,6 +58,7 @@ from shmkafka.facades.confluent.stats import statistics
 from shmkafka.facades.confluent.transactions import ConfluentTransactions
 from shmkafka.facades.confluent.types import KafkaError, KafkaException, Message
 from shmkafka.pool.config import Config, normalize_bootstrap
+from shmkafka.pool.errors import KafkaConfigurationError, KafkaTimeoutError
 from shmkafka.producer import entry
 from shmkafka.producer.callbacks import call_capturing, weakly
 from shmkafka.producer.client import Client

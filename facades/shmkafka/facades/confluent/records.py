@@ -12,15 +12,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from shmkafka.errors import (
-    KafkaConfigurationError,
-    KafkaConnectionError,
-    KafkaTimeoutError,
-    MemoryExhaustedError,
-    MessageSizeTooLargeError,
-    PoolCapacityError,
-    TransactionAbortedError,
-)
 from shmkafka.facades.confluent.types import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_NOT_AVAILABLE,
@@ -28,8 +19,17 @@ from shmkafka.facades.confluent.types import (
     KafkaException,
     Message,
 )
+from shmkafka.pool.errors import (
+    KafkaConfigurationError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    MemoryExhaustedError,
+    PoolCapacityError,
+    TransactionAbortedError,
+)
 from shmkafka.producer import entry
 from shmkafka.producer.futures import Future
+from shmkafka.protocol.broker_errors import MessageSizeTooLargeError
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.protocol.hashing import consistent_partition, murmur2_partition

@@ -22,7 +22,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from shmkafka.errors import kafka_errors
+from shmkafka.facades.kafka_python.errors import kafka_errors
 from shmkafka.protocol.errors import BrokerResponseError, KafkaError
 
 # our class name -> kafka-python's, where they differ

@@ -26,14 +26,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shmkafka.errors import (
-    IllegalArgumentError,
-    IllegalStateError,
-    KafkaConfigurationError,
-    KafkaTimeoutError,
-    MessageSizeTooLargeError,
-    UnknownTopicOrPartitionError,
-)
 from shmkafka.facades.kafka_python import peer_errors
 from shmkafka.facades.kafka_python.plugins import (
     ClusterView,
@@ -45,12 +37,19 @@ from shmkafka.facades.kafka_python.plugins import (
 )
 from shmkafka.facades.kafka_python.transactions import KafkaTransactions
 from shmkafka.pool.config import Config, normalize_bootstrap
+from shmkafka.pool.errors import (
+    IllegalArgumentError,
+    IllegalStateError,
+    KafkaConfigurationError,
+    KafkaTimeoutError,
+)
 from shmkafka.pool.sender_link import sender_alive
 from shmkafka.producer.client import Client
 from shmkafka.producer.entry import PARTITION_MURMUR2, EntryBinding, SendEntry
 from shmkafka.producer.futures import Future
 from shmkafka.producer.topics import check_topic, valid_topics
 from shmkafka.producer.transactions import TransactionClient
+from shmkafka.protocol.broker_errors import MessageSizeTooLargeError, UnknownTopicOrPartitionError
 from shmkafka.protocol.records import record_size_bound
 
 log = logging.getLogger("shmkafka.producer")

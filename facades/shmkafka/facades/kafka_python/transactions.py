@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from shmkafka.errors import IllegalStateError, KafkaTimeoutError
 from shmkafka.facades.entry_switch import EntrySwitch
+from shmkafka.pool.errors import IllegalStateError, KafkaTimeoutError
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.errors import KafkaError

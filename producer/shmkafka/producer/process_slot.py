@@ -1,15 +1,15 @@
-"""One process's attachment to a pool, shared by every producer object of the process.
+"""One process's slot in a pool, shared by every producer object of the process.
 
 Rules:
-- A process holds one slot of a pool, however many producers it makes: ``Attachment.join``
-  returns the process's attachment (made on first use), ``release`` gives it up, and the last
+- A process holds one slot of a pool, however many producers it makes: ``ProcessSlot.join``
+  returns the process's process slot (made on first use), ``release`` gives it up, and the last
   producer to leave detaches the pool, freeing the slot. So 64 workers with 16 producers
   each take 64 slots, and a producer made per request costs no slot.
-- The attachment's one completion thread reads the slot's ring and hands each completion
+- The process slot's one completion thread reads the slot's ring and hands each completion
   to every producer of the process (each resolves the futures it registered; see
   client.py, results.py), then lets each do its periodic work (events, tokens, the Sender check).
 - The slot's flushing flag is up while any producer of the process flushes.
-- After ``fork`` the child's attachment is its own (keyed by pid): the parent's is never
+- After ``fork`` the child's process slot is its own (keyed by pid): the parent's is never
   used in the child, and the child's producers attach anew.
 """
 
@@ -27,7 +27,7 @@ from shmkafka.shm.rings import Completion
 
 
 class Member(Protocol):
-    """What the attachment asks of each producer it serves (client.py's)."""
+    """What the process slot asks of each producer it serves (client.py's)."""
 
     def on_completion(self, completion: Completion) -> None:
         """Resolve this producer's records of the completion's batch."""
@@ -37,24 +37,24 @@ class Member(Protocol):
 
 
 RING_WAIT_S = 0.05
-_attachments: dict[tuple[str, int], Attachment] = {}
+_slots: dict[tuple[str, int], ProcessSlot] = {}
 # Re-entrant: a producer dropped without close() is released by a finalizer, which the
 # garbage collector may run in a thread that holds these locks already.
 _registry = threading.RLock()
 
 
 def _after_fork_in_child() -> None:
-    """The child starts with no attachment (the parent's are the parent's), and with locks
+    """The child starts with no process slot (the parent's are the parent's), and with locks
     no thread of the parent may hold."""
     global _registry
     _registry = threading.RLock()
-    _attachments.clear()
+    _slots.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Attachment:
+class ProcessSlot:
     def __init__(self, pool: SharedPool) -> None:
         self.pool = pool
         self.users = 0  # producers that joined and have not left
@@ -67,18 +67,18 @@ class Attachment:
         self._queue: deque[tuple[Member, Completion]] = deque()
 
     @classmethod
-    def join(cls, name: str, config: PoolConfig | None) -> Attachment:
-        """This process's attachment to pool ``name`` (``config``: create it so, or check
+    def join(cls, name: str, config: PoolConfig | None) -> ProcessSlot:
+        """This process's process slot to pool ``name`` (``config``: create it so, or check
         that it is so, as SharedPool.open does; None: attach as it is)."""
         key = (name, os.getpid())
         with _registry:
-            found = _attachments.get(key)
+            found = _slots.get(key)
             if found is not None and not found.pool.segment.is_current():
                 found = None  # the pool was removed (and maybe made anew) meanwhile
             if found is None:
                 if config is None and not SharedPool.exists(name):
                     config = PoolConfig()
-                found = _attachments[key] = cls(SharedPool.open(name, config))
+                found = _slots[key] = cls(SharedPool.open(name, config))
             elif config is not None and config != found.pool.config:
                 raise LayoutMismatchError(
                     f"pool {name!r} was created with other settings",
@@ -95,8 +95,8 @@ class Attachment:
             self.users -= 1
             last = self.users <= 0
             key = (self.pool.name, os.getpid())
-            if last and _attachments.get(key) is self:
-                del _attachments[key]
+            if last and _slots.get(key) is self:
+                del _slots[key]
         with self._lock:
             if handle in self._handles:
                 self._handles.remove(handle)
