@@ -3,8 +3,9 @@ files sharing the extension's ``_internal.h``). Each is the C twin of a Python m
 stays the reference:
 
 - ``pool/_append.c``: the append (``pool/accumulator.py``);
-- ``producer/_tracker.c``: the futures of a send (``producer/futures.py``);
-- ``producer/_entry.c``: send() and produce() for the common record (``producer/entry.py``);
+- ``producer/_tracker.c``: the futures of a send (``producer/futures.py``), and send() and
+  produce() for the common record (``_tracker_entry.c``; ``producer/entry.py``): one
+  extension, so that a send crosses into no other but the append's;
 - ``facades/confluent/_reports.c``: the confluent API's delivery reports
   (``facades/confluent/reports.py``).
 
@@ -31,10 +32,15 @@ EXTENSIONS = (
     ("pool/shmkafka/pool/_append", ("_append.c", "_append_setup.c", "_append_write.c"), ()),
     (
         "producer/shmkafka/producer/_tracker",
-        ("_tracker.c", "_tracker_futures.c", "_tracker_complete.c"),
+        (
+            "_tracker.c",
+            "_tracker_futures.c",
+            "_tracker_complete.c",
+            "_tracker_entry.c",
+            "_tracker_entry_switch.c",
+        ),
         ("pool/shmkafka/pool",),
     ),
-    ("producer/shmkafka/producer/_entry", ("_entry.c", "_entry_switch.c"), ("pool/shmkafka/pool",)),
     (
         "facades/shmkafka/facades/confluent/_reports",
         ("_reports.c",),

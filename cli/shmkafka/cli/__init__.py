@@ -119,8 +119,7 @@ def _version(args: argparse.Namespace) -> int:
 
 
 # the C extensions (hatch_build.py builds them), by folder under shmkafka/
-C_EXTENSIONS = ("pool/_append", "producer/_tracker", "producer/_entry",
-                "facades/confluent/_reports")  # fmt: skip
+C_EXTENSIONS = ("pool/_append", "producer/_tracker", "facades/confluent/_reports")
 
 
 def _c_extension() -> str:

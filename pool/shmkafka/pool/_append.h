@@ -1,6 +1,6 @@
 /*
  * The C append's interface for the other C parts (producer/_tracker.c and
- * producer/_entry.c), which are extensions of their own: they reach it
+ * its _tracker_entry.c), which are an extension of their own: they reach it
  * through a capsule (import_append_api), never by linking to it, so each
  * extension depends only on those below it (pool <- producer <- facades).
  *

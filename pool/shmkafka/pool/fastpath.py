@@ -82,7 +82,7 @@ _warned_not_built = False
 def fast_path_for(pool: SharedPool) -> FastAppend | None:
     """The pool's C fast path, or None (not built, or ``SHMKAFKA_PURE_PYTHON``)."""
     global _warned_not_built
-    if FastAppend is None and not _warned_not_built:
+    if FastAppend is None and not _warned_not_built and not native.turned_off():
         _warned_not_built = True
         log.warning(
             "shmkafka's C extension was not built (no C compiler at install?): every send "

@@ -21,13 +21,7 @@
  */
 #include "_tracker_internal.h"
 
-static const AppendAPI *append_api;    /* shmkafka.pool._append's */
-static PyTypeObject TrackerType;
-static PyObject *tracker_send(PyObject *tracker, PyObject *fast,
-                              PyObject *route, PyObject *topic,
-                              Py_ssize_t partition, PyObject *key,
-                              PyObject *value, PyObject *report,
-                              int want_future);
+const AppendAPI *append_api;
 
 /* ------------------------------------------------------------------------
  * Tracker: the futures of one producer handle.
@@ -272,7 +266,7 @@ Tracker_send(Tracker *self, PyObject *const *args, Py_ssize_t nargs)
                         partition, args[4], args[5], args[6], want_future);
 }
 
-static PyObject *
+PyObject *
 tracker_send(PyObject *tracker, PyObject *fast, PyObject *route,
              PyObject *topic, Py_ssize_t partition, PyObject *key,
              PyObject *value, PyObject *report, int want_future)
@@ -319,7 +313,7 @@ tracker_send(PyObject *tracker, PyObject *fast, PyObject *route,
     return future;
 }
 
-static Py_ssize_t
+Py_ssize_t
 tracker_outstanding(PyObject *tracker)
 {
     return ((Tracker *)tracker)->outstanding;
@@ -413,7 +407,7 @@ static PyMemberDef Tracker_members[] = {
     {NULL, 0, 0, 0, NULL}
 };
 
-static PyTypeObject TrackerType = {
+PyTypeObject TrackerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "shmkafka.producer._tracker.Tracker",
     .tp_basicsize = sizeof(Tracker),
@@ -447,7 +441,8 @@ tracker_exec(PyObject *module)
     if (PyModule_AddType(module, &BatchWaitType) < 0
         || PyModule_AddType(module, &FutureBaseType) < 0
         || PyModule_AddType(module, &TrackerType) < 0
-        || PyModule_AddFunctions(module, futures_functions) < 0)
+        || PyModule_AddFunctions(module, futures_functions) < 0
+        || entry_exec(module) < 0)
     {
         return -1;
     }
@@ -476,7 +471,8 @@ static PyModuleDef_Slot tracker_slots[] = {
 static struct PyModuleDef tracker_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "shmkafka.producer._tracker",
-    .m_doc = "The futures of a send in C (futures.py is the reference).",
+    .m_doc = "The futures of a send and the facades' C entries (futures.py and "
+             "entry.py are the reference).",
     .m_size = 0,
     .m_slots = tracker_slots,
 };

@@ -1,7 +1,7 @@
 /*
- * The tracker's interface for the C parts above it (producer/_entry.c and
- * the confluent facade's _reports.c), which are extensions of their own and
- * reach it through a capsule (import_tracker_api), never by linking to it.
+ * The tracker's interface for the C part above it (the confluent facade's
+ * _reports.c), an extension of its own that reaches it through a capsule
+ * (import_tracker_api), never by linking to it.
  * The futures' C types: BatchWait, this process's records in one generation
  * of one batch, and FutureBase, a record's facts and its batch's wait.
  *

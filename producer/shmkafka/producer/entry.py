@@ -1,5 +1,5 @@
 """The bases of the facades: ``send`` (KafkaProducer) and ``produce`` (Producer) in C for
-the common record (``_entry.c``, this module's C twin), and the append AIOKafkaProducer's
+the common record (``_tracker_entry.c``, this module's C twin), and the append AIOKafkaProducer's
 async ``send`` calls (``_fast_append``), or, when the extension is not built, these Python
 ones, which go straight to the facade's own Python method (``_send`` / ``_produce``).
 
@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from shmkafka.pool import native
 
-# the partitioners the C entry computes for keyed records (keyless: the pool's sticky one)
-PARTITION_NONE, PARTITION_MURMUR2, PARTITION_CRC32, PARTITION_RANDOM = 0, 1, 2, 3  # as _entry.c
+# the partitioners the C entry computes for keyed records (keyless: the pool's sticky one),
+# as _tracker_entry.c numbers them
+PARTITION_NONE, PARTITION_MURMUR2, PARTITION_CRC32, PARTITION_RANDOM = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,6 @@ if TYPE_CHECKING:
 else:
     try:
         native.check()
-        from shmkafka.producer._entry import AppendEntry, ProduceEntry, SendEntry
+        from shmkafka.producer._tracker import AppendEntry, ProduceEntry, SendEntry
     except ImportError:  # not built
         SendEntry, ProduceEntry, AppendEntry = PySendEntry, PyProduceEntry, PyAppendEntry

@@ -3,12 +3,12 @@
  * tracker and append (Client.bind_entry), _fast_guard sends every record to
  * the Python path once a word of shared memory changes (a fenced
  * transactional producer), _fast_disable unbinds it, and a fork turns it off
- * in the child (fork_generation). Part of the _entry extension
- * (_entry_internal.h).
+ * in the child (fork_generation). Part of the _tracker extension
+ * (_tracker_internal.h).
  *
  * The style is CPython's (PEP 7).
  */
-#include "_entry_internal.h"
+#include "_tracker_internal.h"
 
 int
 Entry_traverse(Entry *self, visitproc visit, void *arg)
@@ -64,7 +64,7 @@ Entry_fast_enable(Entry *self, PyObject *const *args, Py_ssize_t nargs)
                      nargs);
         return NULL;
     }
-    if (!PyObject_TypeCheck(args[0], tracker_api->tracker_type)
+    if (!PyObject_TypeCheck(args[0], &TrackerType)
         || !PyObject_TypeCheck(args[1], append_api->fast_append_type)
         || !PyDict_CheckExact(args[2]))
     {

@@ -27,10 +27,8 @@
  *
  * The style is CPython's (PEP 7).
  */
-#include "_entry_internal.h"
+#include "_tracker_internal.h"
 
-const AppendAPI *append_api;
-const TrackerAPI *tracker_api;
 unsigned long fork_generation;
 static uint32_t crc32_table[256];
 
@@ -194,7 +192,7 @@ SendEntry_send(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     if (partition == -1 && key == Py_None) {
         goto python;  /* no sticky partition yet: Python picks one */
     }
-    PyObject *future = tracker_api->send(self->tracker, self->fast, route, topic,
+    PyObject *future = tracker_send(self->tracker, self->fast, route, topic,
                                     partition, key, value, Py_None, 1);
     if (future == NULL || !PyLong_CheckExact(future)) {
         return future;
@@ -236,7 +234,7 @@ ProduceEntry_produce(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     Py_ssize_t waiting = PyObject_Length(self->unassigned);
     Py_ssize_t queued = PyObject_Length(self->reports);
     if (waiting != 0 || queued < 0
-        || tracker_api->outstanding(self->tracker) + queued >= self->max_messages)
+        || tracker_outstanding(self->tracker) + queued >= self->max_messages)
     {
         PyErr_Clear();
         goto python;  /* (Python raises the full queue's BufferError) */
@@ -264,7 +262,7 @@ ProduceEntry_produce(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     else {
         Py_INCREF(report);
     }
-    PyObject *done = tracker_api->send(self->tracker, self->fast, route, topic,
+    PyObject *done = tracker_send(self->tracker, self->fast, route, topic,
                                   partition, key, value, report, 0);
     Py_DECREF(report);
     if (done == NULL) {
@@ -307,7 +305,7 @@ AppendEntry_fast_append(Entry *self, PyObject *const *args, Py_ssize_t nargs)
     if (partition < -1 || (partition == -1 && key == Py_None)) {
         Py_RETURN_FALSE;
     }
-    PyObject *done = tracker_api->send(self->tracker, self->fast, route, topic,
+    PyObject *done = tracker_send(self->tracker, self->fast, route, topic,
                                   partition, key, value, args[3], 0);
     if (done == NULL) {
         return NULL;
@@ -350,7 +348,7 @@ static PyMethodDef AppendEntry_methods[] = {
 
 static PyTypeObject SendEntryType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._entry.SendEntry",
+    .tp_name = "shmkafka.producer._tracker.SendEntry",
     .tp_basicsize = sizeof(Entry),
     .tp_dealloc = (destructor)Entry_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -363,7 +361,7 @@ static PyTypeObject SendEntryType = {
 
 static PyTypeObject ProduceEntryType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._entry.ProduceEntry",
+    .tp_name = "shmkafka.producer._tracker.ProduceEntry",
     .tp_basicsize = sizeof(Entry),
     .tp_dealloc = (destructor)Entry_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -376,7 +374,7 @@ static PyTypeObject ProduceEntryType = {
 
 static PyTypeObject AppendEntryType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._entry.AppendEntry",
+    .tp_name = "shmkafka.producer._tracker.AppendEntry",
     .tp_basicsize = sizeof(Entry),
     .tp_dealloc = (destructor)Entry_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
@@ -411,16 +409,11 @@ intern_names(void)
     return 0;
 }
 
-static int
+int
 entry_exec(PyObject *module)
 {
     static int once;
 
-    if ((append_api = import_append_api()) == NULL
-        || (tracker_api = import_tracker_api()) == NULL)
-    {
-        return -1;
-    }
 
     if (!once) {
         for (uint32_t n = 0; n < 256; n++) {
@@ -448,29 +441,4 @@ entry_exec(PyObject *module)
         return -1;
     }
     return 0;
-}
-
-static PyModuleDef_Slot entry_slots[] = {
-    {Py_mod_exec, entry_exec},
-#ifdef Py_mod_multiple_interpreters
-    /* the types are static, shared by every interpreter */
-    {Py_mod_multiple_interpreters,
-     Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
-#endif
-    {0, NULL}
-};
-
-static struct PyModuleDef entry_module = {
-    PyModuleDef_HEAD_INIT,
-    .m_name = "shmkafka.producer._entry",
-    .m_doc = "send() and produce() for the common record in C "
-             "(entry.py's Python twins are the reference).",
-    .m_size = 0,
-    .m_slots = entry_slots,
-};
-
-PyMODINIT_FUNC
-PyInit__entry(void)
-{
-    return PyModuleDef_Init(&entry_module);
 }
