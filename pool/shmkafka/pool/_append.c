@@ -463,16 +463,7 @@ append_exec(PyObject *module)
     if (PyModule_AddType(module, &FastAppendType) < 0) {
         return -1;
     }
-    PyObject *capsule = PyCapsule_New((void *)&append_api,
-                                      APPEND_API_CAPSULE, NULL);
-    if (capsule == NULL) {
-        return -1;
-    }
-    if (PyModule_AddObject(module, "_API", capsule) < 0) {
-        Py_DECREF(capsule);
-        return -1;
-    }
-    return 0;
+    return add_api_capsule(module, &append_api, APPEND_API_CAPSULE);
 }
 
 static PyModuleDef_Slot append_slots[] = {

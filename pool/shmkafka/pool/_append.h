@@ -42,6 +42,24 @@ typedef struct {
 
 #define APPEND_API_CAPSULE "shmkafka.pool._append._API"
 
+/* Publish an extension's API (a static table) as its module's ``_API``
+ * capsule named ``name`` (a string literal): 0, or -1 with an exception.
+ * Every extension that others reach publishes its API this way. */
+static inline int
+add_api_capsule(PyObject *module, const void *api, const char *name)
+{
+    PyObject *capsule = PyCapsule_New((void *)api, name, NULL);
+
+    if (capsule == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "_API", capsule) < 0) {
+        Py_DECREF(capsule);
+        return -1;
+    }
+    return 0;
+}
+
 /* The API of shmkafka.pool._append (imported), or NULL with an exception. */
 static inline const AppendAPI *
 import_append_api(void)

@@ -446,16 +446,7 @@ tracker_exec(PyObject *module)
     {
         return -1;
     }
-    PyObject *capsule = PyCapsule_New((void *)&tracker_api,
-                                      TRACKER_API_CAPSULE, NULL);
-    if (capsule == NULL) {
-        return -1;
-    }
-    if (PyModule_AddObject(module, "_API", capsule) < 0) {
-        Py_DECREF(capsule);
-        return -1;
-    }
-    return 0;
+    return add_api_capsule(module, &tracker_api, TRACKER_API_CAPSULE);
 }
 
 static PyModuleDef_Slot tracker_slots[] = {
