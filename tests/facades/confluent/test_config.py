@@ -83,13 +83,13 @@ CONFIGURATIONS = [
 ]
 
 
-@pytest.mark.parametrize("conf", CONFIGURATIONS, ids=lambda conf: ",".join(map(str, conf)))
 def _default_pools() -> set[str]:
     """The pools of /dev/shm with a default name (the tests running beside this one name
     theirs after their process: ``shmkafka.t<pid>x...``)."""
     return {n for n in os.listdir("/dev/shm") if n.startswith("shmkafka.p")}
 
 
+@pytest.mark.parametrize("conf", CONFIGURATIONS, ids=lambda conf: ",".join(map(str, conf)))
 def test_configuration_outcome_is_confluent_kafkas(conf: dict[str, Any]) -> None:
     before = _default_pools()
     assert _outcome(Producer, conf) == _outcome(confluent_kafka.Producer, conf)
