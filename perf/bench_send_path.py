@@ -64,7 +64,10 @@ def measure(api: str, records: int, bootstrap: str) -> dict[str, float]:
             sys.executable, __file__, "--send", api, "--records", str(records),
             "--bootstrap", bootstrap,
         ]  # fmt: skip
-        subprocess.run(command, check=True, capture_output=True)
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            errors = [line for line in done.stderr.splitlines() if not line.startswith("==")]
+            raise RuntimeError(f"{api}: the counted run failed: {errors[-5:]}")
         annotated = subprocess.run(
             ["callgrind_annotate", "--inclusive=yes", out],
             check=True, capture_output=True, text=True,
