@@ -1,7 +1,12 @@
-"""``shmkafka.errors``: kafka-python's error names with shmkafka's own, the public module
-(``shmkafka.kafka.errors`` is the same under kafka-python's path). They are defined in the
-kafka-python facade (``shmkafka.facades.kafka_python.errors``), shmkafka's own in
-``shmkafka.pool.errors``."""
+"""``shmkafka.errors``: kafka-python's error names with shmkafka's own, the public module.
 
-from shmkafka.facades.kafka_python.errors import *  # noqa: F403
-from shmkafka.facades.kafka_python.errors import __all__ as __all__
+The names live in the kafka-python facade (``shmkafka.facades.kafka_python.errors``;
+shmkafka's own errors are defined in ``shmkafka.pool.errors``): this name is the same
+module, so every name it has is reachable here, as ``shmkafka.kafka.errors`` reaches it under
+kafka-python's path."""
+
+import sys
+
+from shmkafka.facades.kafka_python import errors as _errors
+
+sys.modules[__name__] = _errors  # (the import system hands out what sys.modules holds)

@@ -1,4 +1,4 @@
-"""The common record's send() / produce() in one C call (producer/_entry.c, _tracker.c)
+"""The common record's send() / produce() in one C call (producer/_tracker_entry.c, _tracker.c)
 against the Python path it must match (SHMKAFKA_PURE_PYTHON: no C at all), on Tansu: the
 same partitions (and the peers' own partitioners' choices), every record read back exactly
 once, reports and futures as before, the uncommon calls handed to Python unchanged, no

@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from shmkafka.pool.properties import add_property_arguments
+from shmkafka.cli.properties import add_property_arguments
 
 READER_PROPERTIES = ("parse.key", "key.separator", "ignore.error")
 
@@ -41,8 +41,8 @@ def _flag(value: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    from shmkafka.cli.properties import read_properties
     from shmkafka.confluent_kafka import KafkaException, Producer
-    from shmkafka.pool.properties import read_properties
 
     try:
         reader = read_properties(args.property, [])

@@ -19,11 +19,11 @@ import argparse
 import logging
 from typing import Any
 
-from shmkafka.errors import KafkaConfigurationError
+from shmkafka.cli.properties import add_property_arguments, literal, read_properties
 from shmkafka.facades.confluent import producer as confluent
 from shmkafka.facades.kafka_python import producer as kafka_python
 from shmkafka.pool.config import Config, SenderConfig
-from shmkafka.pool.properties import add_property_arguments, literal, read_properties
+from shmkafka.pool.errors import KafkaConfigurationError
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.sender import __main__ as sender_command
 from shmkafka.shm.errors import LayoutMismatchError

@@ -234,7 +234,7 @@ PyDoc_STRVAR(FastAppend_send_kv__doc__,
 "send_kv($self, route, partition, key, value, /)\n"
 "--\n"
 "\n"
-"The whole of ProducerHandle.send for a record without headers or\n"
+"The whole of Client.send for a record without headers or\n"
 "explicit timestamp. route = (directory_version, deque_ids) as the caller\n"
 "last read the directory; partition -1 = murmur2(key) % partitions (key\n"
 "required).\n"

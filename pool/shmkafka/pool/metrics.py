@@ -103,7 +103,7 @@ class PoolSample:
     processes: int = 0
     sender_up: bool = False
     sender_cpu_s: float = 0.0
-    internal_errors: int = 0  # (pool.py: internal_errors)
+    internal_errors: int = 0  # (shared_pool.py: internal_errors)
     sender: tuple[int, int] = (0, 0)  # the Sender's (pid, start time): whose counters these are
 
 

@@ -24,7 +24,7 @@
 const AppendAPI *append_api;
 
 /* ------------------------------------------------------------------------
- * Tracker: the futures of one producer handle.
+ * Tracker: the futures of one client (client.py).
  */
 
 
@@ -414,7 +414,7 @@ PyTypeObject TrackerType = {
     .tp_dealloc = (destructor)Tracker_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Tracker(cond, future_type, on_batch): the futures of one "
-              "producer handle (futures.py's PyTracker in C).",
+              "client (futures.py's PyTracker in C).",
     .tp_traverse = (traverseproc)Tracker_traverse,
     .tp_clear = (inquiry)Tracker_clear_refs,
     .tp_methods = Tracker_methods,

@@ -9,16 +9,16 @@
  * for every case not handled here.
  *
  * Rules:
- * - The facade turns the fast path on (_fast_enable) once its handle is up
+ * - The facade turns the fast path on (_fast_enable) once its client is up
  *   and off (_fast_disable) when it closes; a fork (any fork: uWSGI's does
  *   not run Python's at-fork hooks) turns it off in the child until the
- *   facade enables it again with the child's own handle.
+ *   facade enables it again with the child's own client.
  * - Nothing is written when a check fails: the Python path then starts the
  *   record from the beginning. When the append cannot be done here (a new
  *   batch, a moved directory) nothing was written either.
  * - Only records the Python path would send unchanged are taken here: bytes
  *   key (or None) and value, no headers, no partition, no timestamp, a topic
- *   whose route the handle already cached (so its name was checked), a
+ *   whose route the client already cached (so its name was checked), a
  *   partitioner this file knows.
  * - A guard (_fast_guard: a u32 of shared memory and the value it must hold)
  *   sends every record to the Python path once the word changed: a
@@ -282,7 +282,7 @@ PyDoc_STRVAR(AppendEntry_fast_append__doc__,
 "\n"
 "Append one keyless or keyed record to the pool's sticky or key's\n"
 "partition and register ``report`` for its outcome (handed to the\n"
-"handle's on_done); False when nothing was written and the facade's\n"
+"client's on_done); False when nothing was written and the facade's\n"
 "Python path must take the record (AIOKafkaProducer's common send).");
 
 static PyObject *

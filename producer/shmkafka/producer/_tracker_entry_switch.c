@@ -49,7 +49,7 @@ const char Entry_fast_enable__doc__[] = PyDoc_STR(
 "             on_delivery, reports, unassigned, max_messages, /)\n"
 "--\n"
 "\n"
-"Take the common record here, through the handle's C Tracker and\n"
+"Take the common record here, through the client's C Tracker and\n"
 "FastAppend and its route cache; records of size_precheck bytes or more\n"
 "take the Python path. partitioner: 1 murmur2, 2 crc32 (librdkafka's\n"
 "consistent_random), else the Python path for keyed records. The last\n"
@@ -127,7 +127,7 @@ Entry_fast_guard(Entry *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     /* The pointer is kept after the view is released. It stays valid while the
-     * C path is on: the facade turns it off (_fast_disable) before its handle
+     * C path is on: the facade turns it off (_fast_disable) before its client
      * unmaps the pool, and a guarded record is checked after ``tracker``. */
     char *base = (char *)view.buf;
     Py_ssize_t length = view.len;

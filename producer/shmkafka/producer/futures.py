@@ -108,7 +108,7 @@ class FutureBase:
 
 
 class PyTracker:
-    """The futures of one producer handle: the reference for the C ``Tracker``
+    """The futures of one client: the reference for the C ``Tracker``
     (``_tracker.c``, its C twin), whose methods do the same, and the path when it is not built.
 
     Rules: ``track`` takes the producer's lock (``cond``), the other methods run under it;

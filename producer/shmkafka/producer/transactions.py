@@ -172,6 +172,11 @@ class TransactionClient:
             raise TxnCallError(board.FENCED, 0, "a newer producer with the same transactional "
                                "id fenced this one")  # fmt: skip
 
+    @property
+    def call_open(self) -> bool:
+        """A call timed out and stays open (the next call of the same kind resumes it)."""
+        return self._open is not None
+
     def fast_guard(self) -> tuple[Any, int, int]:
         """The C entry's guard while a transaction is open: the owner generation's word
         must stay ours (a newer owner's INIT changes it). Within the transaction the C

@@ -1,2 +1,3 @@
-"""shmkafka.sender: the Sender process — metadata, connections, ready/drain, produce
-requests, retries, idempotence, lifecycle (see docs/internals.md)."""
+"""shmkafka.sender: the Sender process — metadata, connections, the round over the pool's
+ready()/drain() (pool/), produce requests, retries, idempotence, transactions, lifecycle; it
+imports neither the client nor a facade (see docs/internals.md)."""

@@ -255,7 +255,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         self._fast_disable()
         if self._client is None or self._loop is None:
             return
-        handle = self._client = self._client.in_this_process()
+        handle = self._client = self._handle = self._client.in_this_process()
         timeout = self._request_timeout_s
         with contextlib.suppress(KafkaError):  # (not done within the bound: the pool has them)
             await self._loop.run_in_executor(None, handle.close, timeout)
@@ -421,7 +421,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
     async def _partitions(self, topic: str) -> int:
         """The topic's partition count, awaited (never blocking) while the Sender fetches
         its metadata; KafkaTimeoutError after ``request_timeout_ms``."""
-        handle = self._client.in_this_process() if self._client is not None else None
+        handle = self._handle
         assert handle is not None
         entries = handle.pool.directory.partitions(topic)
         if entries is not None:

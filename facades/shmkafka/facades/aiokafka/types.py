@@ -11,7 +11,7 @@ import time
 from types import ModuleType, SimpleNamespace
 from typing import Any, NamedTuple
 
-from shmkafka import errors as shmkafka_errors
+from shmkafka.pool import errors as shmkafka_errors
 from shmkafka.producer.futures import Future, TopicPartition
 from shmkafka.protocol.records import HEADER_SIZE, record_size_bound
 

@@ -2,7 +2,7 @@
  * Delivery reports of the confluent API (Producer.poll() and flush()): the
  * common future's report is served here, in C: its Message is made and its
  * callback called; anything else goes to the Python hook (its Python twin:
- * producer.py's _serve_reports path). The futures it reads are the tracker's
+ * producer.py's _serve_report). The futures it reads are the tracker's
  * (producer/_tracker.c), reached through the tracker's capsule.
  *
  * Rules: every function runs with the GIL held. A report is popped from the

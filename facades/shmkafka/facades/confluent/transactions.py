@@ -112,7 +112,7 @@ class ConfluentTransactions(EntrySwitch):
 
     def init_transactions(self, timeout: float = -1) -> None:
         txn = self._transactions()
-        if txn.state != "UNINITIALIZED" and txn._open is None:  # (librdkafka: init once)
+        if txn.state != "UNINITIALIZED" and not txn.call_open:  # (librdkafka: init once)
             text = f"Operation not valid in state {STATE_NAMES[txn.state]}"
             raise KafkaException(KafkaError(KafkaError._STATE, text))
         self._run(txn, txn.init, _seconds(timeout))

@@ -24,11 +24,13 @@ from shmkafka.pool.errors import (
     KafkaTimeoutError,
     MemoryExhaustedError,
     NoBrokersAvailable,
-    PoolCapacityError,
     PoolError,
     PoolSettingsMismatchError,
     ResultLostError,
     TransactionAbortedError,
+)
+from shmkafka.pool.errors import (
+    PoolCapacityError as PoolCapacityError,
 )
 from shmkafka.protocol import broker_errors
 from shmkafka.protocol.broker_errors import *  # noqa: F403  (the broker error classes)
@@ -139,7 +141,6 @@ __all__ = [
     "NoError",
     "NoOffsetForPartitionError",
     "NodeNotReadyError",
-    "PoolCapacityError",
     "PoolError",
     "PoolSettingsMismatchError",
     "QuotaViolationError",
