@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path clean
+.PHONY: spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions clean
 
 C_SOURCES := $(wildcard pool/shmkafka/pool/_*.[ch] producer/shmkafka/producer/_*.[ch] \
 		facades/shmkafka/facades/confluent/_*.[ch])
@@ -96,6 +96,11 @@ bench-calls: $(STAMP)
 # Instructions per call of the send path, counted by callgrind (valgrind, Debian's package)
 bench-send-path: $(STAMP)
 	$(BIN)/python perf/bench_send_path.py
+
+# Instructions per record by process (app, Sender, broker) at 100 B to 100 KB, by callgrind
+bench-instructions: $(STAMP)
+	$(BIN)/python perf/bench_instructions.py
+	$(BIN)/python perf/bench_instructions.py --value-kind realistic
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
