@@ -44,7 +44,7 @@ EXTENSIONS = (
     (
         "facades/shmkafka/facades/confluent/_reports",
         ("_reports.c",),
-        ("producer/shmkafka/producer",),
+        ("producer/shmkafka/producer", "pool/shmkafka/pool"),
     ),
 )
 

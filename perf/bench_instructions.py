@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -58,6 +59,13 @@ def app(bootstrap: str, pool: str, size: int, records: int, value_kind: str) -> 
     print("done", flush=True)
     sys.stdin.readline()
     producer.close()
+
+
+def said(process: subprocess.Popen[str], timeout_s: float) -> str:
+    """The next line the app prints, waited for at most ``timeout_s`` ("": none came)."""
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], timeout_s)
+    return process.stdout.readline().strip() if ready else ""
 
 
 def callgrind(out: Path, *command: str) -> list[str]:
@@ -144,13 +152,13 @@ def run(folder: Path, size: int, records: int, value_kind: str) -> dict[str, flo
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=quiet, text=True,
         )  # fmt: skip
         assert client.stdin is not None and client.stdout is not None
-        if client.stdout.readline().strip() != "ready":
+        if said(client, 600) != "ready":
             raise RuntimeError("the app did not warm up")
         pids = (client.pid, sender.pid, broker.pid)
         instrument(True, *pids)
         client.stdin.write("go\n")
         client.stdin.flush()
-        if client.stdout.readline().strip() != "done":
+        if said(client, 1800) != "done":
             raise RuntimeError("the app did not finish")
         instrument(False, *pids)
         client.stdin.write("exit\n")

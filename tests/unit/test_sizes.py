@@ -7,10 +7,8 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SOURCE_ROOTS = (
-    "producer", "facades", "sender", "pool", "shm", "protocol", "broker_stub", "perf", "cli",
-)  # fmt: skip
+from tests.unit.test_imports import ROOT, SOURCE_ROOTS
+
 MAX_LINES, MAX_FUNCTION = 600, 80
 # a C function in PEP 7's style: its name at column 0 after its type's line, to the first
 # closing brace at column 0

@@ -60,18 +60,27 @@ add_api_capsule(PyObject *module, const void *api, const char *name)
     return 0;
 }
 
+/* The API table another extension publishes as ``module``'s ``_API`` capsule
+ * named ``capsule``, or NULL with an exception. (PyCapsule_Import imports only
+ * the package: the module is imported first.) */
+static inline const void *
+import_api(const char *module, const char *capsule)
+{
+    PyObject *imported = PyImport_ImportModule(module);
+
+    if (imported == NULL) {
+        return NULL;
+    }
+    Py_DECREF(imported);
+    return PyCapsule_Import(capsule, 0);
+}
+
 /* The API of shmkafka.pool._append (imported), or NULL with an exception. */
 static inline const AppendAPI *
 import_append_api(void)
 {
-    /* (PyCapsule_Import imports only the package: the module first) */
-    PyObject *module = PyImport_ImportModule("shmkafka.pool._append");
-
-    if (module == NULL) {
-        return NULL;
-    }
-    Py_DECREF(module);
-    return (const AppendAPI *)PyCapsule_Import(APPEND_API_CAPSULE, 0);
+    return (const AppendAPI *)import_api("shmkafka.pool._append",
+                                         APPEND_API_CAPSULE);
 }
 
 #endif

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "_append.h"  /* (import_api) */
+
 typedef struct {
     PyObject_HEAD
     PyObject *cond;
@@ -56,14 +58,8 @@ typedef struct {
 static inline const TrackerAPI *
 import_tracker_api(void)
 {
-    /* (PyCapsule_Import imports only the package: the module first) */
-    PyObject *module = PyImport_ImportModule("shmkafka.producer._tracker");
-
-    if (module == NULL) {
-        return NULL;
-    }
-    Py_DECREF(module);
-    return (const TrackerAPI *)PyCapsule_Import(TRACKER_API_CAPSULE, 0);
+    return (const TrackerAPI *)import_api("shmkafka.producer._tracker",
+                                          TRACKER_API_CAPSULE);
 }
 
 /* time.monotonic(), in seconds: a report's start and its latency. */
