@@ -2,7 +2,7 @@
 workload: the figures that do not move with this machine's load.
 
     make bench-instructions      # or: .venv/bin/python perf/bench_instructions.py
-        [--sizes 100,1000,10000,100000] [--value-kind compressible|realistic]
+        [--sizes 100,1000,10000,100000] [--value-kind compressible|realistic] [--keep DIR]
 
 For each record size, one app process sends N records through ``KafkaProducer.send`` (lz4,
 acks=1, linger 5 ms, keys over 10,007 names, 16 partitions) to a sidecar Sender
@@ -177,6 +177,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--value-kind", default="compressible",
                         choices=("compressible", "realistic"))  # fmt: skip
+    parser.add_argument("--keep", metavar="DIR",
+                        help="keep the callgrind outputs here (for callgrind_annotate)")
     parser.add_argument("--app", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.app:
@@ -188,7 +190,9 @@ def main() -> None:
     print(f"instructions per record, {args.value_kind} values, KafkaProducer.send, lz4, acks=1")
     print(f"{'size':>7} {'N':>7} " + " ".join(f"{name:>10}" for name in PROCESSES)
           + f" {'all':>10} {'per byte':>9}")  # fmt: skip
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = args.keep or scratch
+        Path(folder).mkdir(parents=True, exist_ok=True)
         for size in (int(size) for size in args.sizes.split(",")):
             records = RECORDS.get(size, max(200, 2_000_000 // max(size, 1)))
             per = run(Path(folder), size, records, args.value_kind)

@@ -3,10 +3,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 
 import pytest
 
+from shmkafka.pool import bufferpool
 from shmkafka.pool.bufferpool import SlabRun
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
@@ -120,3 +122,53 @@ def test_killed_waiter_leaks_nothing(pool: SharedPool) -> None:
     assert pool.check_invariants() == []
     again = pool.buffers.allocate(1000, 100)  # the dead waiter does not block the queue
     pool.buffers.commit(again)
+
+
+def _wait_in_thread(pool: SharedPool, want: int, got: list[object]) -> threading.Thread:
+    def run() -> None:
+        try:
+            run = pool.buffers.allocate(1000, 20_000, want)
+            pool.buffers.commit(run)
+            got.append(run)
+        except Exception as exc:  # noqa: BLE001  (the test asserts on it)
+            got.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while pool.buffers.waiters() < 1:
+        assert time.monotonic() < deadline, "the allocation never queued"
+        time.sleep(0.002)
+    return thread
+
+
+def test_a_waiter_holds_out_for_the_run_it_wants(
+    pool: SharedPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bufferpool, "RUN_PATIENCE_S", 30.0)
+    runs = _take_all(pool)
+    got: list[object] = []
+    thread = _wait_in_thread(pool, 4, got)
+    pool.buffers.deallocate(runs[10])  # a crumb: it wakes the waiter, which lets it be
+    time.sleep(0.2)
+    assert got == [] and pool.buffers.waiters() == 1
+    for run in runs[20:24]:
+        pool.buffers.deallocate(run)
+    thread.join(10)
+    assert got == [SlabRun(20, 4)]
+    assert pool.buffers.used_map()[10] == 0  # the crumb is still free
+
+
+def test_a_waiter_takes_a_shorter_run_once_its_patience_is_over(
+    pool: SharedPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bufferpool, "RUN_PATIENCE_S", 0.3)
+    runs = _take_all(pool)
+    got: list[object] = []
+    start = time.monotonic()
+    thread = _wait_in_thread(pool, 4, got)
+    pool.buffers.deallocate(runs[10])
+    thread.join(10)
+    waited = time.monotonic() - start
+    assert got == [SlabRun(10, 1)]
+    assert 0.25 <= waited < 5  # (not before the patience, nor at max_block_ms)

@@ -14,6 +14,10 @@ Contract (as Kafka's BufferPool, across processes):
   wakes the head: a queue left from a moment of exhaustion must not turn every later
   allocation into a hand-off between processes (a convoy). Threads of one process queue on
   a process-local lock first.
+- Runs under pressure: a process that had to wait takes the run it wants (its partition's
+  batch size) or, if none is free, holds out for it up to ``RUN_PATIENCE_S`` (woken by each
+  free) before it takes the longest shorter run. Taking the first crumb would keep every
+  later batch as short as the crumbs, and the Sender's cost per record high.
 - Crash safety: an allocation is recorded in the owner's slot (``pending``) before the free
   map marks it used, and stays recorded until a batch owns it; the reclaimer of a dead slot
   frees a pending run no batch owns. A dead waiter is dropped from the queue by whoever
@@ -50,7 +54,12 @@ from shmkafka.shm.slots import SlotTable
 
 POLL_S = 0.05
 _FREE_RUN = re.compile(b"\x00+")
-PLENTY_FRACTION = 8  # memory is short while fewer than 1/8 of the slabs are free
+PLENTY_FRACTION = 8
+# While memory is short, a waiter holds out this long for the run it wants before it takes
+# a shorter one: freed batches sit next to each other (next fit) and merge into long runs
+# within a response or two, where taking the first crumb keeps every later batch as short
+# as the crumbs (and the Sender's cost per record up). Within max_block_ms, always.
+RUN_PATIENCE_S = 0.05  # memory is short while fewer than 1/8 of the slabs are free
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,7 @@ class BufferPool:
                     return run
             self._enqueue()
         sem = self._sem(self.slot)
+        patience = time.monotonic() + min(RUN_PATIENCE_S, max_block_ms / 2000)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -131,15 +141,21 @@ class BufferPool:
                     f"({self.free_slabs()} of {self.num_slabs} slabs free)"
                 )
             woken = True
+            holding_out = patience - time.monotonic()
             try:
-                sem.acquire(min(remaining, POLL_S))
+                sem.acquire(min(remaining, POLL_S, holding_out if holding_out > 0 else POLL_S))
             except posix_ipc.BusyError:
                 woken = False
             with self.locks.held(POOL_LOCK):
                 # A dead head wakes nobody: its liveness (a /proc read, under the pool lock
                 # every allocation and free needs) is checked only after a wait in vain.
                 queue = self._queue() if woken else self._drop_dead_head()
-                if queue and queue[0] == self.slot and (run := self._take(count, want)) is not None:
+                least = want if time.monotonic() < patience else count  # (RUN_PATIENCE_S)
+                if (
+                    queue
+                    and queue[0] == self.slot
+                    and (run := self._take(count, want, least)) is not None
+                ):
                     self._dequeue()
                     if self.free_slabs():  # the next in line only when there is some for it
                         self._wake_head()
@@ -180,7 +196,7 @@ class BufferPool:
 
     # ------------------------------------------------------------------ under the pool lock
 
-    def _take(self, count: int, want: int | None = None) -> SlabRun | None:
+    def _take(self, count: int, want: int | None = None, least: int = 0) -> SlabRun | None:
         """The first free run of ``want`` slabs from the allocation cursor on (next fit:
         batches are freed about in the order they were taken, so the memory ahead of the
         cursor is one long hole, where first fit packs new batches between old ones),
@@ -196,7 +212,7 @@ class BufferPool:
             runs = [m.span() for m in _FREE_RUN.finditer(freemap)]
             first, end = max(runs, key=lambda r: r[1] - r[0], default=(-1, -1))
             length = end - first
-        if first < 0 or length < count:
+        if first < 0 or length < max(count, least):
             return None
         run = SlabRun(first, length)
         # Record the allocation in our slot first: if we die before a batch owns it, the
