@@ -177,8 +177,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--value-kind", default="compressible",
                         choices=("compressible", "realistic"))  # fmt: skip
-    parser.add_argument("--keep", metavar="DIR",
-                        help="keep the callgrind outputs here (for callgrind_annotate)")
+    parser.add_argument(
+        "--keep", metavar="DIR", help="keep the callgrind outputs here (for callgrind_annotate)"
+    )
     parser.add_argument("--app", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.app:

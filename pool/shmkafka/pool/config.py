@@ -259,11 +259,15 @@ class Config:
     pool: PoolConfig
     pool_name: str | None = None
     max_block_ms: int = 60_000
+    # How long an append waits for room in a full pool (None: max_block_ms); the
+    # confluent-kafka API, whose other calls block for nothing, waits a little here.
+    memory_block_ms: int | None = None
 
     @classmethod
     def build(
-        cls, sender: dict[str, Any], pool: dict[str, Any], pool_name: str | None, max_block_ms: int
-    ) -> Config:
+        cls, sender: dict[str, Any], pool: dict[str, Any], pool_name: str | None,
+        max_block_ms: int, memory_block_ms: int | None = None,
+    ) -> Config:  # fmt: skip
         try:
             sender_config = SenderConfig(**sender)
             blob = json.dumps(sender_config.identity(), sort_keys=True)
@@ -276,9 +280,10 @@ class Config:
                 validate_pool_name(pool_name)
         except (KafkaError, ShmError, TypeError, ValueError) as exc:
             raise KafkaConfigurationError(str(exc)) from None
-        if not isinstance(max_block_ms, int) or max_block_ms < 0:
-            raise KafkaConfigurationError(f"max_block_ms must be >= 0, got {max_block_ms!r}")
-        return cls(sender_config, pool_config, pool_name, max_block_ms)
+        for name, value in (("max_block_ms", max_block_ms), ("memory_block_ms", memory_block_ms)):
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise KafkaConfigurationError(f"{name} must be >= 0, got {value!r}")
+        return cls(sender_config, pool_config, pool_name, max_block_ms, memory_block_ms)
 
     def default_pool_name(self) -> str:
         digest = hashlib.sha256(f"{os.getuid()}\n{self.pool.to_json().decode()}".encode())

@@ -98,7 +98,8 @@ class Client(Results, SenderEvents):
         name = config.chosen_pool_name
         try:
             client = cls(name, dataclasses.asdict(config.sender), pool_config=config.pool,
-                         max_block_ms=config.max_block_ms, sender_log=sender_log)  # fmt: skip
+                         max_block_ms=config.max_block_ms,
+                         memory_block_ms=config.memory_block_ms, sender_log=sender_log)  # fmt: skip
         except PoolSettingsMismatchError:
             with kafka_errors:
                 segment = Segment.attach(name)
@@ -132,6 +133,7 @@ class Client(Results, SenderEvents):
         *,
         pool_config: PoolConfig | None = None,
         max_block_ms: int = 60_000,
+        memory_block_ms: int | None = None,
         start_sender: bool = True,
         sender_log: str | None = None,
         sender_idle_exit_ms: int | None = None,
@@ -145,7 +147,9 @@ class Client(Results, SenderEvents):
             self.pool: SharedPool = self.slot.pool
             try:
                 self.accumulator = RecordAccumulator(
-                    self.pool, max_block_ms=max_block_ms, fast_path=fast_path
+                    self.pool,
+                    max_block_ms=max_block_ms if memory_block_ms is None else memory_block_ms,
+                    fast_path=fast_path,
                 )
                 self._sender_sem = sender_semaphore(pool)  # the Sender's doorbell
             except BaseException:

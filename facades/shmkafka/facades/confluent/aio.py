@@ -43,6 +43,7 @@ class _LoopProducer(Producer):
     """shmkafka's Producer whose delivery reports run on an event loop."""
 
     loop: asyncio.AbstractEventLoop | None = None
+    _room_wait_ms = 0  # produce() runs on the loop: a full pool is awaited, not waited in
 
     def _queue_reports(self, futures: list[Future]) -> None:
         if self._settings["report_only_errors"]:

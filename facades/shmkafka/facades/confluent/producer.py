@@ -11,8 +11,10 @@ Rules:
 - Reports are queued by the completion thread in offset order per batch (so in order per
   partition) and served only from ``poll``/``flush``; an exception raised by a callback
   propagates out of that call, as in confluent-kafka.
-- ``produce`` raises ``BufferError`` when ``queue.buffering.max.messages`` records are
-  pending (counting reports not yet served) or when the pool has no memory right now.
+- ``produce`` raises ``BufferError`` at once when ``queue.buffering.max.messages`` records
+  are pending (counting unserved reports), as librdkafka does; a full pool (which librdkafka
+  has not: its queue bounds one producer) is waited for up to ``ROOM_WAIT_MS``, in the kernel,
+  first. (A record refused at once would take the first crumb freed: small batches.)
 - A record for a topic not yet in the pool's directory waits in this process (librdkafka's
   unassigned queue) until the Sender has its metadata; it fails with ``_MSG_TIMED_OUT``
   after ``message.timeout.ms``. Without ``bootstrap.servers`` there is no pool at all: every
@@ -77,6 +79,9 @@ NO_BOOTSTRAP = (
 )
 
 
+ROOM_WAIT_MS = 20  # produce()'s wait for room in a full pool (see Rules)
+
+
 class Producer(ConfluentTransactions, ProduceEntry):
     """confluent-kafka's Producer, its records batched with every other process of the
     pool (``shmkafka.pool`` picks it; default: one per distinct configuration).
@@ -86,6 +91,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
     frees its handle: the completion thread holds it only weakly."""
 
     _closed = True  # until __init__ has run (a subclass may skip it)
+    _room_wait_ms = ROOM_WAIT_MS  # (0 in a subclass that must never block: an event loop's)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if "_settings" in self.__dict__:
@@ -135,7 +141,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
         if s["bootstrap_servers"] is None:
             return None  # nothing can be sent: records wait, then time out
         try:
-            settings = _settings_of(s)
+            settings = _settings_of(s, self._room_wait_ms)
         except KafkaConfigurationError as exc:
             raise KafkaException(KafkaError(KafkaError._INVALID_ARG, text_of(exc))) from None
         try:
@@ -579,9 +585,9 @@ class Producer(ConfluentTransactions, ProduceEntry):
 __all__ = ["Producer"]
 
 
-def _settings_of(s: dict[str, Any]) -> Config:
+def _settings_of(s: dict[str, Any], room_wait_ms: int = ROOM_WAIT_MS) -> Config:
     return Config.build(Producer._sender_settings(s), Producer._pool_settings(s), s["pool"],
-                          max_block_ms=0)  # fmt: skip
+                        max_block_ms=0, memory_block_ms=room_wait_ms)  # fmt: skip
 
 
 def settings_for(conf: dict[str, Any]) -> Config:
