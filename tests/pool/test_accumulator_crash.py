@@ -78,8 +78,8 @@ def _install(point: str, acc: RecordAccumulator, pool: SharedPool, n: int) -> No
     elif point == "holding_pool_lock":
         original_take = pool.buffers._take
 
-        def take(count: int, want: int | None = None) -> Any:
-            run = original_take(count, want)
+        def take(count: int, want: int | None = None, least: int = 0) -> Any:
+            run = original_take(count, want, least)
             tick()  # the free map is marked, the pool lock is held
             return run
 

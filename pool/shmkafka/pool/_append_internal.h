@@ -24,6 +24,10 @@
 #error "the pool layout is little-endian; use the pure-Python path here"
 #endif
 
+/* Memory is short while fewer than 1/PLENTY_FRACTION of the slabs are free
+ * (bufferpool.py's PLENTY_FRACTION). */
+#define PLENTY_FRACTION 8
+
 /* Tries at a taken lock before the slow path takes over. */
 #define SPIN_TRIES 200
 

@@ -203,11 +203,22 @@ find_run(const char *freemap, Py_ssize_t num_slabs, Py_ssize_t want,
     return best;
 }
 
-/* Take a run of `want` free slabs (or the longest shorter one) as
- * BufferPool.allocate does in its common case (nobody queued for memory,
- * nothing pending in our slot), recording it as pending in our slot first.
- * Returns the first slab and sets *count, or -1 (Python allocates: it may
- * wait or queue). */
+/* Free slabs in the free map (BufferPool.free_slabs). */
+static Py_ssize_t
+free_slabs(const char *freemap, Py_ssize_t num_slabs)
+{
+    Py_ssize_t free = 0;
+    for (Py_ssize_t i = 0; i < num_slabs; i++) {
+        free += freemap[i] == 0;
+    }
+    return free;
+}
+
+/* Take a run of `want` free slabs (or, with memory plenty, the longest
+ * shorter one) as BufferPool.allocate does in its common case (nobody queued
+ * for memory, nothing pending in our slot), recording it as pending in our
+ * slot first. Returns the first slab and sets *count, or -1 (Python
+ * allocates: it may wait for the run it wants, RUN_PATIENCE_S, or queue). */
 static Py_ssize_t
 take_run(FastAppend *self, Py_ssize_t want, Py_ssize_t *count)
 {
@@ -224,6 +235,11 @@ take_run(FastAppend *self, Py_ssize_t want, Py_ssize_t *count)
         char *freemap = buf + self->freemap_at;
         Py_ssize_t cursor = (Py_ssize_t)rd32(buf + self->alloc_cursor_at);
         first = find_run(freemap, self->num_slabs, want, cursor, count);
+        if (first >= 0 && *count < want
+            && free_slabs(freemap, self->num_slabs)
+                   < 1 + self->num_slabs / PLENTY_FRACTION) {
+            first = -1;  /* memory is short: Python holds out for `want` */
+        }
         if (first >= 0) {
             wr32(buf + self->alloc_cursor_at, (uint32_t)(first + *count));
             wr32(buf + self->pending_first_at, (uint32_t)first);

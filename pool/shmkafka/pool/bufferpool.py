@@ -14,10 +14,11 @@ Contract (as Kafka's BufferPool, across processes):
   wakes the head: a queue left from a moment of exhaustion must not turn every later
   allocation into a hand-off between processes (a convoy). Threads of one process queue on
   a process-local lock first.
-- Runs under pressure: a process that had to wait takes the run it wants (its partition's
-  batch size) or, if none is free, holds out for it up to ``RUN_PATIENCE_S`` (woken by each
-  free) before it takes the longest shorter run. Taking the first crumb would keep every
-  later batch as short as the crumbs, and the Sender's cost per record high.
+- Runs under pressure: while memory is short, an allocation takes the run it wants (its
+  partition's batch size) or, if none is free, queues and holds out for it up to
+  ``RUN_PATIENCE_S`` (woken by each free) before it takes the longest shorter run. Taking
+  the first crumb would keep every later batch as short as the crumbs, and the Sender's
+  cost per record high. (The C append takes a shorter run only while memory is plenty.)
 - Crash safety: an allocation is recorded in the owner's slot (``pending``) before the free
   map marks it used, and stays recorded until a batch owns it; the reclaimer of a dead slot
   frees a pending run no batch owns. A dead waiter is dropped from the queue by whoever
@@ -121,8 +122,10 @@ class BufferPool:
     ) -> SlabRun:
         with self.locks.held(POOL_LOCK):
             waiting = self._queue() != []
-            if not waiting or self.free_slabs() >= count + self.num_slabs // PLENTY_FRACTION:
-                run = self._take(count, want)
+            short = self.free_slabs() < count + self.num_slabs // PLENTY_FRACTION
+            if not waiting or not short:
+                # (memory short: the run it wants, or it queues and holds out for it)
+                run = self._take(count, want, want if short and max_block_ms > 0 else count)
                 if run is not None:
                     if waiting:
                         self._wake_head()  # (they may take from the plenty too)
