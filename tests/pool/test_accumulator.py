@@ -47,7 +47,7 @@ def test_append_drain_finalize_decode(pool: SharedPool, fast_path: bool) -> None
     assert pool.batches.state(batch.batch_id) == SEALED
     assert batch.info.appenders == {pool.slot}
     out = decode_batch(
-        bytes(
+        b"".join(
             acc.finalize(
                 batch, BatchMeta(base_offset=40, producer_id=3, producer_epoch=1, base_sequence=7)
             )
@@ -121,7 +121,7 @@ def test_record_larger_than_batch_size_gets_its_own_run(pool: SharedPool, fast_p
     info = pool.batches.read(result.batch_id)
     assert info.slab_count == 4 and info.record_count == 1
     (batch,) = acc.drain([info.deque_id], 1 << 20)
-    assert decode_batch(bytes(acc.finalize(batch))).records[0].value == bytes(3000)
+    assert decode_batch(b"".join(acc.finalize(batch))).records[0].value == bytes(3000)
     acc.complete(batch)
     assert pool.buffers.free_slabs() == pool.config.num_slabs
 

@@ -89,7 +89,7 @@ def test_drain_trims_the_unfilled_tail_and_sizes_the_next_batch(
     assert growing.buffers.free_slabs() == GROWING.num_slabs - used  # the tails came back
     deque_id = drained[-1].info.deque_id
     assert growing.deques.run_hint(deque_id) == 1  # what the last one filled (not its run)
-    records = [r.value for b in drained for r in decode_batch(bytes(acc.finalize(b))).records]
+    records = [r.value for b in drained for r in decode_batch(b"".join(acc.finalize(b))).records]
     assert records == [VALUE] * 60
     for batch in drained:
         acc.complete(batch)

@@ -53,7 +53,7 @@ def drainer(name: str, procs: int, count: int, partitions: int, results: Any) ->
                 time.sleep(0.001)
                 continue
             for batch in drained:
-                decoded = decode_batch(bytes(acc.finalize(batch)))
+                decoded = decode_batch(b"".join(acc.finalize(batch)))
                 batches += 1
                 for record in decoded.records:
                     proc, seq = struct.unpack_from(">II", record.value or b"")

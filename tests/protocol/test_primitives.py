@@ -5,6 +5,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shmkafka.protocol.errors import DecodeError, EncodeError
+from shmkafka.protocol.messages.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 from shmkafka.protocol.primitives import (
     Reader,
     Writer,
@@ -117,3 +122,15 @@ def test_short_read_names_type_and_offset() -> None:
         Reader(b"\x00\x01\x02", pos=1).int32("partition")
     assert info.value.what == "partition"
     assert info.value.offset == 1
+
+
+def test_a_produce_request_writes_parts_as_one_blob_without_joining_them() -> None:
+    header, payload = b"h" * 61, bytes(range(256)) * 40  # (a large piece)
+    joined = ProduceRequest(acks=1, timeout_ms=100, topic_data=(
+        TopicProduceData("t", (PartitionProduceData(0, header + payload),)),))  # fmt: skip
+    split = ProduceRequest(acks=1, timeout_ms=100, topic_data=(
+        TopicProduceData("t", (PartitionProduceData(0, (header, payload)),)),))  # fmt: skip
+    for version in (3, 9):
+        assert split.encode(version) == joined.encode(version)
+        pieces = split.encode_into(Writer(by_reference=True), version).take_pieces()
+        assert any(piece is payload for piece in pieces)  # written from where it is

@@ -19,6 +19,7 @@ from shmkafka.protocol.records import (
     decode_batches,
     encode_record_tail,
     finalize_batch,
+    finalize_batch_parts,
     frame_record,
     make_attributes,
     record_size_bound,
@@ -215,3 +216,15 @@ def test_transaction_markers_are_read_from_control_batches_only() -> None:
     assert markers_of(batch(encode_marker_key(ControlType.ABORT), control=False)) == []
     with pytest.raises(DecodeError, match="type 7"):
         markers_of(batch(b"\x00\x00\x00\x07", control=True))
+
+
+def test_a_compressed_batchs_parts_join_to_finalize_batchs_bytes() -> None:
+    built = [frame_record(i, i, encode_record_tail(b"k%d" % i, b"v" * 3000)) for i in range(5)]
+    records = b"".join(built)
+    facts = {"record_count": 5, "last_offset_delta": 4, "base_timestamp": 1000,
+             "max_timestamp": 1004, "meta": BatchMeta(compression=CompressionType.LZ4)}  # fmt: skip
+    buf = bytearray(HEADER_SIZE) + records
+    parts = finalize_batch_parts(bytearray(buf), len(buf), **facts)  # type: ignore[arg-type]
+    assert len(parts) == 2 and len(parts[0]) == HEADER_SIZE
+    assert b"".join(parts) == finalize_batch(bytearray(buf), len(buf), **facts)  # type: ignore[arg-type]
+    assert [r.value for r in decode_batch(b"".join(parts)).records] == [b"v" * 3000] * 5

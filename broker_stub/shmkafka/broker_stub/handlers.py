@@ -205,8 +205,10 @@ class Handlers(TxnHandlers):
         for topic in request.topic_data:
             answers = []
             for data in topic.partition_data:
+                records = data.records  # (decoded from the wire: one blob, never parts)
+                assert not isinstance(records, tuple)
                 answer, wait = self._produce_partition(
-                    topic.name, data.index, data.records, request.acks
+                    topic.name, data.index, records, request.acks
                 )
                 if answer.error_code:
                     self.errors_sent[answer.error_code] += 1

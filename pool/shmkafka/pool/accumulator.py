@@ -36,9 +36,10 @@ from shmkafka.protocol.records import (
     HEADER_SIZE,
     RECORD_OVERHEAD,
     BatchMeta,
+    BatchParts,
     HeaderInput,
     encode_record_tail,
-    finalize_batch,
+    finalize_batch_parts,
     frame_record,
     record_size_bound,
 )
@@ -464,15 +465,15 @@ class RecordAccumulator:
             else:
                 deques.push_first(deque_id, batch.batch_id)
 
-    def finalize(self, batch: DrainedBatch, meta: BatchMeta | None = None) -> memoryview | bytes:
-        """Fill the batch header (and CRC) in place, or compress into new bytes."""
+    def finalize(self, batch: DrainedBatch, meta: BatchMeta | None = None) -> BatchParts:
+        """Fill the batch header (and CRC) in place, or compress: the batch's parts."""
         meta = meta or BatchMeta()
         info = self.pool.batches.read(batch.batch_id)
         if meta.producer_id >= 0:
             self.pool.batches.set_producer_state(
                 batch.batch_id, meta.producer_id, meta.producer_epoch, meta.base_sequence
             )
-        return finalize_batch(
+        return finalize_batch_parts(
             self.pool.batches.data(info),
             info.write_pos,
             record_count=info.record_count,

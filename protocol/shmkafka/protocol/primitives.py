@@ -162,10 +162,22 @@ class Writer:
         else:
             self.int32(-1 if n is None else n)
 
-    def bytes_(self, v: bytes | bytearray | memoryview | None, compact: bool) -> None:
-        self.length(None if v is None else len(v), compact)
-        if v is None:
+    def bytes_(
+        self, v: bytes | bytearray | memoryview | tuple[Buffer, ...] | None, compact: bool
+    ) -> None:
+        """A length-prefixed blob: one buffer, or a tuple of parts written as their
+        concatenation (a compressed batch's header and records, never joined in memory)."""
+        if type(v) is tuple:
+            self.length(sum(len(part) for part in v), compact)
+            for part in v:
+                self._blob(part)
             return
+        assert not isinstance(v, tuple)
+        self.length(None if v is None else len(v), compact)
+        if v is not None:
+            self._blob(v)
+
+    def _blob(self, v: Buffer) -> None:
         if self.pieces is not None and len(v) >= LARGE_PIECE:
             self.pieces += (self.buf, v)
             self.size += len(self.buf) + len(v)

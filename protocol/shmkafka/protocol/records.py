@@ -26,7 +26,8 @@ key (varint length, -1 = null), value (likewise), header count varint, then per 
 Rules:
 - The accumulator writes records uncompressed right after a reserved header
   (``HEADER_SIZE``); ``finalize_batch`` fills the header in place, or, when compressing,
-  returns new bytes holding the header and the compressed records.
+  returns new bytes holding the header and the compressed records
+  (``finalize_batch_parts``: the two apart, for a scatter-gather write without a copy).
 - Decoding never raises IndexError or struct.error: every failure is a DecodeError subclass
   naming the batch's base offset and the byte position.
 """
@@ -254,6 +255,29 @@ def finalize_batch(
     Without compression the header is written in place and a view of ``buf[:records_end]``
     is returned; with compression the result is new bytes.
     """
+    parts = finalize_batch_parts(
+        buf, records_end, record_count=record_count, last_offset_delta=last_offset_delta,
+        base_timestamp=base_timestamp, max_timestamp=max_timestamp, meta=meta,
+    )  # fmt: skip
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+BatchParts = tuple[memoryview] | tuple[bytes, bytes]
+
+
+def finalize_batch_parts(
+    buf: bytearray | memoryview,
+    records_end: int,
+    *,
+    record_count: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    meta: BatchMeta = BatchMeta(),
+) -> BatchParts:
+    """``finalize_batch``'s batch as parts to be written in order: a view of
+    ``buf[:records_end]`` with its header filled in place, or (compressed) the header and
+    the compressed records, apart."""
     compression = meta.compression
     out: bytearray | memoryview
     payload = b""
@@ -286,9 +310,9 @@ def finalize_batch(
     if payload:  # the header is apart from the compressed records: one copy joins them
         crc = _crc32c()(payload, _crc32c()(memoryview(out)[_ATTRIBUTES_AT:]))
         _CRC.pack_into(out, _CRC_AT, crc)
-        return bytes(out) + payload
+        return bytes(out), payload
     _CRC.pack_into(out, _CRC_AT, _crc32c()(memoryview(out)[_ATTRIBUTES_AT:end]))
-    return memoryview(out)[:end]
+    return (memoryview(out)[:end],)
 
 
 # --------------------------------------------------------------------------- decoding

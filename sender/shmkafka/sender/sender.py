@@ -304,8 +304,9 @@ class Sender:
                 continue
             meta = self._batch_meta(batch, producer_id, epoch)
             data = self.accumulator.finalize(batch, meta)  # writes the sequence to shm first
-            self.stats.batch_bytes += len(data)
-            self.compression_ratio.observe(batch.info.write_pos, len(data))
+            size = sum(len(part) for part in data)  # (header and records: never joined)
+            self.stats.batch_bytes += size
+            self.compression_ratio.observe(batch.info.write_pos, size)
             if self.config.enable_idempotence and batch.info.base_sequence < 0:
                 self.pool.deques.set_next_sequence(
                     batch.info.deque_id, meta.base_sequence + batch.info.record_count
@@ -313,7 +314,9 @@ class Sender:
             self.accumulator.mark_in_flight(batch)
             self.in_flight[batch.info.deque_id] += 1
             self.in_flight_sequences[batch.info.deque_id].add(meta.base_sequence)
-            by_topic[batch.topic].append(PartitionProduceData(batch.partition, data))
+            by_topic[batch.topic].append(
+                PartitionProduceData(batch.partition, data[0] if len(data) == 1 else data)
+            )
             self.stats.batches_sent += 1
             self.stats.records_sent += batch.info.record_count
         request = ProduceRequest(

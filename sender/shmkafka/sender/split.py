@@ -23,7 +23,7 @@ def split_batch(acc: RecordAccumulator, batch: DrainedBatch, now_ms: int) -> lis
     original records (see ``completion_for``). Raises BufferExhaustedError if the
     halves find no memory at once."""
     info = acc.pool.batches.read(batch.batch_id)
-    records = decode_batch(bytes(acc.finalize(batch))).records
+    records = decode_batch(b"".join(acc.finalize(batch))).records
     parent = (
         (info.parent_batch, info.parent_generation, info.parent_delta)
         if info.parent_batch != NO_PARENT

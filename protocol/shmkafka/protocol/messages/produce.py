@@ -10,8 +10,11 @@ from shmkafka.protocol.schema import Array, Message, kf
 @dataclass(frozen=True)
 class PartitionProduceData:
     index: int = kf("int32")
-    # (a memoryview of a batch in shared memory is written from there, not copied)
-    records: bytes | memoryview | None = kf("records", nullable="0+")
+    # (a memoryview of a batch in shared memory is written from there, not copied; a
+    # tuple is written as the concatenation of its parts: see finalize_batch_parts)
+    records: bytes | memoryview | tuple[bytes | memoryview, ...] | None = kf(
+        "records", nullable="0+"
+    )
 
 
 @dataclass(frozen=True)
