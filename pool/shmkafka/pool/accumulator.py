@@ -32,6 +32,7 @@ from shmkafka.pool.batches import BatchInfo, publish_record
 from shmkafka.pool.bufferpool import SlabRun
 from shmkafka.pool.fastpath import FastAppend, fast_path_for
 from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.protocol.compression import BlockMap
 from shmkafka.protocol.records import (
     HEADER_SIZE,
     RECORD_OVERHEAD,
@@ -465,8 +466,11 @@ class RecordAccumulator:
             else:
                 deques.push_first(deque_id, batch.batch_id)
 
-    def finalize(self, batch: DrainedBatch, meta: BatchMeta | None = None) -> BatchParts:
-        """Fill the batch header (and CRC) in place, or compress: the batch's parts."""
+    def finalize(
+        self, batch: DrainedBatch, meta: BatchMeta | None = None, map_blocks: BlockMap = map
+    ) -> BatchParts:
+        """Fill the batch header (and CRC) in place, or compress (its blocks by
+        ``map_blocks``): the batch's parts, to be written in order."""
         meta = meta or BatchMeta()
         info = self.pool.batches.read(batch.batch_id)
         if meta.producer_id >= 0:
@@ -474,14 +478,11 @@ class RecordAccumulator:
                 batch.batch_id, meta.producer_id, meta.producer_epoch, meta.base_sequence
             )
         return finalize_batch_parts(
-            self.pool.batches.data(info),
-            info.write_pos,
-            record_count=info.record_count,
-            last_offset_delta=info.record_count - 1,
-            base_timestamp=info.base_timestamp,
-            max_timestamp=info.max_timestamp,
-            meta=meta,
-        )
+            self.pool.batches.data(info), info.write_pos,
+            record_count=info.record_count, last_offset_delta=info.record_count - 1,
+            base_timestamp=info.base_timestamp, max_timestamp=info.max_timestamp, meta=meta,
+            map_blocks=map_blocks,
+        )  # fmt: skip
 
     def post_completion(self, batch: DrainedBatch, completion: Completion) -> list[int]:
         """Post one result to every process that appended to the batch, then wake them

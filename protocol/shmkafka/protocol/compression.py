@@ -5,7 +5,10 @@
   of up to 32 KiB, each a 4-byte big-endian length and a raw snappy block); read in either
   the xerial framing or as one raw snappy block (librdkafka and others write raw).
 - lz4: an LZ4 frame with independent 64 KiB blocks and no content size, which Kafka's
-  ``Lz4BlockInputStream`` and librdkafka both read; levels 0–16.
+  ``Lz4BlockInputStream`` and librdkafka both read; levels 0–16. The frame is built here
+  from ``lz4.block`` blocks (the format's header, each block's size, the end mark), so that
+  its blocks can be compressed side by side (``compress_parts``' ``map_blocks``) and
+  written as parts, never joined.
 - zstd: a zstd frame (``zstandard``), levels -131072–22.
 
 The codec libraries are imported on first use: app processes never compress (the Sender
@@ -20,6 +23,7 @@ import gzip
 import importlib
 import struct
 import zlib
+from collections.abc import Callable, Iterable
 from types import ModuleType
 
 from shmkafka.protocol.errors import DecodeError, EncodeError, UnsupportedCompressionError
@@ -71,6 +75,59 @@ def check_level(codec: CompressionType, level: int | None) -> None:
         raise EncodeError(f"{codec.name.lower()} level must be within {lo}..{hi}, got {level}")
 
 
+Buffer = bytes | memoryview
+BlockMap = Callable[[Callable[[memoryview], tuple[bytes, Buffer]], list[memoryview]],
+                    Iterable[tuple[bytes, Buffer]]]  # fmt: skip
+LZ4_BLOCK = 64 * 1024
+_LZ4_STORED = 0x80000000  # a block's size word: the block is stored as it is
+_LZ4_END = bytes(4)
+_U32LE = struct.Struct("<I")
+
+
+@functools.cache
+def _lz4_frame_header() -> bytes:
+    """The frame header (magic, flags: independent 64 KiB blocks, no checksums, no content
+    size; its checksum byte) as lz4.frame writes it."""
+    empty: bytes = _library("lz4.frame").compress(
+        b"", block_size=_library("lz4.frame").BLOCKSIZE_MAX64KB, block_linked=False,
+        content_checksum=False, store_size=False,
+    )  # fmt: skip
+    return empty[:7]
+
+
+def lz4_block(level: int, block: memoryview) -> tuple[bytes, Buffer]:
+    """One frame block: its size word, and the compressed block (or ``block`` itself when
+    it does not shrink, as the format allows)."""
+    library = _library("lz4.block")
+    if level >= 3:  # (the frame's levels: below 3 the fast compressor, as lz4frame.c)
+        out: bytes = library.compress(block, mode="high_compression", compression=level,
+                                      store_size=False)  # fmt: skip
+    else:
+        out = library.compress(block, store_size=False)
+    if len(out) >= len(block):
+        return _U32LE.pack(len(block) | _LZ4_STORED), block
+    return _U32LE.pack(len(out)), out
+
+
+def compress_parts(
+    codec: CompressionType, data: bytes | memoryview, level: int | None = None,
+    map_blocks: BlockMap = map,
+) -> tuple[Buffer, ...]:  # fmt: skip
+    """``compress``'s output as parts to be written in order (lz4: the frame's header, each
+    block's size word and body, the end mark; ``map_blocks`` compresses the blocks, in
+    order, as ``map`` does: on several threads if it likes)."""
+    check_level(codec, level)
+    if codec != CompressionType.LZ4:
+        return (compress(codec, data, level),)
+    view = memoryview(data)
+    blocks = [view[at : at + LZ4_BLOCK] for at in range(0, len(view), LZ4_BLOCK)]
+    parts: list[Buffer] = [_lz4_frame_header()]
+    for size, body in map_blocks(functools.partial(lz4_block, level or 0), blocks):
+        parts += (size, body)
+    parts.append(_LZ4_END)
+    return tuple(parts)
+
+
 def compress(codec: CompressionType, data: bytes | memoryview, level: int | None = None) -> bytes:
     check_level(codec, level)
     if codec == CompressionType.NONE:
@@ -80,16 +137,7 @@ def compress(codec: CompressionType, data: bytes | memoryview, level: int | None
     if codec == CompressionType.SNAPPY:
         return _xerial_compress(data)
     if codec == CompressionType.LZ4:
-        lz4_frame = _library("lz4.frame")
-        out: bytes = lz4_frame.compress(
-            data,
-            compression_level=level or 0,
-            block_size=lz4_frame.BLOCKSIZE_MAX64KB,
-            block_linked=False,
-            content_checksum=False,
-            store_size=False,
-        )
-        return out
+        return b"".join(compress_parts(codec, data, level))
     if codec == CompressionType.ZSTD:
         cctx = _library("zstandard").ZstdCompressor(
             level=LEVELS[codec][2] if level is None else level

@@ -40,7 +40,12 @@ import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from shmkafka.protocol.compression import CompressionType, compress, decompress
+from shmkafka.protocol.compression import (
+    BlockMap,
+    CompressionType,
+    compress_parts,
+    decompress,
+)
 from shmkafka.protocol.errors import (
     CorruptRecordBatchError,
     DecodeError,
@@ -262,7 +267,7 @@ def finalize_batch(
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-BatchParts = tuple[memoryview] | tuple[bytes, bytes]
+BatchParts = tuple[bytes | memoryview, ...]
 
 
 def finalize_batch_parts(
@@ -274,22 +279,24 @@ def finalize_batch_parts(
     base_timestamp: int,
     max_timestamp: int,
     meta: BatchMeta = BatchMeta(),
+    map_blocks: BlockMap = map,
 ) -> BatchParts:
     """``finalize_batch``'s batch as parts to be written in order: a view of
     ``buf[:records_end]`` with its header filled in place, or (compressed) the header and
-    the compressed records, apart."""
+    the compressed records' parts (``compress_parts``, its ``map_blocks``), apart."""
     compression = meta.compression
     out: bytearray | memoryview
-    payload = b""
+    payload: tuple[bytes | memoryview, ...] = ()
     if compression == CompressionType.NONE:
         out = buf
         end = records_end
     else:
-        payload = compress(
-            compression, memoryview(buf)[HEADER_SIZE:records_end], meta.compression_level
-        )
+        payload = compress_parts(
+            compression, memoryview(buf)[HEADER_SIZE:records_end], meta.compression_level,
+            map_blocks,
+        )  # fmt: skip
         out = bytearray(HEADER_SIZE)
-        end = HEADER_SIZE + len(payload)
+        end = HEADER_SIZE + sum(len(part) for part in payload)
     _HEADER.pack_into(
         out,
         0,
@@ -307,10 +314,12 @@ def finalize_batch_parts(
         meta.base_sequence,
         record_count,
     )
-    if payload:  # the header is apart from the compressed records: one copy joins them
-        crc = _crc32c()(payload, _crc32c()(memoryview(out)[_ATTRIBUTES_AT:]))
+    if payload:  # the header apart from the compressed records' parts, never joined
+        crc = _crc32c()(memoryview(out)[_ATTRIBUTES_AT:])
+        for part in payload:
+            crc = _crc32c()(part, crc)
         _CRC.pack_into(out, _CRC_AT, crc)
-        return bytes(out), payload
+        return (bytes(out), *payload)
     _CRC.pack_into(out, _CRC_AT, _crc32c()(memoryview(out)[_ATTRIBUTES_AT:end]))
     return (memoryview(out)[:end],)
 

@@ -42,13 +42,14 @@ from shmkafka.protocol.messages import (
     ProduceResponse,
 )
 from shmkafka.protocol.messages.produce import PartitionProduceData, TopicProduceData
-from shmkafka.protocol.records import HEADER_SIZE, TRANSACTIONAL_BIT, BatchMeta
+from shmkafka.protocol.records import HEADER_SIZE
 from shmkafka.sender.authentication import SaslSettings
+from shmkafka.sender.compressors import Compressors
 from shmkafka.sender.connection import ClientResponse, Network, NetworkClient
 from shmkafka.sender.idle import IdleTopics
 from shmkafka.sender.integrity import quarantine_damaged
 from shmkafka.sender.metadata import Metadata
-from shmkafka.sender.sequences import reset_sequences, resume_in_flight
+from shmkafka.sender.sequences import batch_meta, reset_sequences, resume_in_flight
 from shmkafka.sender.split import split_batch
 from shmkafka.sender.tls import client_context
 from shmkafka.sender.tokens import token_source
@@ -110,6 +111,7 @@ class Sender:
         self.metadata = Metadata(pool, config.metadata_max_age_ms, config.retry_backoff_ms)
         self.drainer = Drainer()
         self.compression_ratio = CompressionRatio()
+        self.compressors = Compressors()
         self.stats = SenderCounters()
         self.in_flight: dict[int, int] = defaultdict(int)  # deque id → batches in flight
         self.in_flight_sequences: dict[int, set[int]] = defaultdict(set)
@@ -235,6 +237,7 @@ class Sender:
         )  # fmt: skip
 
     def close(self) -> None:
+        self.compressors.close()
         self.network.close()
         self.accumulator.close()
 
@@ -302,8 +305,11 @@ class Sender:
             if problem is not None:
                 self._fail_corrupt(batch, problem)
                 continue
-            meta = self._batch_meta(batch, producer_id, epoch)
-            data = self.accumulator.finalize(batch, meta)  # writes the sequence to shm first
+            meta = batch_meta(
+                self.pool, self.config, self.txn is not None, batch, (producer_id, epoch)
+            )
+            # (the sequence to shm first; the blocks compressed side by side: compressors.py)
+            data = self.accumulator.finalize(batch, meta, self.compressors.map)
             size = sum(len(part) for part in data)  # (header and records: never joined)
             self.stats.batch_bytes += size
             self.compression_ratio.observe(batch.info.write_pos, size)
@@ -332,26 +338,6 @@ class Sender:
         )  # written at once when the socket takes it
         faultpoints.reached("sender.after_send")
         self.stats.produce_requests += 1
-
-    def _batch_meta(self, batch: DrainedBatch, producer_id: int, epoch: int) -> BatchMeta:
-        """The batch header's facts: compression, and the idempotent producer's sequence
-        (the batch keeps the one it was first sent with; a new batch takes the next)."""
-        if not self.config.enable_idempotence:
-            return BatchMeta(
-                compression=self.config.compression,
-                compression_level=self.config.compression_level,
-            )
-        sequence = batch.info.base_sequence
-        if sequence < 0:
-            sequence = self.pool.deques.next_sequence(batch.info.deque_id)
-        return BatchMeta(
-            compression=self.config.compression,
-            compression_level=self.config.compression_level,
-            attributes=TRANSACTIONAL_BIT if self.txn is not None else 0,
-            producer_id=producer_id,
-            producer_epoch=epoch,
-            base_sequence=sequence,
-        )
 
     # ------------------------------------------------------------------ responses
 

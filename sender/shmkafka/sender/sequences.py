@@ -1,5 +1,6 @@
-"""The idempotent producer's sequences in the pool, when the Sender loses them (a new
-producer id) or takes over from a dead Sender (batches it had in flight).
+"""The idempotent producer's sequences in the pool: the one a batch is sent with, and what
+the Sender does when it loses them (a new producer id) or takes over from a dead Sender
+(batches it had in flight).
 
 Rules:
 - A reset runs only with nothing in flight (the caller waits): it drops the producer id,
@@ -13,11 +14,31 @@ from __future__ import annotations
 
 import logging
 
-from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.protocol.records import TRANSACTIONAL_BIT, BatchMeta
 from shmkafka.shm.layout import DIRECTORY_LOCK
 
 log = logging.getLogger("shmkafka.sender")
+
+
+def batch_meta(
+    pool: SharedPool, config: SenderConfig, transactional: bool, batch: DrainedBatch,
+    producer: tuple[int, int],
+) -> BatchMeta:  # fmt: skip
+    """The batch header's facts: compression, and the idempotent producer's (id, epoch)
+    and sequence (the batch keeps the one it was first sent with; a new one takes the next)."""
+    if not config.enable_idempotence:
+        return BatchMeta(compression=config.compression, compression_level=config.compression_level)
+    sequence = batch.info.base_sequence
+    if sequence < 0:
+        sequence = pool.deques.next_sequence(batch.info.deque_id)
+    return BatchMeta(
+        compression=config.compression, compression_level=config.compression_level,
+        attributes=TRANSACTIONAL_BIT if transactional else 0, producer_id=producer[0],
+        producer_epoch=producer[1], base_sequence=sequence,
+    )  # fmt: skip
 
 
 def reset_sequences(
