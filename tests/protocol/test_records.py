@@ -225,7 +225,7 @@ def test_a_compressed_batchs_parts_join_to_finalize_batchs_bytes() -> None:
              "max_timestamp": 1004, "meta": BatchMeta(compression=CompressionType.LZ4)}  # fmt: skip
     buf = bytearray(HEADER_SIZE) + records
     parts = finalize_batch_parts(bytearray(buf), len(buf), **facts)  # type: ignore[arg-type]
-    # the batch header, then the lz4 frame's: its header, a block's size word and body, the end
-    assert [len(p) for p in parts][:3] == [HEADER_SIZE, 7, 4] and parts[-1] == bytes(4)
+    # the batch header, then the lz4 frame's: its header, each block with its size, the end
+    assert [len(p) for p in parts][:2] == [HEADER_SIZE, 7] and parts[-1] == bytes(4)
     assert b"".join(parts) == finalize_batch(bytearray(buf), len(buf), **facts)  # type: ignore[arg-type]
     assert [r.value for r in decode_batch(b"".join(parts)).records] == [b"v" * 3000] * 5

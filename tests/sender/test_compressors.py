@@ -95,4 +95,4 @@ def test_a_workers_exception_is_raised_on_the_senders_thread() -> None:
 
 
 def test_the_workers_follow_the_cores() -> None:
-    assert [workers_for(n) for n in (None, 1, 2, 3, 64)] == [0, 0, 1, 2, 3]
+    assert [workers_for(n) for n in (None, 1, 2, 3, 4, 5, 64)] == [0, 0, 0, 0, 2, 3, 3]

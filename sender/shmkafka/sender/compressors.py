@@ -13,7 +13,8 @@ Rules:
 - ``map`` is ``map``'s contract: the results in the items' order. A batch of fewer than
   ``PARALLEL_MIN_BLOCKS`` blocks is compressed on the Sender's thread alone (handing work
   over costs tens of microseconds; a block costs about 200).
-- Workers: ``min(COMPRESSION_THREADS, cores - 1)``, none on one core, made on first use.
+- Workers: ``min(COMPRESSION_THREADS, cores - 2)`` from ``MIN_CORES`` cores on, made on
+  first use; none below.
 - A worker's exception is raised on the Sender's thread, as if compressed there.
 """
 
@@ -29,13 +30,16 @@ R = TypeVar("R")
 
 PARALLEL_MIN_BLOCKS = 2
 COMPRESSION_THREADS = 3
+MIN_CORES = 4
 
 
 def workers_for(cpus: int | None) -> int:
-    """How many compression threads beside the Sender's a host of ``cpus`` cores gets."""
-    if cpus is None or cpus < 2:
+    """How many compression threads beside the Sender's a host of ``cpus`` cores gets: none
+    below ``MIN_CORES`` (on 2 cores the apps, the Sender and a local broker already use
+    both, and a worker there cost more in hand-offs than it saved: docs/performance.md)."""
+    if cpus is None or cpus < MIN_CORES:
         return 0
-    return min(COMPRESSION_THREADS, cpus - 1)
+    return min(COMPRESSION_THREADS, cpus - 2)
 
 
 class Compressors:
