@@ -221,6 +221,9 @@ register_record(Tracker *self, PyObject *topic, const Facts *facts,
         {
             goto done;
         }
+        if (report != Py_None) {
+            ((FutureBase *)future)->listed = 1;  /* its completion reports it */
+        }
     }
     result = want_future && future != NULL ? Py_NewRef(future)
                                            : Py_NewRef(Py_None);

@@ -15,6 +15,7 @@ class Future:
     _callbacks: Any
     _wait: Any
     flags: int
+    _listed: int
     header_size: int
     key_size: int
     offset_delta: int

@@ -416,8 +416,10 @@ class Client(Results, SenderEvents):
         # (the facade's ``report`` goes with the registration, so the completion thread
         # queues it exactly once)
         future = self._tracker.track(topic, facts, report, want_future)
-        if report is not None and self.on_done is not None and future.is_done:
-            self.on_done([future])  # its completion came first
+        if report is not None and self.on_done is not None and not future._listed:
+            # Its completion came first, so no one else reports it. (Not "is done now": a
+            # completion handled since the registration reports it, and this would again.)
+            self.on_done([future])
         if result.batch_is_full or result.new_batch_created:
             self._wake_sender()
         return future if want_future else None

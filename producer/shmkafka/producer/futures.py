@@ -80,17 +80,19 @@ class BatchWait:
             return False
         if future not in self.listed:
             self.listed.append(future)
+        future._listed = True
         return True
 
 
 class FutureBase:
     """A record's facts and its batch's wait (the C extension has the same type)."""
 
-    __slots__ = ("_callbacks", "_wait", "flags", "header_size", "key_size", "offset_delta",
-                 "partition", "registration", "report", "timestamp", "topic",
+    __slots__ = ("_callbacks", "_listed", "_wait", "flags", "header_size", "key_size",
+                 "offset_delta", "partition", "registration", "report", "timestamp", "topic",
                  "value_size")  # fmt: skip
 
     _callbacks: list[Callable[[Future], None]] | None
+    _listed: bool  # listed in its wait: its completion will report it
     _wait: BatchWait
     flags: int
     header_size: int
@@ -141,7 +143,7 @@ class PyTracker:
                  future.timestamp, future.key_size, future.value_size,
                  future.header_size) = facts  # fmt: skip
                 future._wait, future.topic, future.report = wait, topic, report
-                future._callbacks = None
+                future._callbacks, future._listed = None, False
             if wait.completions and wait.outcome(facts[3]) is not None:
                 return future  # its completion came first: done already
             wait.deltas.append(facts[3])
@@ -150,6 +152,7 @@ class PyTracker:
             if report is not None:
                 assert future is not None
                 wait.listed.append(future)
+                future._listed = True
             return future
 
     def complete(self, registration: int, first: int, last: int, completion: Completion,
