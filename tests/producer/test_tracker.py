@@ -89,6 +89,27 @@ def _complete(tracker: Any, cond: threading.Condition) -> Callable[[], None]:
 
 
 @pytest.mark.parametrize("make", _trackers())
+def test_a_report_whose_completion_came_during_its_registration_goes_to_on_came_first(
+    make: Any,
+) -> None:
+    """No completion will report a record registered after its completion was handled: the
+    tracker hands it to ``on_came_first``, once. (The C send path returned None for it, with
+    no future wanted: its report was lost, one record in a million at P=16.)"""
+    cond = threading.Condition()
+    tracker = make(cond)
+    came_first: list[Any] = []
+    tracker.on_came_first = came_first.append
+    facts = (REGISTRATION, 0, 0, 0, 1_000, -1, 3, -1)
+    other = (REGISTRATION + 1, 0, 0, 0, 1_000, -1, 3, -1)  # (another batch's: listed)
+    tracker.track("topic", other, ("listed",), False)
+    with on_collection_inside("track", _complete(tracker, cond)):
+        tracker.track("topic", facts, ("report",), False)
+    assert [f.report for f in came_first] == [("report",)]  # (not the listed one)
+    assert came_first[0].is_done and came_first[0].get(0).offset == 100
+    assert tracker.outstanding == 1  # (the listed one waits for its own completion)
+
+
+@pytest.mark.parametrize("make", _trackers())
 def test_a_completion_during_the_registration_of_its_first_record_resolves_it(make: Any) -> None:
     """The record's wait is made in the registration; a completion handled while it is
     being made must land in the same wait (the old C tracker made a second one, replaced

@@ -34,6 +34,7 @@ Tracker_traverse(Tracker *self, visitproc visit, void *arg)
     Py_VISIT(self->cond);
     Py_VISIT(self->future_type);
     Py_VISIT(self->on_batch);
+    Py_VISIT(self->on_came_first);
     Py_VISIT(self->waits);
     for (int i = 0; i < CACHE_SIZE; i++) {
         Py_VISIT(self->cache[i].wait);
@@ -55,6 +56,7 @@ Tracker_clear_refs(Tracker *self)
     Py_CLEAR(self->cond);
     Py_CLEAR(self->future_type);
     Py_CLEAR(self->on_batch);
+    Py_CLEAR(self->on_came_first);
     Py_CLEAR(self->waits);
     clear_cache(self);
     return 0;
@@ -95,6 +97,7 @@ Tracker_init(Tracker *self, PyObject *args, PyObject *kwargs)
     self->cond = Py_NewRef(cond);
     self->future_type = Py_NewRef(future_type);
     self->on_batch = Py_NewRef(on_batch);
+    self->on_came_first = Py_NewRef(Py_None);
     self->waits = waits;
     self->outstanding = 0;
     return 0;
@@ -221,9 +224,17 @@ register_record(Tracker *self, PyObject *topic, const Facts *facts,
         {
             goto done;
         }
-        if (report != Py_None) {
-            ((FutureBase *)future)->listed = 1;  /* its completion reports it */
+    }
+    else if (report != Py_None && self->on_came_first != NULL
+             && self->on_came_first != Py_None)
+    {
+        /* Its completion came first (handled while the future was being made:
+         * the allocation may run Python code), so none will report it. */
+        PyObject *called = PyObject_CallOneArg(self->on_came_first, future);
+        if (called == NULL) {
+            PyErr_WriteUnraisable(self->on_came_first);
         }
+        Py_XDECREF(called);
     }
     result = want_future && future != NULL ? Py_NewRef(future)
                                            : Py_NewRef(Py_None);
@@ -407,6 +418,9 @@ static PyMemberDef Tracker_members[] = {
      "Records registered and not yet completed."},
     {"waits", T_OBJECT, offsetof(Tracker, waits), READONLY, NULL},
     {"cond", T_OBJECT, offsetof(Tracker, cond), READONLY, NULL},
+    {"on_came_first", T_OBJECT_EX, offsetof(Tracker, on_came_first), 0,
+     "Called with the future of a record with a report whose completion came before "
+     "its registration: no completion will report it."},
     {NULL, 0, 0, 0, NULL}
 };
 

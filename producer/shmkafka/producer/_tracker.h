@@ -37,7 +37,6 @@ typedef struct {
     Py_ssize_t partition, key_size, value_size, header_size;
     unsigned int offset_delta;
     int flags;
-    int listed;  /* listed in its wait: its completion will report it */
 } FutureBase;
 
 typedef struct {

@@ -15,7 +15,6 @@ class Future:
     _callbacks: Any
     _wait: Any
     flags: int
-    _listed: int
     header_size: int
     key_size: int
     offset_delta: int
@@ -31,6 +30,7 @@ class Tracker:
     outstanding: int
     waits: dict[int, BatchWait]
     cond: Any
+    on_came_first: Any
     def __init__(self, cond: Any, future_type: type[Any], on_batch: Any) -> None: ...
     def send(
         self,

@@ -156,7 +156,6 @@ BatchWait_listen(BatchWait *self, PyObject *future)
     if (listed < 0 || (!listed && PyList_Append(self->listed, future) < 0)) {
         return NULL;
     }
-    ((FutureBase *)future)->listed = 1;
     Py_RETURN_TRUE;
 }
 
@@ -256,7 +255,6 @@ static PyMemberDef FutureBase_members[] = {
     {"header_size", T_PYSSIZET, FB(header_size), 0, NULL},
     {"offset_delta", T_UINT, FB(offset_delta), 0, NULL},
     {"flags", T_INT, FB(flags), 0, NULL},
-    {"_listed", T_INT, FB(listed), 0, NULL},
     {NULL, 0, 0, 0, NULL}
 };
 

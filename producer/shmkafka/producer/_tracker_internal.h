@@ -34,6 +34,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *cond, *future_type, *on_batch;
+    PyObject *on_came_first;  /* called with a reported future done at registration */
     PyObject *waits;        /* {registration: BatchWait} */
     Py_ssize_t outstanding;
     CacheEntry cache[CACHE_SIZE];

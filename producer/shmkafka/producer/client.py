@@ -193,6 +193,7 @@ class Client(Results, SenderEvents):
             PyTracker(self._cond, Future) if self._fast is None or Tracker is None
             else Tracker(self._cond, Future, self._on_batch)
         )  # fmt: skip
+        self._tracker.on_came_first = self._report_came_first
         self._next_retire = 0.0
         self._next_liveness = 0.0
         self._suspects: set[int] = set()  # registrations unheld at the last liveness check
@@ -338,6 +339,13 @@ class Client(Results, SenderEvents):
         except SHM_ERRORS as exc:  # (a try costs nothing unless something is raised)
             raise kafka_error(exc) from exc
 
+    def _report_came_first(self, future: Future) -> None:
+        """The tracker's hook for a record with a report whose completion was handled before
+        its registration: no completion will hand it to ``on_done``, so this does."""
+        on_done = self.on_done
+        if on_done is not None:
+            on_done([future])
+
     def _on_batch(self, topic: str, flags: int, partition: int) -> None:
         """The C Tracker's hook for a record that filled its batch or opened one the
         Sender must hear of."""
@@ -415,11 +423,7 @@ class Client(Results, SenderEvents):
         )  # fmt: skip
         # (the facade's ``report`` goes with the registration, so the completion thread
         # queues it exactly once)
-        future = self._tracker.track(topic, facts, report, want_future)
-        if report is not None and self.on_done is not None and not future._listed:
-            # Its completion came first, so no one else reports it. (Not "is done now": a
-            # completion handled since the registration reports it, and this would again.)
-            self.on_done([future])
+        future = self._tracker.track(topic, facts, report, want_future)  # (on_came_first)
         if result.batch_is_full or result.new_batch_created:
             self._wake_sender()
         return future if want_future else None

@@ -80,19 +80,17 @@ class BatchWait:
             return False
         if future not in self.listed:
             self.listed.append(future)
-        future._listed = True
         return True
 
 
 class FutureBase:
     """A record's facts and its batch's wait (the C extension has the same type)."""
 
-    __slots__ = ("_callbacks", "_listed", "_wait", "flags", "header_size", "key_size",
-                 "offset_delta", "partition", "registration", "report", "timestamp", "topic",
+    __slots__ = ("_callbacks", "_wait", "flags", "header_size", "key_size", "offset_delta",
+                 "partition", "registration", "report", "timestamp", "topic",
                  "value_size")  # fmt: skip
 
     _callbacks: list[Callable[[Future], None]] | None
-    _listed: bool  # listed in its wait: its completion will report it
     _wait: BatchWait
     flags: int
     header_size: int
@@ -122,6 +120,8 @@ class PyTracker:
         self.future_type = future_type
         self.waits: dict[int, BatchWait] = {}
         self.outstanding = 0
+        # called with a reported future whose completion came before its registration
+        self.on_came_first: Callable[[Future], None] | None = None
 
     def _wait(self, registration: int) -> BatchWait:
         wait = self.waits.get(registration)
@@ -133,27 +133,38 @@ class PyTracker:
         self, topic: str, facts: RecordFacts, report: Any, want_future: bool
     ) -> Future | None:
         """Register one appended record; its future (None if no future is wanted and no
-        report awaits it)."""
+        report awaits it). A record with a report whose completion came first goes to
+        ``on_came_first``: no completion will report it."""
         with self.cond:
-            wait = self._wait(facts[0])
-            future = None
-            if want_future or report is not None:
-                future = self.future_type.__new__(self.future_type)
-                (future.registration, future.flags, future.partition, future.offset_delta,
-                 future.timestamp, future.key_size, future.value_size,
-                 future.header_size) = facts  # fmt: skip
-                future._wait, future.topic, future.report = wait, topic, report
-                future._callbacks, future._listed = None, False
-            if wait.completions and wait.outcome(facts[3]) is not None:
-                return future  # its completion came first: done already
-            wait.deltas.append(facts[3])
-            wait.pending += 1
-            self.outstanding += 1
-            if report is not None:
-                assert future is not None
-                wait.listed.append(future)
-                future._listed = True
-            return future
+            future, came_first = self._register(topic, facts, report, want_future)
+        if came_first and report is not None and self.on_came_first is not None:
+            assert future is not None
+            self.on_came_first(future)  # (out of the lock: it queues a report)
+        return future
+
+    def _register(
+        self, topic: str, facts: RecordFacts, report: Any, want_future: bool
+    ) -> tuple[Future | None, bool]:
+        """``track``'s work, under the lock: the future, and whether its completion came
+        first (done already)."""
+        wait = self._wait(facts[0])
+        future = None
+        if want_future or report is not None:
+            future = self.future_type.__new__(self.future_type)
+            (future.registration, future.flags, future.partition, future.offset_delta,
+             future.timestamp, future.key_size, future.value_size,
+             future.header_size) = facts  # fmt: skip
+            future._wait, future.topic, future.report = wait, topic, report
+            future._callbacks = None
+        if wait.completions and wait.outcome(facts[3]) is not None:
+            return future, True
+        wait.deltas.append(facts[3])
+        wait.pending += 1
+        self.outstanding += 1
+        if report is not None:
+            assert future is not None
+            wait.listed.append(future)
+        return future, False
 
     def complete(self, registration: int, first: int, last: int, completion: Completion,
                  error: KafkaError | None, local: bool,
