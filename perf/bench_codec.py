@@ -73,7 +73,7 @@ class _Batch:
         self.count += 1
         return True
 
-    def build(self, meta: BatchMeta) -> memoryview | bytes:
+    def build(self, meta: BatchMeta) -> tuple[bytes | memoryview, ...]:
         """The Sender's finalize: the header filled in (and the records compressed)."""
         return finalize_batch(self.buf, self.end, record_count=self.count,
                               last_offset_delta=self.count - 1, base_timestamp=TIMESTAMP,

@@ -142,16 +142,25 @@ def _wait_in_thread(pool: SharedPool, want: int, got: list[object]) -> threading
     return thread
 
 
-def test_a_waiter_holds_out_for_the_run_it_wants(
-    pool: SharedPool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(bufferpool, "RUN_PATIENCE_S", 30.0)
+def _holding_out(
+    pool: SharedPool, monkeypatch: pytest.MonkeyPatch, patience_s: float
+) -> tuple[list[SlabRun], list[object], threading.Thread]:
+    """Every slab taken, then an allocation wanting a run of 4 queued, with a crumb of one
+    slab freed at once."""
+    monkeypatch.setattr(bufferpool, "RUN_PATIENCE_S", patience_s)
     runs = _take_all(pool)
     got: list[object] = []
     thread = _wait_in_thread(pool, 4, got)
-    pool.buffers.deallocate(runs[10])  # a crumb: it wakes the waiter, which lets it be
+    pool.buffers.deallocate(runs[10])  # a crumb: it wakes the waiter
+    return runs, got, thread
+
+
+def test_a_waiter_holds_out_for_the_run_it_wants(
+    pool: SharedPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs, got, thread = _holding_out(pool, monkeypatch, 30.0)
     time.sleep(0.2)
-    assert got == [] and pool.buffers.waiters() == 1
+    assert got == [] and pool.buffers.waiters() == 1  # (it let the crumb be)
     for run in runs[20:24]:
         pool.buffers.deallocate(run)
     thread.join(10)
@@ -162,12 +171,8 @@ def test_a_waiter_holds_out_for_the_run_it_wants(
 def test_a_waiter_takes_a_shorter_run_once_its_patience_is_over(
     pool: SharedPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bufferpool, "RUN_PATIENCE_S", 0.3)
-    runs = _take_all(pool)
-    got: list[object] = []
     start = time.monotonic()
-    thread = _wait_in_thread(pool, 4, got)
-    pool.buffers.deallocate(runs[10])
+    _, got, thread = _holding_out(pool, monkeypatch, 0.3)
     thread.join(10)
     waited = time.monotonic() - start
     assert got == [SlabRun(10, 1)]

@@ -14,7 +14,7 @@ from shmkafka.protocol.records import (
     BatchMeta,
     decode_batch,
     encode_record_tail,
-    finalize_batch_parts,
+    finalize_batch,
     frame_record,
 )
 from shmkafka.sender.compressors import Compressors, workers_for
@@ -32,7 +32,7 @@ def _batch(records: int) -> bytearray:
 
 
 def _parts(buf: bytearray, records: int, map_blocks: Any = map) -> tuple[Any, ...]:
-    return finalize_batch_parts(
+    return finalize_batch(
         buf, len(buf), record_count=records, last_offset_delta=records - 1,
         map_blocks=map_blocks, **FACTS,
     )  # fmt: skip

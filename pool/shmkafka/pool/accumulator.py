@@ -40,7 +40,7 @@ from shmkafka.protocol.records import (
     BatchParts,
     HeaderInput,
     encode_record_tail,
-    finalize_batch_parts,
+    finalize_batch,
     frame_record,
     record_size_bound,
 )
@@ -477,7 +477,7 @@ class RecordAccumulator:
             self.pool.batches.set_producer_state(
                 batch.batch_id, meta.producer_id, meta.producer_epoch, meta.base_sequence
             )
-        return finalize_batch_parts(
+        return finalize_batch(
             self.pool.batches.data(info), info.write_pos,
             record_count=info.record_count, last_offset_delta=info.record_count - 1,
             base_timestamp=info.base_timestamp, max_timestamp=info.max_timestamp, meta=meta,

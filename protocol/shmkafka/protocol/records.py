@@ -26,8 +26,8 @@ key (varint length, -1 = null), value (likewise), header count varint, then per 
 Rules:
 - The accumulator writes records uncompressed right after a reserved header
   (``HEADER_SIZE``); ``finalize_batch`` fills the header in place, or, when compressing,
-  returns new bytes holding the header and the compressed records
-  (``finalize_batch_parts``: the two apart, for a scatter-gather write without a copy).
+  makes new bytes of the header and the compressed records: the batch as parts, for a
+  scatter-gather write without a copy.
 - Decoding never raises IndexError or struct.error: every failure is a DecodeError subclass
   naming the batch's base offset and the byte position.
 """
@@ -245,32 +245,10 @@ class BatchMeta:
     base_sequence: int = NO_SEQUENCE
 
 
-def finalize_batch(
-    buf: bytearray | memoryview,
-    records_end: int,
-    *,
-    record_count: int,
-    last_offset_delta: int,
-    base_timestamp: int,
-    max_timestamp: int,
-    meta: BatchMeta = BatchMeta(),
-) -> memoryview | bytes:
-    """Complete the batch whose records occupy ``buf[HEADER_SIZE:records_end]``.
-
-    Without compression the header is written in place and a view of ``buf[:records_end]``
-    is returned; with compression the result is new bytes.
-    """
-    parts = finalize_batch_parts(
-        buf, records_end, record_count=record_count, last_offset_delta=last_offset_delta,
-        base_timestamp=base_timestamp, max_timestamp=max_timestamp, meta=meta,
-    )  # fmt: skip
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
 BatchParts = tuple[bytes | memoryview, ...]
 
 
-def finalize_batch_parts(
+def finalize_batch(
     buf: bytearray | memoryview,
     records_end: int,
     *,
@@ -281,7 +259,8 @@ def finalize_batch_parts(
     meta: BatchMeta = BatchMeta(),
     map_blocks: BlockMap = map,
 ) -> BatchParts:
-    """``finalize_batch``'s batch as parts to be written in order: a view of
+    """Complete the batch whose records occupy ``buf[HEADER_SIZE:records_end]``; its parts,
+    to be written in order (``b"".join`` makes one blob): a view of
     ``buf[:records_end]`` with its header filled in place, or (compressed) the header and
     the compressed records' parts (``compress_parts``, its ``map_blocks``), apart."""
     compression = meta.compression
@@ -505,4 +484,4 @@ def build_batch(
         max_timestamp=max(item[0] for item in items),
         meta=meta,
     )
-    return bytes(built)
+    return b"".join(built)

@@ -61,7 +61,7 @@ def verify_batches(pool: SharedPool) -> list[str]:
             max_timestamp=info.max_timestamp,
         )
         try:
-            decoded = decode_batch(bytes(data))
+            decoded = decode_batch(b"".join(data))
         except DecodeError as exc:
             problems.append(f"batch {batch_id}: {exc}")
             continue

@@ -11,7 +11,7 @@ from shmkafka.protocol.schema import Array, Message, kf
 class PartitionProduceData:
     index: int = kf("int32")
     # (a memoryview of a batch in shared memory is written from there, not copied; a
-    # tuple is written as the concatenation of its parts: see finalize_batch_parts)
+    # tuple is written as the concatenation of its parts: see finalize_batch)
     records: bytes | memoryview | tuple[bytes | memoryview, ...] | None = kf(
         "records", nullable="0+"
     )
