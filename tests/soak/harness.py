@@ -287,18 +287,24 @@ class Soak:
             proc = slot.proc
             if proc is None or proc.poll() is None:
                 continue
-            code = proc.returncode
-            why = {-9: "SIGKILL", 0: "clean"}.get(code, f"exit {code}")
-            slot.exits[why] += 1
-            if slot.armed_now and code == -signal.SIGKILL:
-                kind = "txn_kill_mid_commit" if slot.mode == "txn" else "app_kill_mid_append"
-                now = self.now_ms()
-                self.nemesis.counted(kind, now, now, f"w{slot.worker}")
-            elif code not in (0, -signal.SIGKILL):
-                self.note(f"worker {slot.worker} i{slot.incarnation} ended: {why}")
+            self._count_exit(slot, proc.returncode)
             slot.proc = None
             if not self.stopping:
                 self.start_worker(slot)
+
+    def _count_exit(self, slot: Slot, code: int) -> bool:
+        """Count a worker's exit; True if it was its kill point (armed: it may fire in the
+        final stop too, in the flush that SIGTERM starts)."""
+        why = {-9: "SIGKILL", 0: "clean"}.get(code, f"exit {code}")
+        slot.exits[why] += 1
+        if slot.armed_now and code == -signal.SIGKILL:
+            kind = "txn_kill_mid_commit" if slot.mode == "txn" else "app_kill_mid_append"
+            now = self.now_ms()
+            self.nemesis.counted(kind, now, now, f"w{slot.worker}")
+            return True
+        if code not in (0, -signal.SIGKILL):
+            self.note(f"worker {slot.worker} i{slot.incarnation} ended: {why}")
+        return False
 
     def seqs(self) -> dict[int, int]:
         """Each worker's records announced so far, over all its incarnations."""
@@ -431,7 +437,7 @@ class Soak:
                 slot.proc.kill()
                 slot.proc.wait()
                 continue
-            if code != 0:
+            if code != 0 and not self._count_exit(slot, code):
                 failed.append((slot.worker, code))
         return {"hung_processes": hung, "failed_processes": failed}
 
