@@ -55,12 +55,12 @@ from shmkafka.shm.slots import SlotTable
 
 POLL_S = 0.05
 _FREE_RUN = re.compile(b"\x00+")
-PLENTY_FRACTION = 8
+PLENTY_FRACTION = 8  # memory is short while fewer than 1/8 of the slabs are free
 # While memory is short, a waiter holds out this long for the run it wants before it takes
 # a shorter one: freed batches sit next to each other (next fit) and merge into long runs
 # within a response or two, where taking the first crumb keeps every later batch as short
 # as the crumbs (and the Sender's cost per record up). Within max_block_ms, always.
-RUN_PATIENCE_S = 0.05  # memory is short while fewer than 1/8 of the slabs are free
+RUN_PATIENCE_S = 0.05
 
 
 @dataclass(frozen=True)

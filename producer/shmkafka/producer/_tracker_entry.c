@@ -346,44 +346,31 @@ static PyMethodDef AppendEntry_methods[] = {
     {NULL, NULL, 0, NULL}
 };
 
-static PyTypeObject SendEntryType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._tracker.SendEntry",
-    .tp_basicsize = sizeof(Entry),
-    .tp_dealloc = (destructor)Entry_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "KafkaProducer's base: send() in C for the common record.",
-    .tp_traverse = (traverseproc)Entry_traverse,
-    .tp_clear = (inquiry)Entry_clear,
-    .tp_methods = SendEntry_methods,
-    .tp_new = PyType_GenericNew,
-};
+/* The three entries differ in their name, doc and methods only. */
+#define ENTRY_TYPE(type_name, name, doc, methods)                           \
+    static PyTypeObject type_name = {                                       \
+        PyVarObject_HEAD_INIT(NULL, 0)                                      \
+        .tp_name = "shmkafka.producer._tracker." name,                      \
+        .tp_basicsize = sizeof(Entry),                                      \
+        .tp_dealloc = (destructor)Entry_dealloc,                            \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE                \
+                    | Py_TPFLAGS_HAVE_GC,                                   \
+        .tp_doc = doc,                                                      \
+        .tp_traverse = (traverseproc)Entry_traverse,                        \
+        .tp_clear = (inquiry)Entry_clear,                                   \
+        .tp_methods = methods,                                              \
+        .tp_new = PyType_GenericNew,                                        \
+    }
 
-static PyTypeObject ProduceEntryType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._tracker.ProduceEntry",
-    .tp_basicsize = sizeof(Entry),
-    .tp_dealloc = (destructor)Entry_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Producer's base: produce() in C for the common record.",
-    .tp_traverse = (traverseproc)Entry_traverse,
-    .tp_clear = (inquiry)Entry_clear,
-    .tp_methods = ProduceEntry_methods,
-    .tp_new = PyType_GenericNew,
-};
-
-static PyTypeObject AppendEntryType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "shmkafka.producer._tracker.AppendEntry",
-    .tp_basicsize = sizeof(Entry),
-    .tp_dealloc = (destructor)Entry_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "AIOKafkaProducer's base: the common record's append in C.",
-    .tp_traverse = (traverseproc)Entry_traverse,
-    .tp_clear = (inquiry)Entry_clear,
-    .tp_methods = AppendEntry_methods,
-    .tp_new = PyType_GenericNew,
-};
+ENTRY_TYPE(SendEntryType, "SendEntry",
+           "KafkaProducer's base: send() in C for the common record.",
+           SendEntry_methods);
+ENTRY_TYPE(ProduceEntryType, "ProduceEntry",
+           "Producer's base: produce() in C for the common record.",
+           ProduceEntry_methods);
+ENTRY_TYPE(AppendEntryType, "AppendEntry",
+           "AIOKafkaProducer's base: the common record's append in C.",
+           AppendEntry_methods);
 
 static int
 intern_names(void)

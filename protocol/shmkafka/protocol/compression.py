@@ -7,9 +7,8 @@
 - lz4: an LZ4 frame with independent 64 KiB blocks and no content size, which Kafka's
   ``Lz4BlockInputStream`` and librdkafka both read; levels 0–16. The frame is built here
   from 64 KiB blocks compressed apart (the format's header, each block with its size, the
-  end mark), so that
-  its blocks can be compressed side by side (``compress_parts``' ``map_blocks``) and
-  written as parts, never joined.
+  end mark), so that its blocks can be compressed side by side (``compress_parts``'
+  ``map_blocks``) and written as parts, never joined.
 - zstd: a zstd frame (``zstandard``), levels -131072–22.
 
 The codec libraries are imported on first use: app processes never compress (the Sender
@@ -82,26 +81,28 @@ LZ4_BLOCK = 64 * 1024
 _LZ4_END = bytes(4)
 
 
+def _lz4_frame(data: bytes | memoryview, level: int) -> bytes:
+    """lz4.frame's frame of ``data``: independent 64 KiB blocks, no checksums, no content
+    size (what Kafka reads)."""
+    lz4_frame = _library("lz4.frame")
+    frame: bytes = lz4_frame.compress(
+        data, compression_level=level, block_size=lz4_frame.BLOCKSIZE_MAX64KB,
+        block_linked=False, content_checksum=False, store_size=False,
+    )  # fmt: skip
+    return frame
+
+
 @functools.cache
 def _lz4_frame_header() -> bytes:
-    """The frame header (magic, flags: independent 64 KiB blocks, no checksums, no content
-    size; its checksum byte) as lz4.frame writes it."""
-    empty: bytes = _library("lz4.frame").compress(
-        b"", block_size=_library("lz4.frame").BLOCKSIZE_MAX64KB, block_linked=False,
-        content_checksum=False, store_size=False,
-    )  # fmt: skip
-    return empty[:7]
+    """The frame header: magic, flags, its checksum byte (an empty frame less its end)."""
+    return _lz4_frame(b"", 0)[: -len(_LZ4_END)]
 
 
 def lz4_block(level: int, block: memoryview) -> memoryview:
-    """One frame block, its size word first: lz4.frame's frame of this block alone, less
-    that frame's header and end mark. (``lz4.block`` is a fifth slower per byte: it sets up
-    its state for every call.)"""
-    frame: bytes = _library("lz4.frame").compress(
-        block, compression_level=level, block_size=_library("lz4.frame").BLOCKSIZE_MAX64KB,
-        block_linked=False, content_checksum=False, store_size=False,
-    )  # fmt: skip
-    return memoryview(frame)[len(_lz4_frame_header()) : -len(_LZ4_END)]
+    """One frame block, its size word first: the frame of this block alone, less that
+    frame's header and end mark. (``lz4.block`` is a fifth slower per byte: it sets up its
+    state for every call.)"""
+    return memoryview(_lz4_frame(block, level))[len(_lz4_frame_header()) : -len(_LZ4_END)]
 
 
 def compress_parts(

@@ -167,12 +167,11 @@ class Writer:
     ) -> None:
         """A length-prefixed blob: one buffer, or a tuple of parts written as their
         concatenation (a compressed batch's header and records, never joined in memory)."""
-        if type(v) is tuple:
+        if isinstance(v, tuple):
             self.length(sum(len(part) for part in v), compact)
             for part in v:
                 self._blob(part)
             return
-        assert not isinstance(v, tuple)
         self.length(None if v is None else len(v), compact)
         if v is not None:
             self._blob(v)

@@ -3,8 +3,9 @@
 The Sender compresses every batch of every process of the pool. With values that compress
 poorly (lz4 at about 300 MB/s on JSON-like events) that is most of its work, and one core
 caps the pool while other cores idle. An lz4 frame's 64 KiB blocks are independent, and
-``lz4.block`` releases the GIL while it compresses one, so a batch's blocks are compressed
-side by side: on the Sender's thread and ``COMPRESSION_THREADS`` workers.
+the codec releases the GIL while it compresses one (``compression.lz4_block``), so a
+batch's blocks are compressed side by side: on the Sender's thread and
+``COMPRESSION_THREADS`` workers.
 
 Rules:
 - Only pure work runs on a worker: compressing a block, which reads the batch's records
