@@ -14,6 +14,9 @@ from tests.conftest import SMALL
 
 def _attach_and_die(name: str) -> None:
     pool = SharedPool.open(name, SMALL)
+    # A slab held keeps the pool from every Sender's unasked ``remove_orphans`` (another
+    # test's Sender may start meanwhile): only the asked-for cleanup may remove it.
+    pool.buffers.allocate(100, max_block_ms=1000)
     pool.locks.acquire(0)
     os.kill(os.getpid(), signal.SIGKILL)
 

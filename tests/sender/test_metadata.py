@@ -65,3 +65,16 @@ def test_the_periodic_refresh_asks_for_every_known_topic(pool: SharedPool) -> No
     assert not metadata.due(500) and metadata.due(1001)
     refresh = metadata.request(1001)
     assert sorted(t.name for t in refresh.topics or ()) == ["a", "b"]
+
+
+def test_topics_not_asked_for_are_never_published(pool: SharedPool) -> None:
+    # Tansu answers a request for no topic with every topic of the cluster.
+    metadata = Metadata(pool, max_age_ms=300_000, backoff_ms=10)
+    first = metadata.request(0)
+    assert first.topics == ()
+    metadata.on_response(_answer("someone-elses", "another"), 3)
+    assert metadata.brokers == {1: ("127.0.0.1", 9092)}  # the brokers still count
+    assert pool.directory.snapshot().topics == {}
+    metadata.add_topics({"a"})
+    metadata.on_response(_answer("a", "someone-elses"), metadata.request(4) and 5)
+    assert sorted(pool.directory.snapshot().topics) == ["a"]

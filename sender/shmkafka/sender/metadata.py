@@ -130,7 +130,9 @@ class Metadata:
         incomplete: set[str] = set()
         leaders: dict[str, list[PartitionLeader]] = {}
         for topic in response.topics:
-            if topic.name is None:
+            # Only the topics asked for: a broker may answer an empty list with every topic
+            # (Tansu does), and those would fill the pool's directory.
+            if topic.name is None or topic.name not in self.requested:
                 continue
             self.topic_errors[topic.name] = topic.error_code
             if topic.error_code or not topic.partitions:
