@@ -99,8 +99,8 @@ bench-send-path: $(STAMP)
 
 # Instructions per record by process (app, Sender, broker) at 100 B to 100 KB, by callgrind
 bench-instructions: $(STAMP)
-	$(BIN)/python perf/bench_instructions.py
-	$(BIN)/python perf/bench_instructions.py --value-kind realistic
+	$(BIN)/python perf/bench_instructions.py --clients shmkafka,confluent-kafka,kafka-python
+	$(BIN)/python perf/bench_instructions.py --clients shmkafka,confluent-kafka,kafka-python --value-kind realistic
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

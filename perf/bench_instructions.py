@@ -3,10 +3,14 @@ workload: the figures that do not move with this machine's load.
 
     make bench-instructions      # or: .venv/bin/python perf/bench_instructions.py
         [--sizes 100,1000,10000,100000] [--value-kind compressible|realistic] [--keep DIR]
+        [--clients shmkafka,confluent-kafka,kafka-python]
 
-For each record size, one app process sends N records through ``KafkaProducer.send`` (lz4,
-acks=1, linger 5 ms, keys over 10,007 names, 16 partitions) to a sidecar Sender
-(``shmkafka sender --create``) and broker_stub, each in its own process under
+For each client and record size, one app process sends N records through the client's
+public API (lz4, acks=1, linger 5 ms, keys over 10,007 names, 16 partitions, the rest at the
+client's defaults): shmkafka's ``KafkaProducer.send`` to a sidecar Sender
+(``shmkafka sender --create``), confluent-kafka's ``Producer.produce`` or kafka-python's
+``KafkaProducer.send`` from the app alone (their I/O threads are in it). The app, the Sender
+and broker_stub each run in their own process under
 ``valgrind --tool=callgrind`` with instrumentation off. Once the app has warmed up (the
 topic's metadata, the first batches), ``callgrind_control`` turns instrumentation on in the
 three processes; it turns it off once the app's flush returned. So start-up, warm-up and
@@ -28,37 +32,83 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 KEYS = [b"k%015d" % i for i in range(10007)]
-PROPERTIES = {"linger_ms": "5", "compression_type": "lz4", "acks": "1"}
+PROPERTIES = {"linger_ms": "5", "compression_type": "lz4", "acks": "1"}  # (the sidecar's)
 TOPIC = "instructions"
 WARM = 2000
 RECORDS = {100: 20_000, 1000: 20_000, 10_000: 4_000, 100_000: 400}  # N for each size
 PROCESSES = ("app", "sender", "broker")
 
 
-def app(bootstrap: str, pool: str, size: int, records: int, value_kind: str) -> None:
+def app(client: str, bootstrap: str, pool: str, size: int, records: int, kind: str) -> None:
     """The app: warms up, says ``ready``, waits for ``go``, sends ``records`` records and
     flushes, says ``done``, waits for ``exit``."""
-    from shmkafka.kafka import KafkaProducer
     from shmkafka.perf.workload import Workload
 
-    values = Workload(record_size=size, value_kind=value_kind).values(0)
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap, pool=pool, linger_ms=5, compression_type="lz4", acks=1
-    )
-    for i in range(WARM):
-        producer.send(TOPIC, values[i % len(values)], key=KEYS[i % len(KEYS)])
-    producer.flush()
+    values = Workload(record_size=size, value_kind=kind).values(0)
+    send = SENDERS[client](bootstrap, pool)
+    send(WARM, values)
     print("ready", flush=True)
     sys.stdin.readline()
-    for i in range(records):
-        producer.send(TOPIC, values[i % len(values)], key=KEYS[i % len(KEYS)])
-    producer.flush()
+    send(records, values)
     print("done", flush=True)
     sys.stdin.readline()
-    producer.close()
+
+
+Send = Callable[[int, list[bytes]], None]  # send n records of these values, then flush
+
+
+def _shmkafka(bootstrap: str, pool: str) -> Send:
+    from shmkafka.kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, pool=pool, **KAFKA_PYTHON_SETTINGS)
+    return _kafka_style(producer)
+
+
+def _kafka_python(bootstrap: str, pool: str) -> Send:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **KAFKA_PYTHON_SETTINGS)
+    return _kafka_style(producer)
+
+
+def _kafka_style(producer: Any) -> Send:
+    def send(n: int, values: list[bytes]) -> None:
+        for i in range(n):
+            producer.send(TOPIC, values[i % len(values)], key=KEYS[i % len(KEYS)])
+        producer.flush()
+
+    return send
+
+
+def _confluent(bootstrap: str, pool: str) -> Send:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                         "compression.type": "lz4", "acks": 1})  # fmt: skip
+
+    def send(n: int, values: list[bytes]) -> None:
+        for i in range(n):
+            while True:
+                try:
+                    producer.produce(TOPIC, values[i % len(values)], KEYS[i % len(KEYS)])
+                    break
+                except BufferError:  # its queue is full: serve reports, as its docs show
+                    producer.poll(0.01)
+            producer.poll(0)
+        producer.flush()
+
+    return send
+
+
+KAFKA_PYTHON_SETTINGS: dict[str, Any] = {"linger_ms": 5, "compression_type": "lz4", "acks": 1}
+SENDERS: dict[str, Callable[[str, str], Send]] = {
+    "shmkafka": _shmkafka, "confluent-kafka": _confluent, "kafka-python": _kafka_python,
+}  # fmt: skip
 
 
 def said(process: subprocess.Popen[str], timeout_s: float) -> str:
@@ -120,13 +170,15 @@ def serving(pool: str, pid: int) -> bool:
     return bool(sender["pid"] == pid and sender["alive"])
 
 
-def run(folder: Path, size: int, records: int, value_kind: str) -> dict[str, float]:
-    """Each process's instructions per record for one size."""
+def run(folder: Path, client: str, size: int, records: int, kind: str) -> dict[str, float]:
+    """Each process's instructions per record for one client and size (a peer has no
+    Sender: its I/O threads are in the app)."""
     from shmkafka.perf.brokers import free_port
 
     port, pool = free_port(), "bi" + uuid.uuid4().hex[:12]
     bootstrap = f"127.0.0.1:{port}"
-    outs = {name: folder / f"{name}.{size}.out" for name in PROCESSES}
+    names = PROCESSES if client == "shmkafka" else ("app", "broker")
+    outs = {name: folder / f"{client}.{name}.{size}.out" for name in names}
     python, quiet = sys.executable, subprocess.DEVNULL
     broker = subprocess.Popen(
         callgrind(outs["broker"], python, "-m", "shmkafka.broker_stub", "--port", str(port),
@@ -135,35 +187,15 @@ def run(folder: Path, size: int, records: int, value_kind: str) -> dict[str, flo
     sender: subprocess.Popen[bytes] | None = None
     try:
         wait_until("broker_stub", lambda: listening(port), broker)
-        properties = [
-            arg
-            for key, value in PROPERTIES.items()
-            for arg in ("--producer-property", f"{key}={value}")
-        ]
-        sender = subprocess.Popen(
-            callgrind(outs["sender"], python, "-m", "shmkafka", "sender", "--pool", pool,
-                      "--create", "--bootstrap-server", bootstrap, *properties),
-            stdout=quiet, stderr=quiet,
-        )  # fmt: skip
-        wait_until("the sidecar Sender", lambda: serving(pool, sender.pid), sender)
-        client = subprocess.Popen(
-            callgrind(outs["app"], python, __file__, "--app", bootstrap, pool, str(size),
-                      str(records), value_kind),
+        if client == "shmkafka":
+            sender = _start_sidecar(outs["sender"], bootstrap, pool)
+        client_process = subprocess.Popen(
+            callgrind(outs["app"], python, __file__, "--app", client, bootstrap, pool,
+                      str(size), str(records), kind),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=quiet, text=True,
         )  # fmt: skip
-        assert client.stdin is not None and client.stdout is not None
-        if said(client, 600) != "ready":
-            raise RuntimeError("the app did not warm up")
-        pids = (client.pid, sender.pid, broker.pid)
-        instrument(True, *pids)
-        client.stdin.write("go\n")
-        client.stdin.flush()
-        if said(client, 1800) != "done":
-            raise RuntimeError("the app did not finish")
-        instrument(False, *pids)
-        client.stdin.write("exit\n")
-        client.stdin.flush()
-        client.wait(300)
+        pids = [client_process.pid, broker.pid] + ([sender.pid] if sender else [])
+        _measure(client_process, pids)
     finally:
         for process in (sender, broker):  # (a sidecar runs until stopped: SIGTERM stops it)
             if process is not None:
@@ -172,34 +204,75 @@ def run(folder: Path, size: int, records: int, value_kind: str) -> dict[str, flo
     return {name: total(out) / records for name, out in outs.items()}
 
 
+def _start_sidecar(out: Path, bootstrap: str, pool: str) -> subprocess.Popen[bytes]:
+    properties = [
+        arg
+        for key, value in PROPERTIES.items()
+        for arg in ("--producer-property", f"{key}={value}")
+    ]
+    sender = subprocess.Popen(
+        callgrind(out, sys.executable, "-m", "shmkafka", "sender", "--pool", pool, "--create",
+                  "--bootstrap-server", bootstrap, *properties),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    wait_until("the sidecar Sender", lambda: serving(pool, sender.pid), sender)
+    return sender
+
+
+def _measure(client: subprocess.Popen[str], pids: list[int]) -> None:
+    """Instrumentation on in every process from the app's ``go`` to its ``done``."""
+    assert client.stdin is not None and client.stdout is not None
+    if said(client, 600) != "ready":
+        raise RuntimeError("the app did not warm up")
+    instrument(True, *pids)
+    client.stdin.write("go\n")
+    client.stdin.flush()
+    if said(client, 1800) != "done":
+        raise RuntimeError("the app did not finish")
+    instrument(False, *pids)
+    client.stdin.write("exit\n")
+    client.stdin.flush()
+    client.wait(300)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--value-kind", default="compressible",
                         choices=("compressible", "realistic"))  # fmt: skip
+    parser.add_argument("--clients", default="shmkafka",
+                        help="comma-separated, of: " + ", ".join(SENDERS))  # fmt: skip
     parser.add_argument(
         "--keep", metavar="DIR", help="keep the callgrind outputs here (for callgrind_annotate)"
     )
-    parser.add_argument("--app", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--app", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.app:
-        bootstrap, pool, size, records, kind = args.app
-        app(bootstrap, pool, int(size), int(records), kind)
+        client, bootstrap, pool, size, records, kind = args.app
+        app(client, bootstrap, pool, int(size), int(records), kind)
         return
+    clients = args.clients.split(",")
+    if unknown := [c for c in clients if c not in SENDERS]:
+        parser.error(f"unknown clients {unknown}: choose from {', '.join(SENDERS)}")
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         sys.exit("bench_instructions needs valgrind: apt-get install valgrind")
-    print(f"instructions per record, {args.value_kind} values, KafkaProducer.send, lz4, acks=1")
-    print(f"{'size':>7} {'N':>7} " + " ".join(f"{name:>10}" for name in PROCESSES)
+    print(f"instructions per record, {args.value_kind} values, lz4, acks=1, linger 5 ms")
+    print(f"{'client':>16} {'size':>7} {'N':>7} "
+          + " ".join(f"{name:>10}" for name in PROCESSES)
           + f" {'all':>10} {'per byte':>9}")  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:
         folder = args.keep or scratch
         Path(folder).mkdir(parents=True, exist_ok=True)
         for size in (int(size) for size in args.sizes.split(",")):
             records = RECORDS.get(size, max(200, 2_000_000 // max(size, 1)))
-            per = run(Path(folder), size, records, args.value_kind)
-            every = sum(per.values())
-            print(f"{size:>7} {records:>7} " + " ".join(f"{per[n]:>10,.0f}" for n in PROCESSES)
-                  + f" {every:>10,.0f} {every / max(size, 1):>9.1f}", flush=True)  # fmt: skip
+            for client in clients:
+                per = run(Path(folder), client, size, records, args.value_kind)
+                every = sum(per.values())
+                cells = " ".join(
+                    f"{per[n]:>10,.0f}" if n in per else f"{'-':>10}" for n in PROCESSES
+                )
+                print(f"{client:>16} {size:>7} {records:>7} {cells} {every:>10,.0f}"
+                      f" {every / max(size, 1):>9.1f}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
