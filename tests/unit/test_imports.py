@@ -23,6 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_ROOTS = (
     "producer", "facades", "sender", "pool", "shm", "protocol", "broker_stub", "perf", "cli",
+    "otel",
 )  # fmt: skip
 
 # layer → the layers it may import (itself always allowed)
@@ -35,6 +36,7 @@ ALLOWED = {
     "sender": {"pool", "shm", "protocol"},
     "broker_stub": {"protocol"},
     "perf": {"facades", "producer", "pool", "shm", "protocol", "broker_stub", "sender"},
+    "otel": {"facades", "producer", "pool", "shm", "protocol"},
     "cli": {"facades", "producer", "pool", "shm", "protocol", "broker_stub", "perf", "sender"},
 }
 

@@ -54,6 +54,12 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def joined_pools() -> list[SharedPool]:
+    """The pools this process's producers use now (one each, however many producers)."""
+    with _registry:
+        return [slot.pool for (_, pid), slot in _slots.items() if pid == os.getpid()]
+
+
 class ProcessSlot:
     def __init__(self, pool: SharedPool) -> None:
         self.pool = pool

@@ -1,0 +1,134 @@
+"""One instrumentation's tracer and instruments, and the life of one send span.
+
+Rules:
+- A span starts in the app's call (``send``/``produce``), before the record is appended, and
+  ends when the record's result comes: delivered (its partition and offset) or failed (its
+  error). It never ends in the call, so it measures what the user waits for.
+- The trace context goes into the record's headers with the global propagator, before the
+  record reaches shared memory. Only what the propagator writes is added (a header of that
+  name already there is replaced); with nothing written, the headers are left as given, so
+  a record without headers keeps the producer's short path.
+- A span the sampler drops (not recording) gets no attributes and no events: its cost is
+  the span object and what the propagator writes.
+- The metrics are recorded once per record, when its result comes, whether or not its span
+  is sampled.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry import context, metrics, propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from shmkafka.otel import semconv
+from shmkafka.otel.semconv import Names, Producer
+
+VERSION = "0.1.0"
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.27.0"
+Headers = list[tuple[str, bytes]]
+
+
+class Telemetry:
+    """The tracer, the two messaging instruments and the names one instrumentation uses."""
+
+    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None,
+                 names: Names | None = None) -> None:  # fmt: skip
+        self.names = names if names is not None else semconv.names_chosen()
+        self.tracer = trace.get_tracer(
+            "shmkafka.otel", VERSION, tracer_provider, schema_url=SCHEMA_URL
+        )
+        meter = metrics.get_meter("shmkafka.otel", VERSION, meter_provider, schema_url=SCHEMA_URL)
+        self.meter = meter
+        self.sent = meter.create_counter(
+            semconv.SENT_MESSAGES, unit="{message}",
+            description="Messages a producer attempted to send to the broker.",
+        )  # fmt: skip
+        self.duration = meter.create_histogram(
+            semconv.OPERATION_DURATION, unit="s",
+            description="Duration of a send: from the call to the broker's answer.",
+            explicit_bucket_boundaries_advisory=list(semconv.DURATION_BUCKETS),
+        )  # fmt: skip
+
+    def start(self, topic: str, key: Any, value: Any, producer: Producer) -> Send:
+        """Start the span of one record (the current context is its parent)."""
+        body = len(value) if isinstance(value, (bytes, bytearray, memoryview, str)) else None
+        attributes = semconv.send_attributes(self.names, topic, key, body, producer)
+        span = self.tracer.start_span(f"send {topic}", kind=SpanKind.PRODUCER,
+                                      attributes=attributes)  # fmt: skip
+        return Send(self, span, topic, producer)
+
+
+class Send:
+    """One record's span and the facts its metrics need."""
+
+    __slots__ = ("ended", "producer", "span", "started", "started_ns", "telemetry", "topic")
+
+    def __init__(self, telemetry: Telemetry, span: Any, topic: str, producer: Producer) -> None:
+        self.telemetry, self.span, self.topic, self.producer = telemetry, span, topic, producer
+        self.started_ns = time.time_ns()
+        self.started = time.monotonic()
+        self.ended = False
+
+    def headers(self, given: Any) -> Any:
+        """``given`` (a list of (str, bytes), a dict, or None) with the trace context added;
+        ``given`` itself when the propagator writes nothing."""
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier, context=trace.set_span_in_context(self.span, context.Context()))
+        if not carrier:
+            return given
+        if isinstance(given, dict):
+            return {**given, **{k: v.encode("utf-8") for k, v in carrier.items()}}
+        kept: Headers = [h for h in (given or ()) if h[0] not in carrier]
+        return kept + [(k, v.encode("utf-8")) for k, v in carrier.items()]
+
+    def delivered(self, partition: int | None, offset: int | None,
+                  latency_s: float | None = None) -> None:  # fmt: skip
+        self._end(partition, offset, None, None, latency_s)
+
+    def failed(self, error: BaseException | None, error_type: str,
+               partition: int | None = None, latency_s: float | None = None) -> None:  # fmt: skip
+        self._end(partition, None, error, error_type, latency_s)
+
+    def _end(self, partition: int | None, offset: int | None, error: BaseException | None,
+             error_type: str | None, latency_s: float | None) -> None:  # fmt: skip
+        """End the span (once) and record the metrics. ``latency_s``: how long after the
+        call the result came, when it is read later (a confluent report served by poll)."""
+        if self.ended:
+            return
+        self.ended = True
+        telemetry, span = self.telemetry, self.span
+        took = latency_s if latency_s is not None else time.monotonic() - self.started
+        if span.is_recording():
+            span.set_attributes(semconv.delivery_attributes(telemetry.names, partition, offset))
+            if error_type is not None:
+                span.set_attribute(semconv.ERROR_TYPE, error_type)
+                if error is not None:
+                    span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, str(error) if error else error_type))
+        span.end(end_time=self.started_ns + int(took * 1e9))
+        attributes = semconv.metric_attributes(self.topic, partition, error_type, self.producer)
+        telemetry.sent.add(1, attributes)
+        telemetry.duration.record(took, attributes)
+
+
+def error_type_of(error: BaseException) -> str:
+    """``error.type`` of an exception: the Kafka error's name when it has one, else the
+    exception's class name."""
+    code_name = getattr(error, "errno_name", None) or getattr(error, "message", None)
+    if isinstance(code_name, str) and code_name.isupper():
+        return code_name
+    return type(error).__qualname__
+
+
+def first_server(bootstrap: Any) -> tuple[str, int] | None:
+    """The first of the bootstrap servers as (host, port)."""
+    servers: Sequence[str] = bootstrap.split(",") if isinstance(bootstrap, str) else bootstrap
+    for server in servers or ():
+        host, sep, port = str(server).strip().rpartition(":")
+        if sep and port.isdigit():
+            return host.strip("[]"), int(port)
+        return str(server).strip(), 9092
+    return None
