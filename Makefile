@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions clean
+.PHONY: spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions bench-otel clean
 
 C_SOURCES := $(wildcard pool/shmkafka/pool/_*.[ch] producer/shmkafka/producer/_*.[ch] \
 		facades/shmkafka/facades/confluent/_*.[ch])
@@ -92,6 +92,10 @@ bench-auth-error: $(STAMP)
 
 bench-calls: $(STAMP)
 	$(BIN)/python perf/bench_calls.py
+
+# The cost of tracing a send: ShmkafkaInstrumentor beside the peers' instrumentors, on Tansu
+bench-otel: $(STAMP)
+	$(BIN)/python perf/bench_otel.py
 
 # Instructions per call of the send path, counted by callgrind (valgrind, Debian's package)
 bench-send-path: $(STAMP)

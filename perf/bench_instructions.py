@@ -137,6 +137,36 @@ def total(out: Path) -> int:
     return int(match.group(1))
 
 
+# what a function's instructions count as, by the first pattern its name or object matches
+KINDS = (
+    ("codec", re.compile(r"LZ4|lz4|ZSTD|zstd|snappy|deflate|inflate", re.I)),
+    ("crc", re.compile(r"crc32", re.I)),
+    ("copy", re.compile(r"memcpy|memmove|memset")),
+    ("python", re.compile(r"libpython|/Python-3|python3\.\d+")),
+    ("librdkafka", re.compile(r"librdkafka|confluent_kafka|rd_")),
+    ("shmkafka C", re.compile(r"shmkafka|/work/main/")),
+)
+KIND_NAMES = (*(name for name, _ in KINDS), "other")
+_ANNOTATED = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$")
+
+
+def by_kind(out: Path) -> dict[str, int]:
+    """A callgrind output's instructions by kind (KINDS), from ``callgrind_annotate``."""
+    text = subprocess.run(
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", str(out)],
+        check=True, capture_output=True, text=True, timeout=300,
+    ).stdout  # fmt: skip
+    kinds = dict.fromkeys(KIND_NAMES, 0)
+    for line in text.splitlines():
+        match = _ANNOTATED.match(line)
+        if match is None or "PROGRAM TOTALS" in line:
+            continue
+        where = match.group(2)
+        kind = next((name for name, pattern in KINDS if pattern.search(where)), "other")
+        kinds[kind] += int(match.group(1).replace(",", ""))
+    return kinds
+
+
 def wait_until(what: str, ready: object, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 180  # (under valgrind, processes start slowly)
     while time.monotonic() < deadline:
@@ -245,6 +275,9 @@ def main() -> None:
     parser.add_argument(
         "--keep", metavar="DIR", help="keep the callgrind outputs here (for callgrind_annotate)"
     )
+    parser.add_argument("--by-kind", action="store_true",
+                        help="also each process's instructions per record by kind: codec, "
+                        "crc, copy, python, librdkafka, shmkafka C, other")  # fmt: skip
     parser.add_argument("--app", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.app:
@@ -273,6 +306,18 @@ def main() -> None:
                 )
                 print(f"{client:>16} {size:>7} {records:>7} {cells} {every:>10,.0f}"
                       f" {every / max(size, 1):>9.1f}", flush=True)  # fmt: skip
+                if args.by_kind:
+                    _print_kinds(Path(folder), client, size, records, per)
+
+
+def _print_kinds(folder: Path, client: str, size: int, records: int,
+                 per: dict[str, float]) -> None:  # fmt: skip
+    """One line per process: its instructions per record by kind."""
+    for process in per:
+        kinds = by_kind(folder / f"{client}.{process}.{size}.out")
+        cells = "  ".join(f"{name} {kinds[name] / records:,.0f}" for name in KIND_NAMES
+                          if kinds[name])  # fmt: skip
+        print(f"{'':>16} {'':>7} {process:>7}: {cells}", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 General layout — each part is its own source root holding a portion of this package:
 
     cli/shmkafka/cli/                the shmkafka command and its tools
+    otel/shmkafka/otel/              OpenTelemetry: the instrumentor of the three APIs (.[otel])
     perf/shmkafka/perf/              the side-by-side benchmark tool
     facades/shmkafka/facades/        the three APIs: kafka_python/, confluent/, aiokafka/
     facades/shmkafka/{kafka,confluent_kafka,aiokafka}/  the peers' import paths (mirrors)

@@ -133,6 +133,11 @@ def test_a_span_per_record_ends_at_its_delivery(
         assert attributes["messaging.kafka.message.offset"] == offset
         assert attributes["server.port"] == tansu.brokers[0][1]
         assert span.status.status_code is not StatusCode.ERROR
+        # the Sender's view of the record's batch, through the pool
+        assert attributes["shmkafka.batch.retries"] == 0
+        assert attributes["shmkafka.broker.node.id"] >= 0
+        assert 0 <= attributes["shmkafka.request.duration_ms"] <= RESULT_S * 1000
+        assert 0 <= attributes["shmkafka.batch.queued_ms"] <= RESULT_S * 1000
     keys = sorted(dict(s.attributes or {})["messaging.kafka.message.key"] for s in spans)
     assert keys == ["k0", "k1", "k2", "k3"]
     sent = otel.points("messaging.client.sent.messages")  # (a point per partition)
@@ -315,3 +320,20 @@ def test_the_pools_figures_come_from_shared_memory(
         (depth,) = otel.points("shmkafka.pool.queue.depth")
         assert depth.value == 0  # every record acknowledged
     assert otel.points("shmkafka.sender.records.sent") == []  # no producer: no pool to report
+
+
+def test_aiokafkas_instrumentor_does_not_see_shmkafka(tansu: Peer, pool_name: str) -> None:
+    # It wraps aiokafka.AIOKafkaProducer.send, a class shmkafka's is not.
+    from opentelemetry.instrumentation.aiokafka import AIOKafkaInstrumentor
+
+    telemetry = Telemetry()
+    instrumentor = AIOKafkaInstrumentor()
+    instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
+    try:
+        topic = unique_topic("otel-aio")
+        with cluster(tansu) as c:
+            c.ensure_topic(topic, 1)
+        _send_aiokafka(tansu, pool_name, topic, [b"x"])
+    finally:
+        instrumentor.uninstrument()
+    assert telemetry.spans.get_finished_spans() == ()

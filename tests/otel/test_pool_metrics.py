@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from shmkafka.otel import pool_metrics
 from shmkafka.otel.pool_metrics import reporting_pools
 from shmkafka.producer.process_slot import ProcessSlot
 from tests.conftest import SMALL
@@ -25,12 +26,16 @@ def joined(pool_name: str) -> Iterator[ProcessSlot]:
 
 
 def _child_reports(name: str, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    pool_metrics.active = True
     slot = ProcessSlot.join(name, None)
     out.put([p.name for p in reporting_pools()])
     slot.pool.detach()
 
 
-def test_one_process_per_pool_reports_its_figures(joined: ProcessSlot) -> None:
+def test_one_process_per_pool_reports_its_figures(
+    joined: ProcessSlot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pool_metrics, "active", True)
     assert [p.name for p in reporting_pools()] == [joined.pool.name]  # the lowest slot: ours
     context = mp.get_context("spawn")
     out = context.Queue()

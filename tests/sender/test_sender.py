@@ -15,6 +15,7 @@ from shmkafka.errors import KafkaTimeoutError
 from shmkafka.pool.accumulator import RecordAccumulator
 from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.producer import results
 from shmkafka.producer.client import Client
 from shmkafka.protocol.clock import ManualClock, monotonic_ms
 from shmkafka.protocol.error_codes import ErrorCode
@@ -23,6 +24,7 @@ from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import DIRECTORY_LOCK
+from shmkafka.shm.rings import Completion
 from tests.appending import append
 from tests.conftest import discard
 from tests.sender.memnet import MemoryNetwork
@@ -222,3 +224,22 @@ def test_records_expire_while_no_producer_id_can_be_had(make_rig: Callable[..., 
     with pytest.raises(KafkaTimeoutError, match=r"delivery\.timeout\.ms"):
         future.get(5)
     assert rig.net.sent == [] and rig.sender.stats.expired == 1
+
+
+def test_a_completion_carries_the_senders_view_of_its_batch(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    heard: list[Completion] = []
+    monkeypatch.setattr(results, "batch_listener", lambda futures, done: heard.append(done))
+    rig = make_rig(linger_ms=0, request_timeout_ms=30_000, delivery_timeout_ms=60_000)
+    future = _delayed_send(rig)  # created at T, sent at T + 20 s, its response held
+    future.add_done_callback(lambda f: None)  # (listened to: the batch result names it)
+    rig.round(250)
+    rig.net.release(1)
+    rig.round()
+    assert future.get(5).offset == 0
+    (done,) = heard
+    assert done.view is not None
+    assert done.view.attempts == 1 and done.view.node_id == 1
+    assert 20_000 <= done.view.queued_ms < 21_000
+    assert 250 <= done.view.request_ms < 1_000

@@ -6,7 +6,7 @@ from typing import Any
 
 from shmkafka.pool.accumulator import RecordAccumulator
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.shm.rings import Completion
+from shmkafka.shm.rings import Completion, SenderView
 from tests.appending import append
 from tests.conftest import publish
 
@@ -22,6 +22,17 @@ def test_post_and_poll_in_order_until_full(pool: SharedPool) -> None:
     assert rings.poll(pool.slot) == []
     assert rings.post(pool.slot, Completion(1, 9, -1, 123, 5, 19))
     assert rings.poll(pool.slot) == [Completion(1, 9, -1, 123, 5, 19)]
+
+
+def test_a_completion_carries_the_senders_view(pool: SharedPool) -> None:
+    view = SenderView(attempts=3, node_id=1002, queued_ms=41, request_ms=7)
+    sent = Completion(4, 2, 500, -1, 0, 0, 10, 19, view)
+    assert pool.rings.post(pool.slot, sent)
+    assert pool.rings.poll(pool.slot) == [sent]
+    huge = Completion(4, 3, 500, -1, 0, 0, view=SenderView(70_000, 1, 2**40, -5))
+    assert pool.rings.post(pool.slot, huge)  # (clamped to the entry's fields, not wrapped)
+    (got,) = pool.rings.poll(pool.slot)
+    assert got.view == SenderView(0xFFFF, 1, 0x7FFFFFFF, -1)
 
 
 def _append_then_wait(name: str, ready: Any, out: Any) -> None:

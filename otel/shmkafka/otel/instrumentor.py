@@ -23,6 +23,7 @@ from wrapt import wrap_function_wrapper
 
 from shmkafka.otel import pool_metrics, wrappers
 from shmkafka.otel.telemetry import Telemetry
+from shmkafka.producer import results
 
 # (module, attribute path, the wrapper factory): the send call of each API's class
 TARGETS = (
@@ -44,11 +45,15 @@ class ShmkafkaInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         telemetry = Telemetry(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
         for module, name, factory in TARGETS:
             wrap_function_wrapper(module, name, factory(telemetry))
+        results.batch_listener = telemetry.views.heard
         pool_metrics.register(telemetry.meter)
+        pool_metrics.active = True
 
     def _uninstrument(self, **kwargs: Any) -> None:
         import importlib
 
+        results.batch_listener = None
+        pool_metrics.active = False
         for module, name, _ in TARGETS:
             owner, method = name.split(".")
             unwrap(getattr(importlib.import_module(module), owner), method)

@@ -37,8 +37,14 @@ SENDER_COUNTERS = {
 }
 
 
+active = False  # set while an instrumentor is on (an instrument cannot be taken back)
+
+
 def reporting_pools() -> list[SharedPool]:
-    """The pools this process reports: those whose lowest live slot is its own."""
+    """The pools this process reports: those whose lowest live slot is its own (none while
+    no instrumentor is on)."""
+    if not active:
+        return []
     out = []
     for pool in joined_pools():
         live = [s for s, pid, started in pool.slots.active() if is_alive(pid, started)]

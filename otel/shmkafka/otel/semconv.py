@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from shmkafka.shm.rings import SenderView
+
 SYSTEM = "messaging.system"
 DESTINATION = "messaging.destination.name"
 KEY = "messaging.kafka.message.key"
@@ -39,6 +41,12 @@ OLD_PARTITION = "messaging.kafka.destination.partition"  # an int
 OLD_OFFSET = "messaging.kafka.message.offset"
 OLD_CLIENT_ID = "messaging.client_id"
 OLD_BODY_SIZE = "messaging.message.payload_size_bytes"
+
+# shmkafka's own: the Sender's view of the record's batch (shm/rings.py's SenderView)
+RETRIES = "shmkafka.batch.retries"  # produce requests that carried the batch, less one
+NODE_ID = "shmkafka.broker.node.id"  # the broker node of the last one
+QUEUED_MS = "shmkafka.batch.queued_ms"  # from the batch's creation to the last request
+REQUEST_MS = "shmkafka.request.duration_ms"  # the last request's round trip
 
 # the metrics
 SENT_MESSAGES = "messaging.client.sent.messages"
@@ -122,6 +130,18 @@ def delivery_attributes(names: Names, partition: int | None, offset: int | None)
             out[OLD_OFFSET] = offset
         if names is not Names.OLD:
             out[OFFSET] = offset
+    return out
+
+
+def sender_view_attributes(view: SenderView) -> dict[str, Any]:
+    """The Sender's view of the record's batch, as span attributes (what is known)."""
+    out: dict[str, Any] = {RETRIES: max(0, view.attempts - 1)}
+    if view.node_id >= 0:
+        out[NODE_ID] = view.node_id
+    if view.queued_ms >= 0:
+        out[QUEUED_MS] = view.queued_ms
+    if view.request_ms >= 0:
+        out[REQUEST_MS] = view.request_ms
     return out
 
 

@@ -25,6 +25,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shmkafka.otel import semconv
 from shmkafka.otel.semconv import Names, Producer
+from shmkafka.otel.views import BatchViews
 
 VERSION = "0.1.0"
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.27.0"
@@ -37,6 +38,7 @@ class Telemetry:
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None,
                  names: Names | None = None) -> None:  # fmt: skip
         self.names = names if names is not None else semconv.names_chosen()
+        self.views = BatchViews()  # the Sender's view of recent batches (views.py)
         self.tracer = trace.get_tracer(
             "shmkafka.otel", VERSION, tracer_provider, schema_url=SCHEMA_URL
         )
@@ -103,6 +105,10 @@ class Send:
         took = latency_s if latency_s is not None else time.monotonic() - self.started
         if span.is_recording():
             span.set_attributes(semconv.delivery_attributes(telemetry.names, partition, offset))
+            if partition is not None and offset is not None and offset >= 0:
+                view = telemetry.views.find(self.topic, partition, offset)
+                if view is not None:
+                    span.set_attributes(semconv.sender_view_attributes(view))
             if error_type is not None:
                 span.set_attribute(semconv.ERROR_TYPE, error_type)
                 if error is not None:

@@ -55,7 +55,7 @@ from shmkafka.shm.layout import (
     OPEN,
     SEALED,
 )
-from shmkafka.shm.rings import Completion
+from shmkafka.shm.rings import Completion, SenderView
 
 log = logging.getLogger("shmkafka.producer")
 
@@ -580,17 +580,19 @@ class RecordAccumulator:
         error_code: int = 0,
         log_append_time: int = -1,
         log_start_offset: int = -1,
+        view: SenderView | None = None,
     ) -> Completion:
-        """The result to post for a batch; a batch split from a larger one completes its
-        parent's records in its delta range."""
+        """The result to post for a batch (with the Sender's ``view`` of it, when it was
+        sent); a batch split from a larger one completes its parent's records in its delta
+        range."""
         info = batch.info
         if info.parent_batch == NO_PARENT:
             return Completion(
                 info.batch_id, info.generation, base_offset, log_append_time, log_start_offset,
-                error_code,
+                error_code, view=view,
             )  # fmt: skip
         return Completion(
             info.parent_batch, info.parent_generation, base_offset, log_append_time,
             log_start_offset, error_code, info.parent_delta,
-            info.parent_delta + info.record_count - 1,
+            info.parent_delta + info.record_count - 1, view,
         )  # fmt: skip

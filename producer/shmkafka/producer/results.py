@@ -13,6 +13,8 @@ Rules:
 - Twice a second the completion thread fails with ``ResultLostError`` the records whose batch
   no longer holds them at two checks in a row and whose result did not come (liveness.py).
 - A completed batch's wait stays ``RETIRE_S`` for registrations still on their way.
+- ``batch_listener``, when set, hears each batch result before its reports and callbacks
+  run; what it raises is logged, never in the way of a result.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from shmkafka.shm.rings import Completion
 
 RETIRE_S = 5.0  # a completed batch's wait stays this long for registrations still in flight
 log = logging.getLogger("shmkafka.producer")
+
+# Process-wide: called by the completion thread with each batch result's resolved futures
+# and its completion, before their reports and callbacks (shmkafka.otel reads the Sender's
+# view of the batch here). None: nothing is called.
+batch_listener: Callable[[list[Future], Completion], None] | None = None
 
 
 class Results:
@@ -64,6 +71,12 @@ class Results:
             self._cond.notify_all()
         if not covered:
             return
+        listener = batch_listener
+        if listener is not None:
+            try:
+                listener(covered, completion)
+            except Exception:
+                log.exception("the batch listener raised")
         if on_done is not None and handing:
             try:
                 on_done(covered)

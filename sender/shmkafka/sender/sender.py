@@ -62,6 +62,7 @@ from shmkafka.shm.rings import (
     DELIVERY_TIMEOUT,
     SSL_HANDSHAKE_FAILED,
     Completion,
+    SenderView,
 )
 from shmkafka.shm.sender_counters import SenderCounters
 
@@ -413,20 +414,23 @@ class Sender:
                         part.error_code, part.base_offset, part.log_append_time_ms,
                         part.log_start_offset,
                     )  # fmt: skip
+        took = self.clock.monotonic_ms() - response.sent_ms if answer is not None else -1
         for batch in batches:
+            info, sent = batch.info, response.sent_ms
+            view = SenderView(info.attempts + 1, response.node_id, sent - info.created_ms, took)
             self.in_flight[batch.info.deque_id] -= 1
             self.in_flight_sequences[batch.info.deque_id].discard(batch.info.base_sequence)
             if response.error is not None:
                 self._retry_or_fail(batch, response.error, ErrorCode.NETWORK_EXCEPTION, now_ms)
                 continue
             if answer is None:  # acks=0: done once written
-                self.finish(batch, -1, 0, -1, -1)
+                self.finish(batch, -1, 0, -1, -1, view)
                 continue
             code, base_offset, append_time, log_start = results.get(
                 (batch.topic, batch.partition), (ErrorCode.NETWORK_EXCEPTION, -1, -1, -1)
             )  # (a partition missing from the response is retried like a lost response)
             if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-                self.finish(batch, base_offset, 0, append_time, log_start)
+                self.finish(batch, base_offset, 0, append_time, log_start, view)
             elif (
                 code == ErrorCode.MESSAGE_TOO_LARGE
                 and batch.info.record_count > 1
@@ -530,8 +534,9 @@ class Sender:
             self.finish(batch, -1, DELIVERY_TIMEOUT, -1, -1)
 
     def finish(
-        self, batch: DrainedBatch, base_offset: int, code: int, append: int, start: int
-    ) -> None:
+        self, batch: DrainedBatch, base_offset: int, code: int, append: int, start: int,
+        view: SenderView | None = None,
+    ) -> None:  # fmt: skip
         problem = self.pool.batches.problem(batch.info, self.pool.deques_used(), HEADER_SIZE)
         if problem is not None:  # (expiry and errors reach here without a send's check)
             self._fail_corrupt(batch, problem)
@@ -540,7 +545,7 @@ class Sender:
             self.stats.records_failed += batch.info.record_count
             if self.txn is not None:
                 self.txn.batch_failed(batch, code)
-        done = self.accumulator.completion_for(batch, base_offset, code, append, start)
+        done = self.accumulator.completion_for(batch, base_offset, code, append, start, view)
         full = self.accumulator.post_completion(batch, done)
         if full:
             self._pending.append(_Pending(batch, done, full))

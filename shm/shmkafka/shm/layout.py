@@ -248,7 +248,7 @@ MAGIC = b"SHMKAFKA"
 # APPENDERS sized by max_processes, REFUSALS; 6: idle topics retired (RETIRED shapes, saved
 # sequences), their deques reused; appenders check the directory version under the stripe lock;
 # 7: the TXN board
-LAYOUT_VERSION = 7
+LAYOUT_VERSION = 8
 RING_CAP = 512  # completion entries per process slot at most (a full ring: the Sender retries)
 PAGE = 4096
 
@@ -322,10 +322,13 @@ PENDING = struct.Struct("<II")
 NO_SLAB = 0xFFFFFFFF
 
 # batch_id, generation, base_offset, log_append_time, log_start_offset, error_code,
-# first_delta, last_delta: the result covers the batch's records whose offset delta is in
-# [first_delta, last_delta], the record at first_delta having offset base_offset (a split
-# batch completes its parent in parts).
-RING_ENTRY = struct.Struct("<IIqqqhxxII4x")
+# attempts, first_delta, last_delta, node_id, queued_ms, request_ms: the result covers the
+# batch's records whose offset delta is in [first_delta, last_delta], the record at
+# first_delta having offset base_offset (a split batch completes its parent in parts). The
+# last four are the Sender's view, for tracing: how many produce requests carried the batch,
+# the broker node of the last, how long the batch waited from its creation to that request,
+# and that request's round trip (-1: not known, e.g. acks=0 or a batch never sent).
+RING_ENTRY = struct.Struct("<IIqqqhHIIiii4x")
 ALL_DELTAS = 0xFFFFFFFF
 
 EVENT = struct.Struct("<QqiBBBxH230s")

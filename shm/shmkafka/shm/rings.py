@@ -27,6 +27,19 @@ TXN_ABORTED = -103  # the record's transaction was aborted before the batch was 
 
 
 @dataclass(frozen=True)
+class SenderView:
+    """How the Sender handled a batch, as its completion carries it (for tracing)."""
+
+    attempts: int  # produce requests that carried it
+    node_id: int  # the broker node of the last one (-1: none)
+    queued_ms: int  # from the batch's creation to the last request (-1: not sent)
+    request_ms: int  # the last request's round trip (-1: no answer, as with acks=0)
+
+
+NOT_SENT = SenderView(0, -1, -1, -1)
+
+
+@dataclass(frozen=True)
 class Completion:
     batch_id: int
     generation: int
@@ -36,6 +49,7 @@ class Completion:
     error_code: int
     first_delta: int = 0
     last_delta: int = ALL_DELTAS
+    view: SenderView | None = None  # the Sender's view of the batch, when it was sent
 
     def covers(self, offset_delta: int) -> bool:
         return self.first_delta <= offset_delta <= self.last_delta
@@ -79,6 +93,7 @@ class CompletionRings:
         at, head, tail = self._indexes(slot)
         if tail - head >= self.layout.ring_capacity:
             return False
+        view = completion.view or NOT_SENT
         RING_ENTRY.pack_into(
             self.segment.buf,
             self.layout.ring_entry_at(slot, tail),
@@ -88,8 +103,12 @@ class CompletionRings:
             completion.log_append_time,
             completion.log_start_offset,
             completion.error_code,
+            min(view.attempts, 0xFFFF),
             completion.first_delta,
             completion.last_delta,
+            view.node_id,
+            _clamp(view.queued_ms),
+            _clamp(view.request_ms),
         )
         self.segment.store_u64(at + S_RING_TAIL, tail + 1)
         return True
@@ -101,10 +120,7 @@ class CompletionRings:
         """Reader side: take every posted result, oldest first."""
         at, head, tail = self._indexes(slot)
         out = [
-            Completion(
-                *RING_ENTRY.unpack_from(self.segment.buf, self.layout.ring_entry_at(slot, i))
-            )
-            for i in range(head, tail)
+            _entry(self.segment.buf, self.layout.ring_entry_at(slot, i)) for i in range(head, tail)
         ]
         self.segment.store_u64(at + S_RING_HEAD, tail)
         return out
@@ -120,3 +136,15 @@ class CompletionRings:
     def pending(self, slot: int) -> int:
         _, head, tail = self._indexes(slot)
         return int(tail - head)
+
+
+def _clamp(ms: int) -> int:
+    return max(-1, min(ms, 0x7FFFFFFF))
+
+
+def _entry(buf: memoryview, at: int) -> Completion:
+    (batch_id, generation, base_offset, append_time, log_start, code, attempts, first, last,
+     node_id, queued_ms, request_ms) = RING_ENTRY.unpack_from(buf, at)  # fmt: skip
+    view = SenderView(attempts, node_id, queued_ms, request_ms) if attempts else None
+    return Completion(batch_id, generation, base_offset, append_time, log_start, code, first,
+                      last, view)  # fmt: skip
