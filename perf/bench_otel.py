@@ -117,7 +117,7 @@ def _produces(producer: Any) -> Callable[[int], None]:
         for i in range(n):
             while True:
                 try:
-                    producer.produce(TOPIC, VALUE, KEYS[i % 10007])
+                    producer.produce(TOPIC, value=VALUE, key=KEYS[i % 10007])
                     break
                 except BufferError:
                     producer.poll(0.01)
@@ -150,21 +150,21 @@ def main() -> None:
         return
     from shmkafka.perf.brokers import run_tansu
 
-    results: dict[str, list[float]] = {name: [] for name, _, _ in CASES}
+    results: list[list[float]] = [[] for _ in CASES]  # (names repeat: by index)
     with run_tansu() as broker:
         for _ in range(args.rounds):
-            for name, api, mode in CASES:
+            for index, (_, api, mode) in enumerate(CASES):
                 out = subprocess.run(
                     [sys.executable, __file__, "--records", str(args.records), "--case", api,
                      mode, broker.bootstrap], check=True, capture_output=True, text=True,
                     timeout=600,
                 )  # fmt: skip
-                results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                results[index].append(json.loads(out.stdout.strip().splitlines()[-1]))
     print(f"µs per record (call to flush's end), {args.records} records of 100 B, median of "
           f"{args.rounds} rounds; +: what tracing adds to the same client")  # fmt: skip
     base = 0.0
-    for name, _, mode in CASES:
-        median = statistics.median(results[name])
+    for (name, _, mode), values in zip(CASES, results, strict=True):
+        median = statistics.median(values)
         if mode == "off":
             base = median
             print(f"  {name:44s} {median:7.2f}")

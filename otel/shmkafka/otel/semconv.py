@@ -90,6 +90,11 @@ class Producer:
     cluster_id: str | None = None
 
 
+def head_attributes(topic: str) -> dict[str, Any]:
+    """What a send span starts with, for its sampler: the system and the destination."""
+    return {SYSTEM: "kafka", DESTINATION: topic}
+
+
 def send_attributes(
     names: Names, topic: str, key: Any, body_size: int | None, producer: Producer
 ) -> dict[str, Any]:
@@ -142,6 +147,17 @@ def sender_view_attributes(view: SenderView) -> dict[str, Any]:
         out[QUEUED_MS] = view.queued_ms
     if view.request_ms >= 0:
         out[REQUEST_MS] = view.request_ms
+    return out
+
+
+def duration_attributes(topic: str, error_type: str | None, producer: Producer) -> dict[str, Any]:
+    """The duration histogram's attributes: the counter's but the partition and the port
+    (recommended, not required: the SDK checks and hashes each one at every measurement)."""
+    out: dict[str, Any] = {SYSTEM: "kafka", OPERATION_NAME: "send", DESTINATION: topic}
+    if producer.server is not None:
+        out[SERVER_ADDRESS] = producer.server[0]
+    if error_type is not None:
+        out[ERROR_TYPE] = error_type
     return out
 
 

@@ -17,10 +17,11 @@ Rules:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from opentelemetry import context, metrics, propagate, trace
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shmkafka.otel import semconv
@@ -30,6 +31,7 @@ from shmkafka.otel.views import BatchViews
 VERSION = "0.1.0"
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.27.0"
 Headers = list[tuple[str, bytes]]
+MAX_ATTRIBUTE_SETS = 10_000  # metric attribute sets kept made (topics x partitions x errors)
 
 
 class Telemetry:
@@ -39,13 +41,18 @@ class Telemetry:
                  names: Names | None = None) -> None:  # fmt: skip
         self.names = names if names is not None else semconv.names_chosen()
         self.views = BatchViews()  # the Sender's view of recent batches (views.py)
+        self._heads: dict[str, tuple[str, dict[str, Any]]] = {}  # topic → (span name, head)
+        self._duration_attributes: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.tracer = trace.get_tracer(
             "shmkafka.otel", VERSION, tracer_provider, schema_url=SCHEMA_URL
         )
         meter = metrics.get_meter("shmkafka.otel", VERSION, meter_provider, schema_url=SCHEMA_URL)
         self.meter = meter
-        self.sent = meter.create_counter(
-            semconv.SENT_MESSAGES, unit="{message}",
+        # Counted here and read at each collection: the SDK's per-measurement work (each
+        # attribute checked and hashed) would cost more than the rest of a record's.
+        self._sent: dict[tuple[Any, ...], list[Any]] = {}  # key → [attributes, count]
+        meter.create_observable_counter(
+            semconv.SENT_MESSAGES, [self._observe_sent], unit="{message}",
             description="Messages a producer attempted to send to the broker.",
         )  # fmt: skip
         self.duration = meter.create_histogram(
@@ -55,12 +62,43 @@ class Telemetry:
         )  # fmt: skip
 
     def start(self, topic: str, key: Any, value: Any, producer: Producer) -> Send:
-        """Start the span of one record (the current context is its parent)."""
-        body = len(value) if isinstance(value, (bytes, bytearray, memoryview, str)) else None
-        attributes = semconv.send_attributes(self.names, topic, key, body, producer)
-        span = self.tracer.start_span(f"send {topic}", kind=SpanKind.PRODUCER,
-                                      attributes=attributes)  # fmt: skip
+        """Start the span of one record (the current context is its parent). The sampler
+        sees the attributes that name the operation; the others are set only on a span it
+        keeps (the SDK checks each attribute it is given: a dropped trace costs none)."""
+        head = self._heads.get(topic)
+        if head is None:
+            head = self._heads[topic] = (f"send {topic}", semconv.head_attributes(topic))
+        span = self.tracer.start_span(head[0], kind=SpanKind.PRODUCER, attributes=head[1])
+        if span.is_recording():
+            body = len(value) if isinstance(value, (bytes, bytearray, memoryview, str)) else None
+            span.set_attributes(semconv.send_attributes(self.names, topic, key, body, producer))
         return Send(self, span, topic, producer)
+
+    def count_sent(self, topic: str, partition: int | None, error_type: str | None,
+                   producer: Producer) -> None:  # fmt: skip
+        key = (topic, partition, error_type, producer.server)
+        counted = self._sent.get(key)
+        if counted is None:
+            attributes = semconv.metric_attributes(topic, partition, error_type, producer)
+            counted = self._sent.setdefault(key, [attributes, 0])
+        counted[1] += 1  # (the completion thread, or a thread whose call raised: the GIL's)
+
+    def _observe_sent(self, options: CallbackOptions) -> Iterable[Observation]:
+        for attributes, count in list(self._sent.values()):
+            yield Observation(count, attributes)
+
+    def duration_attributes(self, topic: str, error_type: str | None,
+                            producer: Producer) -> dict[str, Any]:  # fmt: skip
+        """One record's duration attributes (one dict per distinct set, made once)."""
+        key = (topic, error_type, producer.server)
+        found = self._duration_attributes.get(key)
+        if found is None:
+            if len(self._duration_attributes) > MAX_ATTRIBUTE_SETS:
+                self._duration_attributes.clear()
+            found = self._duration_attributes[key] = semconv.duration_attributes(
+                topic, error_type, producer
+            )
+        return found
 
 
 class Send:
@@ -115,9 +153,10 @@ class Send:
                     span.record_exception(error)
                 span.set_status(Status(StatusCode.ERROR, str(error) if error else error_type))
         span.end(end_time=self.started_ns + int(took * 1e9))
-        attributes = semconv.metric_attributes(self.topic, partition, error_type, self.producer)
-        telemetry.sent.add(1, attributes)
-        telemetry.duration.record(took, attributes)
+        telemetry.count_sent(self.topic, partition, error_type, self.producer)
+        telemetry.duration.record(
+            took, telemetry.duration_attributes(self.topic, error_type, self.producer)
+        )
 
 
 def error_type_of(error: BaseException) -> str:
