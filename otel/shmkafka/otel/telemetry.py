@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from opentelemetry import context, metrics, propagate, trace
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import CallbackOptions, NoOpMeterProvider, Observation
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shmkafka.otel import semconv
@@ -47,6 +47,7 @@ class Telemetry:
             "shmkafka.otel", VERSION, tracer_provider, schema_url=SCHEMA_URL
         )
         meter = metrics.get_meter("shmkafka.otel", VERSION, meter_provider, schema_url=SCHEMA_URL)
+        self.metrics_on = metrics_wanted(meter_provider or metrics.get_meter_provider())
         self.meter = meter
         # Counted here and read at each collection: the SDK's per-measurement work (each
         # attribute checked and hashed) would cost more than the rest of a record's.
@@ -101,6 +102,15 @@ class Telemetry:
         return found
 
 
+def metrics_wanted(provider: Any) -> bool:
+    """False for a meter provider that records nothing (the API's no-op, or an SDK provider
+    with no reader): then a record whose span is dropped needs no result at all."""
+    if isinstance(provider, NoOpMeterProvider):
+        return False
+    readers = getattr(provider, "_metric_readers", None)  # (the SDK's MeterProvider)
+    return readers is None or bool(readers)
+
+
 class Send:
     """One record's span and the facts its metrics need."""
 
@@ -111,6 +121,12 @@ class Send:
         self.started_ns = time.time_ns()
         self.started = time.monotonic()
         self.ended = False
+
+    @property
+    def wants_result(self) -> bool:
+        """Whether the record's result is needed: for its span, or for the metrics. A
+        dropped trace with metrics off needs nothing more after the call."""
+        return self.telemetry.metrics_on or self.span.is_recording()
 
     def headers(self, given: Any) -> Any:
         """``given`` (a list of (str, bytes), a dict, or None) with the trace context added;

@@ -6,6 +6,8 @@ Rules:
   comes: a kafka-python future's done callback, a confluent delivery report (the record's
   own callback, or the producer's ``on_delivery``, which it then calls), an asyncio
   future's done callback. A call that raises ends its span at once, with the error.
+- A record whose span is dropped while metrics record nothing gets no callback at all:
+  after the call it costs nothing more.
 - Arguments are read by name or position as the peer's signature gives them, and passed on
   by name, so a wrapper never changes what the wrapped call sees but the headers (and, for
   the confluent API, the report callback, which calls the user's).
@@ -75,7 +77,8 @@ def kafka_send(telemetry: Telemetry) -> Wrapper:
         except BaseException as exc:
             send.failed(exc, error_type_of(exc))
             raise
-        future.add_done_callback(lambda done: _future_done(send, done))
+        if send.wants_result:
+            future.add_done_callback(lambda done: _future_done(send, done))
         return future
 
     return wrapper
@@ -103,7 +106,7 @@ def confluent_produce(telemetry: Telemetry) -> Wrapper:
         send = telemetry.start(call["topic"], call.get("key"), call.get("value"),
                                producer_of(instance))  # fmt: skip
         call["headers"] = send.headers(call.get("headers"))
-        call["on_delivery"] = _report_ending(send, report)
+        call["on_delivery"] = _report_ending(send, report) if send.wants_result else report
         try:
             return wrapped(**call)
         except BaseException as exc:
@@ -141,7 +144,8 @@ def aiokafka_send(telemetry: Telemetry) -> Wrapper:
         except BaseException as exc:
             send.failed(exc, error_type_of(exc))
             raise
-        future.add_done_callback(lambda done: _asyncio_done(send, done))
+        if send.wants_result:
+            future.add_done_callback(lambda done: _asyncio_done(send, done))
         return future
 
     return wrapper
