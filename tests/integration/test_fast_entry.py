@@ -262,3 +262,36 @@ def test_shmkafka_pure_python_turns_off_every_c_part() -> None:
 
     assert run(pure=True) == ["True"] * 10
     assert run(pure=False) == ["False"] * 10  # (the extension is built here)
+
+
+def test_records_with_headers_take_the_c_entry_and_read_back_alike(
+    tansu: Peer, topic: str, pool_name: str, route: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shmkafka.facades.kafka_python.producer import KafkaProducer as Facade
+
+    python_sends: list[Any] = []
+    original = Facade._send
+    monkeypatch.setattr(Facade, "_send", lambda self, *a, **k: python_sends.append(a) or
+                        original(self, *a, **k))  # fmt: skip
+    eight = [(f"h{i}", b"%d" % i) for i in range(8)]
+    cases = [
+        [("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")],
+        [("clé", b"valeur"), ("none", None), ("", b"")],  # UTF-8 key, a null value
+        eight,
+        [*eight, ("ninth", b"9")],  # more than the C path takes: Python's
+    ]
+    with KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name, linger_ms=5) as p:
+        p.send(topic, b"warm", key=b"k").get(30)
+        python_sends.clear()
+        futures = [p.send(topic, b"v%d" % i, key=b"k", headers=h) for i, h in enumerate(cases)]
+        sizes = [f.get(30).serialized_header_size for f in futures]
+        with pytest.raises(TypeError):
+            p.send(topic, b"t", key=b"k", headers=(("h", b"1"),))  # a tuple: kafka-python's no
+    assert sizes == [sum(len(k.encode()) + len(v or b"") for k, v in h) for h in cases]
+    taken_by_python = len(python_sends)
+    # in C all but the ninth header and the tuple; without C, every call is Python's
+    assert taken_by_python == (2 if route == "c" else len(cases) + 1)
+    read = {m.value(): m.headers() for m in consume_all(tansu, topic, list(range(PARTITIONS)),
+                                                        len(cases) + 1)}  # fmt: skip
+    for i, headers in enumerate(cases):
+        assert [(k, v) for k, v in read[b"v%d" % i] or []] == headers

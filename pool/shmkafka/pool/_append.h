@@ -27,14 +27,21 @@ typedef struct {
     Hit hit;
     Py_ssize_t partition;   /* the record's, chosen or given */
     int64_t timestamp;      /* its create time, wall-clock ms */
+    Py_ssize_t header_size; /* its headers' keys and values in bytes; -1: none */
 } SendResult;
+
+/* The most headers a record may have to take the C path (more: Python's). */
+#define MAX_C_HEADERS 8
 
 typedef struct {
     PyTypeObject *fast_append_type;
-    /* FastAppend.send_kv's work (see its doc): APPENDED, NEEDS_NEW_BATCH,
+    /* FastAppend.send_kv's work (see its doc), headers included (NULL or
+     * None: none; else a list or tuple of at most MAX_C_HEADERS (str, bytes
+     * or None) pairs, anything else SEND_SLOW): APPENDED, NEEDS_NEW_BATCH,
      * SEND_SLOW, or -1 with an exception set. */
     int (*send_kv)(PyObject *fast, PyObject *route, Py_ssize_t partition,
-                   PyObject *key, PyObject *value, SendResult *out);
+                   PyObject *key, PyObject *value, PyObject *headers,
+                   SendResult *out);
     /* The sticky partition of the route's topic for keyless records
      * (recorded in its partition 0's deque), or -1 when there is none yet. */
     Py_ssize_t (*sticky)(PyObject *fast, PyObject *route);

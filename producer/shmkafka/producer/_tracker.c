@@ -285,9 +285,22 @@ tracker_send(PyObject *tracker, PyObject *fast, PyObject *route,
              PyObject *topic, Py_ssize_t partition, PyObject *key,
              PyObject *value, PyObject *report, int want_future)
 {
+    return tracker_send_headers(tracker, fast, route, topic, partition, key,
+                                value, NULL, report, want_future);
+}
+
+/* tracker_send for a record with headers (NULL or None: none; what the
+ * append does not take goes to the Python path: -1). */
+PyObject *
+tracker_send_headers(PyObject *tracker, PyObject *fast, PyObject *route,
+                     PyObject *topic, Py_ssize_t partition, PyObject *key,
+                     PyObject *value, PyObject *headers, PyObject *report,
+                     int want_future)
+{
     Tracker *self = (Tracker *)tracker;
     SendResult sent;
-    int status = append_api->send_kv(fast, route, partition, key, value, &sent);
+    int status = append_api->send_kv(fast, route, partition, key, value,
+                                     headers, &sent);
 
     if (status < 0) {
         return NULL;
@@ -308,7 +321,7 @@ tracker_send(PyObject *tracker, PyObject *fast, PyObject *route,
         .timestamp = sent.timestamp,
         .key_size = key == Py_None ? -1 : PyBytes_GET_SIZE(key),
         .value_size = value == Py_None ? -1 : PyBytes_GET_SIZE(value),
-        .header_size = -1,
+        .header_size = sent.header_size,
     };
     PyObject *future = register_record(self, topic, &facts, report,
                                        want_future);

@@ -76,6 +76,11 @@ BatchWait *wait_for(Tracker *self, uint64_t registration);
 PyObject *tracker_send(PyObject *tracker, PyObject *fast, PyObject *route,
                        PyObject *topic, Py_ssize_t partition, PyObject *key,
                        PyObject *value, PyObject *report, int want_future);
+PyObject *tracker_send_headers(PyObject *tracker, PyObject *fast,
+                               PyObject *route, PyObject *topic,
+                               Py_ssize_t partition, PyObject *key,
+                               PyObject *value, PyObject *headers,
+                               PyObject *report, int want_future);
 Py_ssize_t tracker_outstanding(PyObject *tracker);
 
 /* _tracker_entry.c: adds the entry bases to the module */
