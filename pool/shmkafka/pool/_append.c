@@ -221,16 +221,30 @@ append_kvh(FastAppend *self, Py_ssize_t deque_id, int64_t version,
 }
 
 /* Append a record without headers: its key and value (bytes or None)
- * encoded here. */
+ * encoded here (append_kvh's work without its header pieces: the common
+ * record's). */
 static int
 append_kv(FastAppend *self, Py_ssize_t deque_id, int64_t version,
           int64_t timestamp, int64_t now_ms, PyObject *key, PyObject *value,
           int may_open, Hit *hit)
 {
-    Py_ssize_t header_size;
+    static const char no_headers = 0;
+    unsigned char scratch[20];
+    Piece pieces[5];
+    PyObject *fields[2] = {key, value};
+    int n = 0;
 
-    return append_kvh(self, deque_id, version, timestamp, now_ms, key, value,
-                      NULL, may_open, hit, &header_size);
+    for (int i = 0; i < 2; i++) {
+        n += field_pieces(pieces + n, scratch + 10 * i,
+                          fields[i] == Py_None ? NULL
+                                               : PyBytes_AS_STRING(fields[i]),
+                          fields[i] == Py_None ? 0
+                                               : PyBytes_GET_SIZE(fields[i]));
+    }
+    pieces[n].ptr = &no_headers;
+    pieces[n++].len = 1;
+    return fast_append(self, deque_id, version, timestamp, now_ms, pieces, n,
+                       may_open, hit);
 }
 
 PyDoc_STRVAR(FastAppend_append_kv__doc__,
@@ -386,9 +400,14 @@ fastappend_send_kv(PyObject *fast, PyObject *route, Py_ssize_t partition,
     out->partition = partition;
     out->timestamp = clock_ms(CLOCK_REALTIME);
     int64_t now_ms = clock_ms(CLOCK_MONOTONIC);  /* = time.monotonic() */
-    int appended = append_kvh(self, deque_id, (int64_t)version,
-                              out->timestamp, now_ms, key, value, headers, 1,
-                              &out->hit, &out->header_size);
+    out->header_size = -1;
+    int appended = headers == NULL || headers == Py_None
+                   ? append_kv(self, deque_id, (int64_t)version,
+                               out->timestamp, now_ms, key, value, 1,
+                               &out->hit)
+                   : append_kvh(self, deque_id, (int64_t)version,
+                                out->timestamp, now_ms, key, value, headers, 1,
+                                &out->hit, &out->header_size);
     return appended == BUSY ? SEND_SLOW : appended;
 }
 
