@@ -5,6 +5,10 @@ peers' own instrumentors on shmkafka's classes."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -337,3 +341,72 @@ def test_aiokafkas_instrumentor_does_not_see_shmkafka(tansu: Peer, pool_name: st
     finally:
         instrumentor.uninstrument()
     assert telemetry.spans.get_finished_spans() == ()
+
+
+def _offsets_of(spans: list[ReadableSpan]) -> list[int]:
+    return sorted(dict(s.attributes or {})["messaging.kafka.message.offset"] for s in spans)
+
+
+def test_the_confluent_apis_beneath_produce_are_traced(
+    tansu: Peer, pool_name: str, otel: Telemetry
+) -> None:
+    from shmkafka.confluent_kafka import SerializingProducer
+    from shmkafka.confluent_kafka.aio import AIOProducer, AsyncSerializingProducer
+
+    topic = unique_topic("otel-apis")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    conf = {"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name}
+    serializing = SerializingProducer({**conf, "value.serializer": lambda v, ctx: v.encode()})
+    serializing.produce(topic, value="serialized")
+    assert serializing.flush(RESULT_S) == 0
+
+    async def aio() -> None:
+        async with AIOProducer(conf) as producer:
+            await (await producer.produce(topic, b"aio"))
+        producer = await AsyncSerializingProducer(
+            {**conf, "value.serializer": lambda v, ctx: v.encode()}
+        )
+        await (await producer.produce(topic, value="async serialized"))
+        await producer.close()
+
+    asyncio.run(asyncio.wait_for(aio(), RESULT_S))
+    spans = otel.sends()
+    assert _offsets_of(spans) == [0, 1, 2]  # each delivered record's span, with its offset
+    values = [m.value() for m in consume_all(tansu, topic, [0], 3)]
+    assert values == [b"serialized", b"aio", b"async serialized"]
+
+
+def test_a_transactions_records_are_traced(tansu: Peer, pool_name: str, otel: Telemetry) -> None:
+    topic = unique_topic("otel-txn")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    with KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name,
+                       transactional_id=unique_topic("otel-tx")) as p:  # fmt: skip
+        p.init_transactions()
+        p.begin_transaction()
+        futures = [p.send(topic, b"t%d" % i, partition=0) for i in range(3)]
+        p.commit_transaction()
+        offsets = [f.get(RESULT_S).offset for f in futures]
+    assert _offsets_of(otel.sends()) == offsets
+
+
+def test_opentelemetry_instrument_picks_shmkafka_up(tansu: Peer, pool_name: str) -> None:
+    topic = unique_topic("otel-auto")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    script = (
+        "import sys\n"
+        "from shmkafka.kafka import KafkaProducer\n"
+        "with KafkaProducer(bootstrap_servers=sys.argv[1], pool=sys.argv[2]) as p:\n"
+        "    p.send(sys.argv[3], b'auto').get(30)\n"
+    )
+    instrument = os.path.join(os.path.dirname(sys.executable), "opentelemetry-instrument")
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none",
+           "OTEL_LOGS_EXPORTER": "none"}  # fmt: skip
+    out = subprocess.run([instrument, sys.executable, "-c", script, tansu.bootstrap, pool_name,
+                          topic], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    exported = json.loads(out.stdout[out.stdout.index("{") :])
+    assert exported["name"] == f"send {topic}" and exported["kind"] == "SpanKind.PRODUCER"
+    assert exported["attributes"]["messaging.kafka.message.offset"] == 0

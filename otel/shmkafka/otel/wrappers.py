@@ -17,6 +17,7 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -96,7 +97,8 @@ def _future_done(send: Send, future: Any) -> None:
 def confluent_produce(telemetry: Telemetry) -> Wrapper:
     """confluent-kafka's ``Producer.produce`` (and, beneath them, ``SerializingProducer``,
     ``AIOProducer`` and ``AsyncSerializingProducer``): the delivery report ends the span,
-    at the time the record's result came (``Message.latency``), not when ``poll`` served it."""
+    at the time the record's result came (``Message.latency``), not when ``poll`` served it.
+    AIOProducer's report is an asyncio future of the Message: its done callback ends it."""
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Any:  # fmt: skip
@@ -106,7 +108,12 @@ def confluent_produce(telemetry: Telemetry) -> Wrapper:
         send = telemetry.start(call["topic"], call.get("key"), call.get("value"),
                                producer_of(instance))  # fmt: skip
         call["headers"] = send.headers(call.get("headers"))
-        call["on_delivery"] = _report_ending(send, report) if send.wants_result else report
+        if isinstance(report, asyncio.Future):  # AIOProducer's: its Message is the result
+            if send.wants_result:
+                report.add_done_callback(lambda done: _message_future_done(send, done))
+            call["on_delivery"] = report
+        else:
+            call["on_delivery"] = _report_ending(send, report) if send.wants_result else report
         try:
             return wrapped(**call)
         except BaseException as exc:
@@ -127,6 +134,21 @@ def _report_ending(send: Send, report: Callable[..., Any] | None) -> Callable[[A
             report(error, message)
 
     return on_delivery
+
+
+def _message_future_done(send: Send, future: asyncio.Future[Any]) -> None:
+    """AIOProducer's future of a delivered Message (or of its KafkaException)."""
+    if future.cancelled():
+        send.failed(None, "cancelled")
+        return
+    error = future.exception()
+    if error is not None:
+        kafka_error = error.args[0] if error.args else None
+        name = getattr(kafka_error, "name", None)
+        send.failed(error, name() if callable(name) else error_type_of(error))
+        return
+    message = future.result()
+    send.delivered(message.partition(), message.offset(), message.latency())
 
 
 def aiokafka_send(telemetry: Telemetry) -> Wrapper:
