@@ -5,6 +5,7 @@ peers' own instrumentors on shmkafka's classes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -65,9 +66,8 @@ class Telemetry:
         ]
 
 
-@pytest.fixture
-def otel() -> Iterator[Telemetry]:
-    telemetry = Telemetry()
+@contextlib.contextmanager
+def instrumented(telemetry: Telemetry) -> Iterator[Telemetry]:
     instrumentor = ShmkafkaInstrumentor()
     instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
                             meter_provider=telemetry.meter_provider)  # fmt: skip
@@ -75,6 +75,19 @@ def otel() -> Iterator[Telemetry]:
         yield telemetry
     finally:
         instrumentor.uninstrument()
+
+
+@pytest.fixture
+def otel() -> Iterator[Telemetry]:
+    with instrumented(Telemetry()) as telemetry:
+        yield telemetry
+
+
+def _topic(tansu: Peer, prefix: str, partitions: int = 1) -> str:
+    topic = unique_topic(prefix)
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, partitions)
+    return topic
 
 
 def _send_kafka(peer: Peer, pool: str, topic: str, values: list[bytes]) -> list[Any]:
@@ -117,9 +130,7 @@ SENDERS: dict[str, Callable[[Peer, str, str, list[bytes]], list[Any]]] = {
 def test_a_span_per_record_ends_at_its_delivery(
     tansu: Peer, pool_name: str, otel: Telemetry, api: str
 ) -> None:
-    topic = unique_topic(f"otel-{api}")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 2)
+    topic = _topic(tansu, f"otel-{api}", 2)
     values = [b"%s-%d" % (api.encode(), i) for i in range(4)]
     with otel.tracer.start_as_current_span("request") as parent:
         delivered = SENDERS[api](tansu, pool_name, topic, values)
@@ -154,9 +165,7 @@ def test_a_span_per_record_ends_at_its_delivery(
 def test_each_peer_consumer_continues_the_trace(
     tansu: Peer, pool_name: str, otel: Telemetry
 ) -> None:
-    topic = unique_topic("otel-read")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 1)
+    topic = _topic(tansu, "otel-read")
     values = [b"v%d" % i for i in range(3)]
     _send_kafka(tansu, pool_name, topic, values)
     sent = {dict(s.attributes or {})["messaging.kafka.message.offset"]: s for s in otel.sends()}
@@ -198,17 +207,9 @@ async def _aiokafka_consume(peer: Peer, topic: str, expected: int) -> list[Any]:
 
 
 def test_a_dropped_trace_makes_no_span_and_the_records_flow(tansu: Peer, pool_name: str) -> None:
-    telemetry = Telemetry(sampler=ALWAYS_OFF)
-    instrumentor = ShmkafkaInstrumentor()
-    instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
-                            meter_provider=telemetry.meter_provider)  # fmt: skip
-    try:
-        topic = unique_topic("otel-off")
-        with cluster(tansu) as c:
-            c.ensure_topic(topic, 1)
+    topic = _topic(tansu, "otel-off")
+    with instrumented(Telemetry(sampler=ALWAYS_OFF)) as telemetry:
         _send_kafka(tansu, pool_name, topic, [b"a", b"b"])
-    finally:
-        instrumentor.uninstrument()
     assert telemetry.spans.get_finished_spans() == ()
     (read,) = [consume_all(tansu, topic, [0], 2)]
     for message in read:  # the propagator still writes the context, its sampled flag off
@@ -244,17 +245,9 @@ def test_the_stable_names_on_opt_in(
     tansu: Peer, pool_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "messaging")
-    telemetry = Telemetry()
-    instrumentor = ShmkafkaInstrumentor()
-    instrumentor.instrument(tracer_provider=telemetry.tracer_provider,
-                            meter_provider=telemetry.meter_provider)  # fmt: skip
-    try:
-        topic = unique_topic("otel-new")
-        with cluster(tansu) as c:
-            c.ensure_topic(topic, 1)
+    topic = _topic(tansu, "otel-new")
+    with instrumented(Telemetry()) as telemetry:
         ((partition, offset),) = _send_kafka(tansu, pool_name, topic, [b"x"])
-    finally:
-        instrumentor.uninstrument()
     (span,) = telemetry.sends()
     attributes = dict(span.attributes or {})
     assert attributes["messaging.destination.partition.id"] == str(partition)
@@ -269,9 +262,7 @@ def test_confluent_kafkas_own_instrumentor_wraps_a_shmkafka_producer(
     from opentelemetry.instrumentation.confluent_kafka import ConfluentKafkaInstrumentor
 
     telemetry = Telemetry()
-    topic = unique_topic("otel-contrib")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 1)
+    topic = _topic(tansu, "otel-contrib")
     producer = Producer({"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name})
     proxied = ConfluentKafkaInstrumentor().instrument_producer(
         producer, tracer_provider=telemetry.tracer_provider
@@ -286,18 +277,21 @@ def test_confluent_kafkas_own_instrumentor_wraps_a_shmkafka_producer(
     assert context.span_id == span.context.span_id
 
 
-def test_kafka_pythons_instrumentor_does_not_see_shmkafka(tansu: Peer, pool_name: str) -> None:
-    # It wraps kafka.KafkaProducer.send, a class shmkafka's is not (docs/observability.md).
+@pytest.mark.parametrize("peer_api", ["kafka", "aiokafka"])
+def test_the_peers_class_instrumentors_do_not_see_shmkafka(
+    tansu: Peer, pool_name: str, peer_api: str
+) -> None:
+    # They wrap kafka.KafkaProducer.send and aiokafka.AIOKafkaProducer.send, the peers' own
+    # classes, which shmkafka's are not (docs/observability.md).
+    from opentelemetry.instrumentation.aiokafka import AIOKafkaInstrumentor
     from opentelemetry.instrumentation.kafka import KafkaInstrumentor
 
     telemetry = Telemetry()
-    instrumentor = KafkaInstrumentor()
+    instrumentor = KafkaInstrumentor() if peer_api == "kafka" else AIOKafkaInstrumentor()
     instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
     try:
-        topic = unique_topic("otel-kp")
-        with cluster(tansu) as c:
-            c.ensure_topic(topic, 1)
-        _send_kafka(tansu, pool_name, topic, [b"x"])
+        topic = _topic(tansu, "otel-peer")
+        SENDERS[peer_api](tansu, pool_name, topic, [b"x"])
     finally:
         instrumentor.uninstrument()
     assert telemetry.spans.get_finished_spans() == ()
@@ -306,9 +300,7 @@ def test_kafka_pythons_instrumentor_does_not_see_shmkafka(tansu: Peer, pool_name
 def test_the_pools_figures_come_from_shared_memory(
     tansu: Peer, pool_name: str, otel: Telemetry
 ) -> None:
-    topic = unique_topic("otel-pool")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 1)
+    topic = _topic(tansu, "otel-pool")
     with KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name) as p:
         for i in range(5):
             p.send(topic, b"%d" % i).get(RESULT_S)
@@ -326,23 +318,6 @@ def test_the_pools_figures_come_from_shared_memory(
     assert otel.points("shmkafka.sender.records.sent") == []  # no producer: no pool to report
 
 
-def test_aiokafkas_instrumentor_does_not_see_shmkafka(tansu: Peer, pool_name: str) -> None:
-    # It wraps aiokafka.AIOKafkaProducer.send, a class shmkafka's is not.
-    from opentelemetry.instrumentation.aiokafka import AIOKafkaInstrumentor
-
-    telemetry = Telemetry()
-    instrumentor = AIOKafkaInstrumentor()
-    instrumentor.instrument(tracer_provider=telemetry.tracer_provider)
-    try:
-        topic = unique_topic("otel-aio")
-        with cluster(tansu) as c:
-            c.ensure_topic(topic, 1)
-        _send_aiokafka(tansu, pool_name, topic, [b"x"])
-    finally:
-        instrumentor.uninstrument()
-    assert telemetry.spans.get_finished_spans() == ()
-
-
 def _offsets_of(spans: list[ReadableSpan]) -> list[int]:
     return sorted(dict(s.attributes or {})["messaging.kafka.message.offset"] for s in spans)
 
@@ -353,9 +328,7 @@ def test_the_confluent_apis_beneath_produce_are_traced(
     from shmkafka.confluent_kafka import SerializingProducer
     from shmkafka.confluent_kafka.aio import AIOProducer, AsyncSerializingProducer
 
-    topic = unique_topic("otel-apis")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 1)
+    topic = _topic(tansu, "otel-apis")
     conf = {"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name}
     serializing = SerializingProducer({**conf, "value.serializer": lambda v, ctx: v.encode()})
     serializing.produce(topic, value="serialized")
@@ -378,9 +351,7 @@ def test_the_confluent_apis_beneath_produce_are_traced(
 
 
 def test_a_transactions_records_are_traced(tansu: Peer, pool_name: str, otel: Telemetry) -> None:
-    topic = unique_topic("otel-txn")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 1)
+    topic = _topic(tansu, "otel-txn")
     with KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name,
                        transactional_id=unique_topic("otel-tx")) as p:  # fmt: skip
         p.init_transactions()
@@ -392,9 +363,7 @@ def test_a_transactions_records_are_traced(tansu: Peer, pool_name: str, otel: Te
 
 
 def test_opentelemetry_instrument_picks_shmkafka_up(tansu: Peer, pool_name: str) -> None:
-    topic = unique_topic("otel-auto")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 1)
+    topic = _topic(tansu, "otel-auto")
     script = (
         "import sys\n"
         "from shmkafka.kafka import KafkaProducer\n"

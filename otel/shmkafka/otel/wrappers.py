@@ -64,15 +64,25 @@ def producer_of(instance: Any) -> Producer:
     return facts
 
 
+def _started(
+    telemetry: Telemetry, names: tuple[str, ...], instance: Any, args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[dict[str, Any], Send]:  # fmt: skip
+    """The call's arguments by name, its record's span started and the trace context in
+    its headers."""
+    call = bind(names, args, kwargs)
+    send = telemetry.start(call["topic"], call.get("key"), call.get("value"),
+                           producer_of(instance))  # fmt: skip
+    call["headers"] = send.headers(call.get("headers"))
+    return call, send
+
+
 def kafka_send(telemetry: Telemetry) -> Wrapper:
     """kafka-python's ``KafkaProducer.send``: the future's done callback ends the span."""
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Any:  # fmt: skip
-        call = bind(KAFKA_SEND, args, kwargs)
-        send = telemetry.start(call["topic"], call.get("key"), call.get("value"),
-                               producer_of(instance))  # fmt: skip
-        call["headers"] = send.headers(call.get("headers"))
+        call, send = _started(telemetry, KAFKA_SEND, instance, args, kwargs)
         try:
             future = wrapped(**call)
         except BaseException as exc:
@@ -102,12 +112,9 @@ def confluent_produce(telemetry: Telemetry) -> Wrapper:
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Any:  # fmt: skip
-        call = bind(CONFLUENT_PRODUCE, args, kwargs)
+        call, send = _started(telemetry, CONFLUENT_PRODUCE, instance, args, kwargs)
         callback = call.pop("callback", None)
         report = callback or call.get("on_delivery") or getattr(instance, "_on_delivery", None)
-        send = telemetry.start(call["topic"], call.get("key"), call.get("value"),
-                               producer_of(instance))  # fmt: skip
-        call["headers"] = send.headers(call.get("headers"))
         if isinstance(report, asyncio.Future):  # AIOProducer's: its Message is the result
             if send.wants_result:
                 report.add_done_callback(lambda done: _message_future_done(send, done))
@@ -157,10 +164,7 @@ def aiokafka_send(telemetry: Telemetry) -> Wrapper:
 
     async def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:  # fmt: skip
-        call = bind(AIOKAFKA_SEND, args, kwargs)
-        send = telemetry.start(call["topic"], call.get("key"), call.get("value"),
-                               producer_of(instance))  # fmt: skip
-        call["headers"] = send.headers(call.get("headers"))
+        call, send = _started(telemetry, AIOKAFKA_SEND, instance, args, kwargs)
         try:
             future = await wrapped(**call)
         except BaseException as exc:

@@ -137,6 +137,24 @@ field_pieces(Piece *pieces, unsigned char *scratch, const char *ptr,
     return 2;
 }
 
+/* A record's key and value (bytes or None) as pieces, their lengths'
+ * varints in scratch[0..20). Returns the pieces added (2 to 4). */
+static int
+kv_pieces(Piece *pieces, unsigned char *scratch, PyObject *key,
+          PyObject *value)
+{
+    PyObject *fields[2] = {key, value};
+    int n = 0;
+
+    for (int i = 0; i < 2; i++) {
+        int none = fields[i] == Py_None;
+        n += field_pieces(pieces + n, scratch + 10 * i,
+                          none ? NULL : PyBytes_AS_STRING(fields[i]),
+                          none ? 0 : PyBytes_GET_SIZE(fields[i]));
+    }
+    return n;
+}
+
 /* A record's headers as pieces, as records.py's encode_record_tail writes
  * them: their count, then each key (UTF-8) and value (bytes or None), each
  * with its length. headers: NULL or None (no headers), or a list or tuple
@@ -202,16 +220,7 @@ append_kvh(FastAppend *self, Py_ssize_t deque_id, int64_t version,
 {
     unsigned char scratch[10 * (2 + 2 * MAX_C_HEADERS + 1)];
     Piece pieces[5 + 1 + 4 * MAX_C_HEADERS];
-    PyObject *fields[2] = {key, value};
-    int n = 0;
-
-    for (int i = 0; i < 2; i++) {
-        n += field_pieces(pieces + n, scratch + 10 * i,
-                          fields[i] == Py_None ? NULL
-                                               : PyBytes_AS_STRING(fields[i]),
-                          fields[i] == Py_None ? 0
-                                               : PyBytes_GET_SIZE(fields[i]));
-    }
+    int n = kv_pieces(pieces, scratch, key, value);
     int added = header_pieces(headers, pieces + n, scratch + 20, header_size);
     if (added < 0) {
         return SEND_SLOW;
@@ -231,16 +240,8 @@ append_kv(FastAppend *self, Py_ssize_t deque_id, int64_t version,
     static const char no_headers = 0;
     unsigned char scratch[20];
     Piece pieces[5];
-    PyObject *fields[2] = {key, value};
-    int n = 0;
+    int n = kv_pieces(pieces, scratch, key, value);
 
-    for (int i = 0; i < 2; i++) {
-        n += field_pieces(pieces + n, scratch + 10 * i,
-                          fields[i] == Py_None ? NULL
-                                               : PyBytes_AS_STRING(fields[i]),
-                          fields[i] == Py_None ? 0
-                                               : PyBytes_GET_SIZE(fields[i]));
-    }
     pieces[n].ptr = &no_headers;
     pieces[n++].len = 1;
     return fast_append(self, deque_id, version, timestamp, now_ms, pieces, n,
