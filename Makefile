@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions bench-otel clean
+.PHONY: spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions bench-otel soak-hosts clean
 
 C_SOURCES := $(wildcard pool/shmkafka/pool/_*.[ch] producer/shmkafka/producer/_*.[ch] \
 		facades/shmkafka/facades/confluent/_*.[ch])
@@ -28,7 +28,7 @@ typecheck: $(STAMP)
 # ledger; its totals are printed after the run (tests/ledger.py).
 unit: $(STAMP) spin
 	rm -f .ledger-test.jsonl
-	SHMKAFKA_LEDGER=$(CURDIR)/.ledger-test.jsonl $(BIN)/pytest -n auto -m "not stress"
+	SHMKAFKA_LEDGER=$(CURDIR)/.ledger-test.jsonl $(BIN)/pytest -n auto -m "not stress and not hosts"
 	$(BIN)/python -m tests.ledger .ledger-test.jsonl
 
 # The model checker for the model of the batch lifecycle (tests/pool/
@@ -60,6 +60,13 @@ stress: $(STAMP) spin
 SOAK_SECONDS ?= 1800
 soak: $(STAMP)
 	$(BIN)/python -m tests.soak --duration $(SOAK_SECONDS) $(SOAK_ARGS)
+
+# Many hosts in network namespaces (tests/hosts: root, iproute2 and iptables, installed here
+# when we are root) against one 3-node broker_stub, through iptables faults.
+soak-hosts: $(STAMP)
+	@command -v iptables >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& { apt-get update -qq && apt-get install -y -qq iproute2 iptables; } >/dev/null 2>&1; }; true
+	$(BIN)/pytest -m hosts tests/hosts -v
 
 # The main job: 4 processes through one shared pool on the embedded broker_stub, 100-byte,
 # 1 KB and 10 KB records, 4 s each.

@@ -1,0 +1,1 @@
+"""Many hosts on one machine (network, IPC and mount namespaces) against one cluster."""
