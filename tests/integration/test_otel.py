@@ -304,17 +304,19 @@ def test_the_pools_figures_come_from_shared_memory(
     with KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name) as p:
         for i in range(5):
             p.send(topic, b"%d" % i).get(RESULT_S)
-        deadline = time.monotonic() + RESULT_S  # (the Sender publishes its counters a round
-        while True:  # after it completed the batch)
+        # (the Sender publishes its counters, and frees a batch, just after it posted the
+        # batch's completion: the figures settle within a round)
+        deadline = time.monotonic() + RESULT_S
+        while True:
             (sent,) = otel.points("shmkafka.sender.records.sent")
-            if sent.value == 5 or time.monotonic() > deadline:
+            (depth,) = otel.points("shmkafka.pool.queue.depth")
+            if (sent.value, depth.value) == (5, 0) or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
         assert sent.value == 5 and sent.attributes == {"shmkafka.pool.name": pool_name}
+        assert depth.value == 0  # every record acknowledged: no batch left
         (limit,) = otel.points("shmkafka.pool.buffer.limit")
         assert limit.value == p._handle.pool.config.buffer_memory
-        (depth,) = otel.points("shmkafka.pool.queue.depth")
-        assert depth.value == 0  # every record acknowledged
     assert otel.points("shmkafka.sender.records.sent") == []  # no producer: no pool to report
 
 
