@@ -15,9 +15,12 @@ Rules:
   host cut off from one broker node (``cut_node``), a host cut off from every node
   (``partition``), 20% packet loss both ways (``loss``), the host's Sender killed
   (``sender_kill``).
+- The figures are the soak's (figures.py's ``timeline``, a host's faults scoped to its
+  workers): p50/p99 send→ack outside and during faults, and per fault kind the longest
+  stretch without acks and the time they took to resume; and records acked per host.
 - Not yet here (see the issue): netem's delay, duplication, reordering and corruption (this
   kernel has no ``sch_netem``), a broker node in its own namespace (broker_stub's replicas
-  share one process), clock steps, the 30-minute run and its figures.
+  share one process), clock steps, the 30-minute run.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from typing import Any
 import psutil
 
 from tests.hosts.lab import NetLab, Node
+from tests.soak.figures import timeline
+from tests.soak.history import ACKED, read_history
 from tests.soak.worker import create_board
 
 BASE_PORT = 19092
@@ -70,6 +75,7 @@ class HostsRun:
         self.broker = lab.add_node("broker")
         self.hosts = [lab.add_node(f"h{i}") for i in range(options.hosts)]
         self.faults: Counter[str] = Counter()
+        self.fault_log: list[dict[str, Any]] = []  # (as the soak's faults.jsonl)
         self.connections: dict[str, int] = {}
         self.workers: dict[int, Any] = {}
         self.control_port = 0
@@ -97,18 +103,35 @@ class HostsRun:
                 self._start_worker(h * len(WORKERS) + k, h, host, api, mode)
         until = time.monotonic() + self.o.duration_s
         time.sleep(3)  # (every worker up and sending before the first fault)
+        started = self.now_ms()
         self.connections = {h.name: self._connections(h) for h in self.hosts}
         while time.monotonic() < until:
             self._fault(self.rng.choice(FAULTS), self.rng.choice(self.hosts))
             time.sleep(1.0)
+        ended = self.now_ms()
         exits = self._stop_workers()
         open(os.path.join(self.dir, "final"), "w").close()
         checker.wait(600)
         with open(os.path.join(self.dir, "verdict.json")) as f:
             verdict: dict[str, Any] = json.load(f)
+        host_of = {h * len(WORKERS) + k: host.name for h, host in enumerate(self.hosts)
+                   for k in range(len(WORKERS))}  # fmt: skip
+        figures = timeline(self.dir, self.fault_log, host_of, started, ended)
         return {"counts": verdict["counts"], "examples": verdict["examples"],
                 "caught_up": verdict["caught_up"], "faults": dict(self.faults),
-                "connections": self.connections, "exits": exits}  # fmt: skip
+                "connections": self.connections, "exits": exits,
+                "acked_per_host": self._acked_per_host(host_of), "timeline": figures}  # fmt: skip
+
+    def now_ms(self) -> int:
+        return int((time.time() - self.epoch) * 1000)
+
+    def _acked_per_host(self, host_of: dict[int, str]) -> dict[str, int]:
+        acked: Counter[str] = Counter()
+        for name in os.listdir(self.dir):
+            if name.endswith(".hist"):
+                entries = read_history(os.path.join(self.dir, name))
+                acked[host_of[int(name[1:4])]] += sum(1 for e in entries if e.kind == ACKED)
+        return dict(acked)
 
     def _start_broker(self) -> None:
         command = [
@@ -170,9 +193,10 @@ class HostsRun:
 
     def _fault(self, kind: str, host: Node) -> None:
         lasting = self.rng.uniform(*self.o.fault_s)
+        start = self.now_ms()
         if kind == "sender_kill":
             if self._kill_a_sender(host):
-                self.faults[kind] += 1
+                self._counted(kind, start, start, host)
             time.sleep(lasting)
             return
         if kind == "cut_node":
@@ -181,11 +205,16 @@ class HostsRun:
             rules = self.lab.cut(host, self.broker.address)
         else:
             rules = self.lab.lose(host, 0.2)
-        self.faults[kind] += 1
         try:
             time.sleep(lasting)
         finally:
             self.lab.heal(rules)
+            self._counted(kind, start, self.now_ms(), host)
+
+    def _counted(self, kind: str, start_ms: int, end_ms: int, host: Node) -> None:
+        self.faults[kind] += 1
+        self.fault_log.append({"kind": kind, "start_ms": start_ms, "end_ms": end_ms,
+                               "target": host.name})  # fmt: skip
 
     def _kill_a_sender(self, host: Node) -> bool:
         senders = [pid for pid in self.lab.pids(host) if _is_sender(pid)]

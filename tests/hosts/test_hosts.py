@@ -28,6 +28,8 @@ def test_hosts_through_kernel_faults_lose_duplicate_reorder_and_hang_nothing(
     assert all(code == 0 for code in report["exits"].values()), report["exits"]
     assert counts["acknowledged"] > 0 and counts["read_back"] >= counts["acknowledged"]
     assert set(report["faults"]) <= set(FAULTS) and sum(report["faults"].values()) > 0
+    assert set(report["acked_per_host"]) == {"h0", "h1"}, report["acked_per_host"]
+    assert report["timeline"]["acked_logged"] == counts["acknowledged"]
     # The brokers see each host's Senders only (one per pool: here one per API), each with a
     # connection per node and at most one per bootstrap address (its first metadata and
     # producer id requests); the app processes hold none, however many there are.
