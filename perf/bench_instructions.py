@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 KEYS = [b"k%015d" % i for i in range(10007)]
-PROPERTIES = {"linger_ms": "5", "compression_type": "lz4", "acks": "1"}  # (the sidecar's)
 TOPIC = "instructions"
 WARM = 2000
 RECORDS = {100: 20_000, 1000: 20_000, 10_000: 4_000, 100_000: 400}  # N for each size
@@ -106,6 +105,7 @@ def _confluent(bootstrap: str, pool: str) -> Send:
 
 
 KAFKA_PYTHON_SETTINGS: dict[str, Any] = {"linger_ms": 5, "compression_type": "lz4", "acks": 1}
+PROPERTIES = {key: str(value) for key, value in KAFKA_PYTHON_SETTINGS.items()}  # (the sidecar's)
 SENDERS: dict[str, Callable[[str, str], Send]] = {
     "shmkafka": _shmkafka, "confluent-kafka": _confluent, "kafka-python": _kafka_python,
 }  # fmt: skip

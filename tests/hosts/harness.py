@@ -29,7 +29,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ import psutil
 
 from tests.hosts.lab import NetLab, Node
 from tests.soak.figures import timeline
+from tests.soak.harness import control, start_checker, write_private
 from tests.soak.history import ACKED, read_history
 from tests.soak.worker import create_board
 
@@ -85,13 +85,7 @@ class HostsRun:
         return ",".join(f"{self.broker.address}:{BASE_PORT + i}" for i in range(3))
 
     def control(self, op: str, **args: Any) -> Any:
-        address = (self.broker.address, self.control_port)
-        with socket.create_connection(address, timeout=60) as s:
-            s.sendall(json.dumps({"op": op, "args": args}).encode() + b"\n")
-            reply = json.loads(s.makefile().readline())
-        if not reply["ok"]:
-            raise RuntimeError(f"{op}: {reply['error']}")
-        return reply["result"]
+        return control((self.broker.address, self.control_port), op, **args)
 
     # ------------------------------------------------------------------ the run
 
@@ -149,17 +143,10 @@ class HostsRun:
         self.control_port = int(line.split("control port ")[1].split(";")[0])
         self.control("create_topic", name=TOPIC, partitions=self.o.partitions, rf=3)
 
-    def _start_checker(self) -> Any:
-        config = {"dir": self.dir, "bootstrap": self.bootstrap, "security": None,
-                  "topic": TOPIC, "modes": {h * len(WORKERS) + k: mode
-                                            for h in range(len(self.hosts))
-                                            for k, (_, mode) in enumerate(WORKERS)}}  # fmt: skip
-        path = os.path.join(self.dir, "checker.json")
-        with open(path, "w") as f:
-            json.dump(config, f)
-        with open(os.path.join(self.dir, "checker.log"), "ab") as err:
-            return subprocess.Popen([sys.executable, "-m", "tests.soak.checker", path],
-                                    stdout=err, stderr=err)  # fmt: skip
+    def _start_checker(self) -> subprocess.Popen[bytes]:
+        modes = {h * len(WORKERS) + k: mode for h in range(len(self.hosts))
+                 for k, (_, mode) in enumerate(WORKERS)}  # fmt: skip
+        return start_checker(self.dir, self.bootstrap, None, TOPIC, modes)
 
     def _start_worker(self, worker: int, h: int, host: Node, api: str, mode: str) -> None:
         config = {
@@ -171,8 +158,7 @@ class HostsRun:
             "transactional_id": f"hosts-txn{worker}",
         }  # fmt: skip
         path = os.path.join(self.dir, f"w{worker:03d}-i0001.json")
-        with open(path, "w") as f:
-            json.dump(config, f)
+        write_private(path, json.dumps(config))
         self.board.set_rate(worker, self.o.rate)
         env = dict(os.environ, SHMKAFKA_SENDER_IDLE_EXIT_MS="2000")
         with open(path[: -len(".json")] + ".log", "ab") as err:

@@ -96,6 +96,37 @@ def free_ports(count: int) -> int:
     raise RuntimeError("no free port range")
 
 
+def write_private(path: str, text: str) -> None:
+    """A file only its owner reads (a config may name a secret's file)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def control(address: tuple[str, int], op: str, **args: Any) -> Any:
+    """One operation on broker_stub's control port."""
+    with socket.create_connection(address, timeout=60) as s:
+        s.sendall(json.dumps({"op": op, "args": args}).encode() + b"\n")
+        reply = json.loads(s.makefile().readline())
+    if not reply["ok"]:
+        raise RuntimeError(f"{op}: {reply['error']}")
+    return reply["result"]
+
+
+def start_checker(directory: str, bootstrap: str, security: dict[str, Any] | None,
+                  topic: str, modes: dict[int, str]) -> subprocess.Popen[bytes]:  # fmt: skip
+    """The history checker (checker.py), reading ``topic`` back as the run goes."""
+    config = {"dir": directory, "bootstrap": bootstrap, "security": security, "topic": topic,
+              "modes": modes}  # fmt: skip
+    path = os.path.join(directory, "checker.json")
+    write_private(path, json.dumps(config))
+    with open(os.path.join(directory, "checker.log"), "ab") as err:
+        return subprocess.Popen([sys.executable, "-m", "tests.soak.checker", path],
+                                stdout=err, stderr=err)  # fmt: skip
+
+
 class Soak:
     def __init__(self, options: Options) -> None:
         self.o = options
@@ -140,12 +171,7 @@ class Soak:
             self._faults.flush()
 
     def control(self, op: str, **args: Any) -> Any:
-        with socket.create_connection(("127.0.0.1", self.control_port), timeout=60) as s:
-            s.sendall(json.dumps({"op": op, "args": args}).encode() + b"\n")
-            reply = json.loads(s.makefile().readline())
-        if not reply["ok"]:
-            raise RuntimeError(f"{op}: {reply['error']}")
-        return reply["result"]
+        return control(("127.0.0.1", self.control_port), op, **args)
 
     def plain_workers(self) -> list[int]:
         return [s.worker for s in self.slots if s.mode != "txn"]
@@ -236,9 +262,7 @@ class Soak:
         users = os.path.join(self.dir, "users")
         secret = os.path.join(self.dir, "password")
         for path, text in ((users, f"soak:{password}\n"), (secret, password)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.write(fd, text.encode())
-            os.close(fd)
+            write_private(path, text)
         self.security = {
             "protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512", "username": "soak",
             "password_file": secret, "cafile": certs.ca,
@@ -267,9 +291,7 @@ class Soak:
             "transactional_id": f"soak-{self.tag}-txn{slot.worker}",
         }  # fmt: skip
         path = os.path.join(self.dir, f"w{slot.worker:03d}-i{slot.incarnation:04d}.json")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.write(fd, json.dumps(config).encode())
-        os.close(fd)
+        write_private(path, json.dumps(config))
         self.board.set_phase(slot.worker, IDLE)  # (it says SENDING once it is up)
         env = dict(os.environ, SHMKAFKA_SENDER_IDLE_EXIT_MS="2000")
         env.pop("SHMKAFKA_FAULT_AT", None)
@@ -406,15 +428,8 @@ class Soak:
         return report
 
     def _start_checker(self) -> subprocess.Popen[bytes]:
-        config = {"dir": self.dir, "bootstrap": self.bootstrap, "security": self.security,
-                  "topic": self.topic, "modes": {s.worker: s.mode for s in self.slots}}  # fmt: skip
-        path = os.path.join(self.dir, "checker.json")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.write(fd, json.dumps(config).encode())
-        os.close(fd)
-        with open(os.path.join(self.dir, "checker.log"), "ab") as err:
-            return subprocess.Popen([sys.executable, "-m", "tests.soak.checker", path],
-                                    stdout=err, stderr=err)  # fmt: skip
+        return start_checker(self.dir, self.bootstrap, self.security, self.topic,
+                             {s.worker: s.mode for s in self.slots})  # fmt: skip
 
     def _stop_workers(self) -> dict[str, Any]:
         """A clean stop of every worker; one that does not end in 180 s is hung."""

@@ -22,7 +22,6 @@ from shmkafka.pool.bufferpool import BufferPool
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.pool.stat import partition_batches
 from shmkafka.producer.process_slot import joined_pools
-from shmkafka.shm.procs import is_alive
 from shmkafka.shm.sender_counters import SenderCounters
 
 POOL = "shmkafka.pool.name"
@@ -47,7 +46,7 @@ def reporting_pools() -> list[SharedPool]:
         return []
     out = []
     for pool in joined_pools():
-        live = [s for s, pid, started in pool.slots.active() if is_alive(pid, started)]
+        live = pool.slots.live()
         if live and min(live) == pool.slot:
             out.append(pool)
     return out

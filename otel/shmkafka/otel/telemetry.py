@@ -17,7 +17,7 @@ Rules:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from opentelemetry import context, metrics, propagate, trace
@@ -176,20 +176,13 @@ class Send:
 
 
 def error_type_of(error: BaseException) -> str:
-    """``error.type`` of an exception: the Kafka error's name when it has one, else the
-    exception's class name."""
+    """``error.type`` of an exception: the Kafka error's name when it has one (a
+    confluent ``KafkaException`` carries a ``KafkaError``), else the exception's class
+    name."""
+    carried = error.args[0] if error.args else None
+    if callable(getattr(carried, "name", None)):
+        return str(carried.name())  # type: ignore[union-attr]
     code_name = getattr(error, "errno_name", None) or getattr(error, "message", None)
     if isinstance(code_name, str) and code_name.isupper():
         return code_name
     return type(error).__qualname__
-
-
-def first_server(bootstrap: Any) -> tuple[str, int] | None:
-    """The first of the bootstrap servers as (host, port)."""
-    servers: Sequence[str] = bootstrap.split(",") if isinstance(bootstrap, str) else bootstrap
-    for server in servers or ():
-        host, sep, port = str(server).strip().rpartition(":")
-        if sep and port.isdigit():
-            return host.strip("[]"), int(port)
-        return str(server).strip(), 9092
-    return None

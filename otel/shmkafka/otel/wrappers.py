@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shmkafka.otel.semconv import Producer
-from shmkafka.otel.telemetry import Send, Telemetry, error_type_of, first_server
+from shmkafka.otel.telemetry import Send, Telemetry, error_type_of
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -57,7 +57,7 @@ def producer_of(instance: Any) -> Producer:
     if config is None:
         return Producer(None, None)
     cluster_id = client.pool.cluster_id()
-    facts = Producer(config.sender.client_id, first_server(config.sender.bootstrap_servers),
+    facts = Producer(config.sender.client_id, config.sender.bootstrap_addresses()[0],
                      cluster_id)  # fmt: skip
     if cluster_id is not None:
         instance.__dict__["_otel_producer"] = facts
@@ -117,7 +117,7 @@ def confluent_produce(telemetry: Telemetry) -> Wrapper:
         report = callback or call.get("on_delivery") or getattr(instance, "_on_delivery", None)
         if isinstance(report, asyncio.Future):  # AIOProducer's: its Message is the result
             if send.wants_result:
-                report.add_done_callback(lambda done: _message_future_done(send, done))
+                report.add_done_callback(lambda done: _asyncio_done(send, done, _message_at))
             call["on_delivery"] = report
         else:
             call["on_delivery"] = _report_ending(send, report) if send.wants_result else report
@@ -143,21 +143,6 @@ def _report_ending(send: Send, report: Callable[..., Any] | None) -> Callable[[A
     return on_delivery
 
 
-def _message_future_done(send: Send, future: asyncio.Future[Any]) -> None:
-    """AIOProducer's future of a delivered Message (or of its KafkaException)."""
-    if future.cancelled():
-        send.failed(None, "cancelled")
-        return
-    error = future.exception()
-    if error is not None:
-        kafka_error = error.args[0] if error.args else None
-        name = getattr(kafka_error, "name", None)
-        send.failed(error, name() if callable(name) else error_type_of(error))
-        return
-    message = future.result()
-    send.delivered(message.partition(), message.offset(), message.latency())
-
-
 def aiokafka_send(telemetry: Telemetry) -> Wrapper:
     """aiokafka's ``AIOKafkaProducer.send`` (and ``send_and_wait``, which calls it): the
     returned asyncio future's done callback ends the span."""
@@ -171,13 +156,17 @@ def aiokafka_send(telemetry: Telemetry) -> Wrapper:
             send.failed(exc, error_type_of(exc))
             raise
         if send.wants_result:
-            future.add_done_callback(lambda done: _asyncio_done(send, done))
+            future.add_done_callback(lambda done: _asyncio_done(send, done, _metadata_at))
         return future
 
     return wrapper
 
 
-def _asyncio_done(send: Send, future: Any) -> None:
+Where = tuple[int | None, int | None, float | None]  # partition, offset, latency (s)
+
+
+def _asyncio_done(send: Send, future: Any, where: Callable[[Any], Where]) -> None:
+    """An asyncio future's outcome ends the span: ``where`` reads its result."""
     if future.cancelled():
         send.failed(None, "cancelled")
         return
@@ -185,8 +174,16 @@ def _asyncio_done(send: Send, future: Any) -> None:
     if error is not None:
         send.failed(error, error_type_of(error))
         return
-    metadata = future.result()
-    if metadata is None:  # acks=0: no answer to read a partition or offset from
-        send.delivered(None, None)
-    else:
-        send.delivered(metadata.partition, metadata.offset)
+    send.delivered(*where(future.result()))
+
+
+def _metadata_at(metadata: Any) -> Where:
+    """aiokafka's RecordMetadata (None with acks=0: no answer to read them from)."""
+    if metadata is None:
+        return None, None, None
+    return metadata.partition, metadata.offset, None
+
+
+def _message_at(message: Any) -> Where:
+    """confluent AIOProducer's delivered Message."""
+    return message.partition(), message.offset(), message.latency()

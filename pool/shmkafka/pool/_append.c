@@ -121,133 +121,6 @@ FastAppend_append(FastAppend *self, PyObject *const *args, Py_ssize_t nargs)
                                  &piece, 1, 0, &hit), &hit);
 }
 
-/* A length-prefixed field (bytes or None: length -1) as pieces; the
- * varint goes to scratch. Returns the pieces added. */
-static int
-field_pieces(Piece *pieces, unsigned char *scratch, const char *ptr,
-             Py_ssize_t len)
-{
-    pieces[0].ptr = (const char *)scratch;
-    pieces[0].len = put_varlong(scratch, ptr == NULL ? -1 : len);
-    if (ptr == NULL) {
-        return 1;
-    }
-    pieces[1].ptr = ptr;
-    pieces[1].len = len;
-    return 2;
-}
-
-/* A record's key and value (bytes or None) as pieces, their lengths'
- * varints in scratch[0..20). Returns the pieces added (2 to 4). */
-static int
-kv_pieces(Piece *pieces, unsigned char *scratch, PyObject *key,
-          PyObject *value)
-{
-    PyObject *fields[2] = {key, value};
-    int n = 0;
-
-    for (int i = 0; i < 2; i++) {
-        int none = fields[i] == Py_None;
-        n += field_pieces(pieces + n, scratch + 10 * i,
-                          none ? NULL : PyBytes_AS_STRING(fields[i]),
-                          none ? 0 : PyBytes_GET_SIZE(fields[i]));
-    }
-    return n;
-}
-
-/* A record's headers as pieces, as records.py's encode_record_tail writes
- * them: their count, then each key (UTF-8) and value (bytes or None), each
- * with its length. headers: NULL or None (no headers), or a list or tuple
- * of at most MAX_C_HEADERS (str, bytes or None) pairs. Returns the pieces
- * added, or -1 for anything else (the Python path; no exception set);
- * *size is the keys' and values' bytes (-1: no headers). */
-static int
-header_pieces(PyObject *headers, Piece *pieces, unsigned char *scratch,
-              Py_ssize_t *size)
-{
-    Py_ssize_t count = 0;
-
-    *size = -1;
-    if (headers != NULL && headers != Py_None) {
-        if (!PyList_CheckExact(headers) && !PyTuple_CheckExact(headers)) {
-            return -1;
-        }
-        count = PySequence_Fast_GET_SIZE(headers);
-        if (count > MAX_C_HEADERS) {
-            return -1;
-        }
-        *size = count ? 0 : -1;  /* (as the Python path counts an empty list) */
-    }
-    pieces[0].ptr = (const char *)scratch;
-    pieces[0].len = put_varlong(scratch, count);
-    int n = 1;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(headers, i);
-        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
-            || !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)))
-        {
-            return -1;
-        }
-        PyObject *hkey = PyTuple_GET_ITEM(pair, 0);
-        PyObject *hvalue = PyTuple_GET_ITEM(pair, 1);
-        if (hvalue != Py_None && !PyBytes_CheckExact(hvalue)) {
-            return -1;
-        }
-        Py_ssize_t key_len;
-        const char *key_utf8 = PyUnicode_AsUTF8AndSize(hkey, &key_len);
-        if (key_utf8 == NULL) {
-            PyErr_Clear();  /* (a lone surrogate: Python raises its error) */
-            return -1;
-        }
-        n += field_pieces(pieces + n, scratch + 10 * (2 * i + 1), key_utf8,
-                          key_len);
-        Py_ssize_t value_len = hvalue == Py_None ? 0 : PyBytes_GET_SIZE(hvalue);
-        n += field_pieces(pieces + n, scratch + 10 * (2 * i + 2),
-                          hvalue == Py_None ? NULL : PyBytes_AS_STRING(hvalue),
-                          value_len);
-        *size += key_len + value_len;
-    }
-    return n;
-}
-
-/* Append a record: its key and value (bytes or None) and headers (see
- * header_pieces) encoded here. SEND_SLOW: headers the C path does not
- * take. */
-static int
-append_kvh(FastAppend *self, Py_ssize_t deque_id, int64_t version,
-           int64_t timestamp, int64_t now_ms, PyObject *key, PyObject *value,
-           PyObject *headers, int may_open, Hit *hit, Py_ssize_t *header_size)
-{
-    unsigned char scratch[10 * (2 + 2 * MAX_C_HEADERS + 1)];
-    Piece pieces[5 + 1 + 4 * MAX_C_HEADERS];
-    int n = kv_pieces(pieces, scratch, key, value);
-    int added = header_pieces(headers, pieces + n, scratch + 20, header_size);
-    if (added < 0) {
-        return SEND_SLOW;
-    }
-    return fast_append(self, deque_id, version, timestamp, now_ms, pieces,
-                       n + added, may_open, hit);
-}
-
-/* Append a record without headers: its key and value (bytes or None)
- * encoded here (append_kvh's work without its header pieces: the common
- * record's). */
-static int
-append_kv(FastAppend *self, Py_ssize_t deque_id, int64_t version,
-          int64_t timestamp, int64_t now_ms, PyObject *key, PyObject *value,
-          int may_open, Hit *hit)
-{
-    static const char no_headers = 0;
-    unsigned char scratch[20];
-    Piece pieces[5];
-    int n = kv_pieces(pieces, scratch, key, value);
-
-    pieces[n].ptr = &no_headers;
-    pieces[n++].len = 1;
-    return fast_append(self, deque_id, version, timestamp, now_ms, pieces, n,
-                       may_open, hit);
-}
-
 PyDoc_STRVAR(FastAppend_append_kv__doc__,
 "append_kv($self, deque_id, timestamp_ms, key, value, now_ms, version, /)\n"
 "--\n"
@@ -348,7 +221,7 @@ PyDoc_STRVAR(FastAppend_send_kv__doc__,
 static int
 fastappend_send_kv(PyObject *fast, PyObject *route, Py_ssize_t partition,
                    PyObject *key, PyObject *value, PyObject *headers,
-                   SendResult *out)
+                   Py_ssize_t header_budget, SendResult *out)
 {
     FastAppend *self = (FastAppend *)fast;
 
@@ -407,8 +280,9 @@ fastappend_send_kv(PyObject *fast, PyObject *route, Py_ssize_t partition,
                                out->timestamp, now_ms, key, value, 1,
                                &out->hit)
                    : append_kvh(self, deque_id, (int64_t)version,
-                                out->timestamp, now_ms, key, value, headers, 1,
-                                &out->hit, &out->header_size);
+                                out->timestamp, now_ms, key, value, headers,
+                                header_budget, 1, &out->hit,
+                                &out->header_size);
     return appended == BUSY ? SEND_SLOW : appended;
 }
 
@@ -453,7 +327,7 @@ FastAppend_send_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *key = args[2], *value = args[3];
     int status = fastappend_send_kv((PyObject *)self, args[0], partition, key,
-                                    value, NULL, &sent);
+                                    value, NULL, 0, &sent);
     if (status < 0) {
         return NULL;
     }

@@ -32,16 +32,19 @@ typedef struct {
 
 /* The most headers a record may have to take the C path (more: Python's). */
 #define MAX_C_HEADERS 8
+/* A header's room in records.py's record_size_bound (its two lengths). */
+#define HEADER_ROOM 10
 
 typedef struct {
     PyTypeObject *fast_append_type;
     /* FastAppend.send_kv's work (see its doc), headers included (NULL or
-     * None: none; else a list or tuple of at most MAX_C_HEADERS (str, bytes
-     * or None) pairs, anything else SEND_SLOW): APPENDED, NEEDS_NEW_BATCH,
-     * SEND_SLOW, or -1 with an exception set. */
+     * None: none; else a list of at most MAX_C_HEADERS (str, bytes or None)
+     * pairs whose size bound, HEADER_ROOM bytes each plus their keys and
+     * values, stays under header_budget; anything else SEND_SLOW):
+     * APPENDED, NEEDS_NEW_BATCH, SEND_SLOW, or -1 with an exception set. */
     int (*send_kv)(PyObject *fast, PyObject *route, Py_ssize_t partition,
                    PyObject *key, PyObject *value, PyObject *headers,
-                   SendResult *out);
+                   Py_ssize_t header_budget, SendResult *out);
     /* The sticky partition of the route's topic for keyless records
      * (recorded in its partition 0's deque), or -1 when there is none yet. */
     Py_ssize_t (*sticky)(PyObject *fast, PyObject *route);

@@ -160,9 +160,18 @@ void FastAppend_dealloc(FastAppend *self);
 int FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds);
 PyObject *FastAppend_offsets(FastAppend *self, PyObject *ignored);
 
-/* _append_write.c: the append under the stripe lock (see its doc). */
+/* _append_write.c: the append under the stripe lock (see its doc), and a
+ * record's key, value and headers encoded as its pieces (append_kv: no
+ * headers; append_kvh: SEND_SLOW for headers the C path does not take). */
 int fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t version,
                 int64_t timestamp, int64_t now_ms, const Piece *pieces,
                 int n_pieces, int may_open, Hit *hit);
+int append_kv(FastAppend *self, Py_ssize_t deque_id, int64_t version,
+              int64_t timestamp, int64_t now_ms, PyObject *key,
+              PyObject *value, int may_open, Hit *hit);
+int append_kvh(FastAppend *self, Py_ssize_t deque_id, int64_t version,
+               int64_t timestamp, int64_t now_ms, PyObject *key,
+               PyObject *value, PyObject *headers, Py_ssize_t header_budget,
+               int may_open, Hit *hit, Py_ssize_t *header_size);
 
 #endif

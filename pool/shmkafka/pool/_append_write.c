@@ -2,8 +2,9 @@
  * The append itself, as RecordAccumulator._try_append and _append_new_batch
  * do it (pool/accumulator.py, the reference): the stripe lock taken as
  * LockSet.acquire takes it, the record framed into the last OPEN batch of its
- * deque or into a batch opened on a run of free slabs, published, unlocked.
- * Part of the _append extension (_append_internal.h).
+ * deque or into a batch opened on a run of free slabs, published, unlocked;
+ * and a record's key, value and headers as its pieces, as records.py encodes
+ * them. Part of the _append extension (_append_internal.h).
  *
  * The style is CPython's (PEP 7).
  */
@@ -410,4 +411,142 @@ fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t version,
     }
     drop_lock(self, lock, self->sems[stripe]);
     return result;
+}
+
+/* ------------------------------------------------------------------------
+ * A record's key, value and headers as the pieces fast_append copies.
+ */
+
+/* A length-prefixed field (bytes or None: length -1) as pieces; the
+ * varint goes to scratch. Returns the pieces added. */
+static int
+field_pieces(Piece *pieces, unsigned char *scratch, const char *ptr,
+             Py_ssize_t len)
+{
+    pieces[0].ptr = (const char *)scratch;
+    pieces[0].len = put_varlong(scratch, ptr == NULL ? -1 : len);
+    if (ptr == NULL) {
+        return 1;
+    }
+    pieces[1].ptr = ptr;
+    pieces[1].len = len;
+    return 2;
+}
+
+/* A record's key and value (bytes or None) as pieces, their lengths'
+ * varints in scratch[0..20). Returns the pieces added (2 to 4). */
+static int
+kv_pieces(Piece *pieces, unsigned char *scratch, PyObject *key,
+          PyObject *value)
+{
+    PyObject *fields[2] = {key, value};
+    int n = 0;
+
+    for (int i = 0; i < 2; i++) {
+        int none = fields[i] == Py_None;
+        n += field_pieces(pieces + n, scratch + 10 * i,
+                          none ? NULL : PyBytes_AS_STRING(fields[i]),
+                          none ? 0 : PyBytes_GET_SIZE(fields[i]));
+    }
+    return n;
+}
+
+/* A record's headers as pieces, as records.py's encode_record_tail writes
+ * them: their count, then each key (UTF-8) and value (bytes or None), each
+ * with its length. headers: NULL or None (no headers), or a list (as both
+ * facades' checks want) of at most MAX_C_HEADERS (str, bytes or None)
+ * pairs whose size bound (HEADER_ROOM each, plus keys and values) is below
+ * budget. Returns the pieces added, or -1 for anything else (the Python
+ * path; no exception set); *size is the keys' and values' bytes (-1: no
+ * headers). The one check of a record's headers on the C path. */
+static int
+header_pieces(PyObject *headers, Py_ssize_t budget, Piece *pieces,
+              unsigned char *scratch, Py_ssize_t *size)
+{
+    Py_ssize_t count = 0;
+
+    *size = -1;
+    if (headers != NULL && headers != Py_None) {
+        if (!PyList_CheckExact(headers)
+            || PyList_GET_SIZE(headers) > MAX_C_HEADERS)
+        {
+            return -1;
+        }
+        count = PyList_GET_SIZE(headers);
+        *size = count ? 0 : -1;  /* (as the Python path counts an empty list) */
+    }
+    pieces[0].ptr = (const char *)scratch;
+    pieces[0].len = put_varlong(scratch, count);
+    int n = 1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = PyList_GET_ITEM(headers, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
+            || !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)))
+        {
+            return -1;
+        }
+        PyObject *hkey = PyTuple_GET_ITEM(pair, 0);
+        PyObject *hvalue = PyTuple_GET_ITEM(pair, 1);
+        if (hvalue != Py_None && !PyBytes_CheckExact(hvalue)) {
+            return -1;
+        }
+        Py_ssize_t key_len;
+        const char *key_utf8 = PyUnicode_AsUTF8AndSize(hkey, &key_len);
+        if (key_utf8 == NULL) {
+            PyErr_Clear();  /* (a lone surrogate: Python raises its error) */
+            return -1;
+        }
+        n += field_pieces(pieces + n, scratch + 10 * (2 * i + 1), key_utf8,
+                          key_len);
+        Py_ssize_t value_len = hvalue == Py_None ? 0 : PyBytes_GET_SIZE(hvalue);
+        n += field_pieces(pieces + n, scratch + 10 * (2 * i + 2),
+                          hvalue == Py_None ? NULL : PyBytes_AS_STRING(hvalue),
+                          value_len);
+        *size += key_len + value_len;
+        budget -= HEADER_ROOM + key_len + value_len;
+        if (budget <= 0) {
+            return -1;  /* (too large for the C path: Python checks the size) */
+        }
+    }
+    return n;
+}
+
+/* Append a record: its key and value (bytes or None) and headers (see
+ * header_pieces) encoded here. SEND_SLOW: headers the C path does not
+ * take. */
+int
+append_kvh(FastAppend *self, Py_ssize_t deque_id, int64_t version,
+           int64_t timestamp, int64_t now_ms, PyObject *key, PyObject *value,
+           PyObject *headers, Py_ssize_t header_budget, int may_open, Hit *hit,
+           Py_ssize_t *header_size)
+{
+    unsigned char scratch[10 * (2 + 2 * MAX_C_HEADERS + 1)];
+    Piece pieces[5 + 1 + 4 * MAX_C_HEADERS];
+    int n = kv_pieces(pieces, scratch, key, value);
+    int added = header_pieces(headers, header_budget, pieces + n, scratch + 20,
+                              header_size);
+    if (added < 0) {
+        return SEND_SLOW;
+    }
+    return fast_append(self, deque_id, version, timestamp, now_ms, pieces,
+                       n + added, may_open, hit);
+}
+
+/* Append a record without headers: its key and value (bytes or None)
+ * encoded here (append_kvh's work without its header pieces: the common
+ * record's). */
+int
+append_kv(FastAppend *self, Py_ssize_t deque_id, int64_t version,
+          int64_t timestamp, int64_t now_ms, PyObject *key, PyObject *value,
+          int may_open, Hit *hit)
+{
+    static const char no_headers = 0;
+    unsigned char scratch[20];
+    Piece pieces[5];
+    int n = kv_pieces(pieces, scratch, key, value);
+
+    pieces[n].ptr = &no_headers;
+    pieces[n++].len = 1;
+    return fast_append(self, deque_id, version, timestamp, now_ms, pieces, n,
+                       may_open, hit);
 }

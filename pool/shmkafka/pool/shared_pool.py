@@ -118,12 +118,7 @@ class SharedPool:
         if not self.segment.is_current():
             return True  # our segment was unlinked already; the name is another pool's now
         with self.slots.lock():
-            others = [
-                s
-                for s, pid, started in self.slots.active()
-                if s != self.slot and is_alive(pid, started)
-            ]
-            if others:
+            if any(s != self.slot for s in self.slots.live()):
                 return False
             from shmkafka.shm.segment import unlink_segment
 

@@ -286,21 +286,23 @@ tracker_send(PyObject *tracker, PyObject *fast, PyObject *route,
              PyObject *value, PyObject *report, int want_future)
 {
     return tracker_send_headers(tracker, fast, route, topic, partition, key,
-                                value, NULL, report, want_future);
+                                value, NULL, 0, report, want_future);
 }
 
-/* tracker_send for a record with headers (NULL or None: none; what the
- * append does not take goes to the Python path: -1). */
+/* tracker_send for a record with headers (NULL or None: none), whose size
+ * bound must stay under header_budget (the append's send_kv: what it does
+ * not take goes to the Python path, -1). */
 PyObject *
 tracker_send_headers(PyObject *tracker, PyObject *fast, PyObject *route,
                      PyObject *topic, Py_ssize_t partition, PyObject *key,
-                     PyObject *value, PyObject *headers, PyObject *report,
+                     PyObject *value, PyObject *headers,
+                     Py_ssize_t header_budget, PyObject *report,
                      int want_future)
 {
     Tracker *self = (Tracker *)tracker;
     SendResult sent;
     int status = append_api->send_kv(fast, route, partition, key, value,
-                                     headers, &sent);
+                                     headers, header_budget, &sent);
 
     if (status < 0) {
         return NULL;

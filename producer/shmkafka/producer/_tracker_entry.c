@@ -18,9 +18,9 @@
  *   batch, a moved directory) nothing was written either.
  * - Only records the Python path would send unchanged are taken here: bytes
  *   key (or None) and value, no headers or a list of at most MAX_C_HEADERS
- *   (str, bytes or None) pairs (headers_room), no partition, no timestamp, a
- *   topic whose route the client already cached (so its name was checked), a
- *   partitioner this file knows.
+ *   (str, bytes or None) pairs (the append checks them), no partition, no
+ *   timestamp, a topic whose route the client already cached (so its name was
+ *   checked), a partitioner this file knows.
  * - A guard (_fast_guard: a u32 of shared memory and the value it must hold)
  *   sends every record to the Python path once the word changed: a
  *   transactional producer's, fenced by a newer owner of its transactional
@@ -119,48 +119,13 @@ python_path(Entry *self, PyObject *method, PyObject *const *args,
     return result;
 }
 
-/* The bytes a record's headers add to its size bound (records.py's
- * record_size_bound: each key in UTF-8, each value, HEADER_ROOM for their
- * lengths), or -1 when the C path does not take them: anything but None
- * or a list (as both facades' checks want) of at most MAX_C_HEADERS
- * (str, bytes or None) pairs. The append checks the pairs again. */
-static Py_ssize_t
-headers_room(PyObject *headers)
-{
-    if (headers == Py_None) {
-        return 0;
-    }
-    if (!PyList_CheckExact(headers) || PyList_GET_SIZE(headers) > MAX_C_HEADERS) {
-        return -1;
-    }
-    Py_ssize_t room = 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(headers); i++) {
-        PyObject *pair = PyList_GET_ITEM(headers, i);
-        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2
-            || !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)))
-        {
-            return -1;
-        }
-        PyObject *value = PyTuple_GET_ITEM(pair, 1);
-        if (value != Py_None && !PyBytes_CheckExact(value)) {
-            return -1;
-        }
-        Py_ssize_t key_len;
-        if (PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &key_len) == NULL) {
-            PyErr_Clear();
-            return -1;
-        }
-        room += 10 + key_len + (value == Py_None ? 0 : PyBytes_GET_SIZE(value));
-    }
-    return room;
-}
-
 /* The checks both calls share; the record's route (borrowed), or NULL (the
- * Python path; no exception set). headers: None, or a list headers_room
- * takes. */
+ * Python path; no exception set). *budget: what the record's headers may add
+ * to its size before the Python path must check it (the append checks
+ * them). */
 static PyObject *
 common_route(Entry *self, PyObject *topic, PyObject *value, PyObject *key,
-             PyObject *headers)
+             Py_ssize_t *budget)
 {
     if (self->tracker == NULL || self->generation != fork_generation
         || (self->guard != NULL && *self->guard != self->guard_value)
@@ -170,12 +135,12 @@ common_route(Entry *self, PyObject *topic, PyObject *value, PyObject *key,
     {
         return NULL;
     }
-    Py_ssize_t room = headers_room(headers);
     Py_ssize_t size = PyBytes_GET_SIZE(value)
-                      + (key == Py_None ? 0 : PyBytes_GET_SIZE(key)) + room;
-    if (room < 0 || size >= self->size_precheck) {
+                      + (key == Py_None ? 0 : PyBytes_GET_SIZE(key));
+    if (size >= self->size_precheck) {
         return NULL;
     }
+    *budget = self->size_precheck - size;
     PyObject *route = PyDict_GetItemWithError(self->routes, topic);
     if (route == NULL) {
         PyErr_Clear();
@@ -225,7 +190,8 @@ SendEntry_send(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     {
         goto python;
     }
-    PyObject *route = common_route(self, topic, value, key, headers);
+    Py_ssize_t budget;
+    PyObject *route = common_route(self, topic, value, key, &budget);
     if (route == NULL) {
         goto python;
     }
@@ -236,7 +202,7 @@ SendEntry_send(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     }
     PyObject *future = tracker_send_headers(self->tracker, self->fast, route,
                                             topic, partition, key, value,
-                                            headers, Py_None, 1);
+                                            headers, budget, Py_None, 1);
     if (future == NULL || !PyLong_CheckExact(future)) {
         return future;
     }
@@ -271,7 +237,8 @@ ProduceEntry_produce(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     {
         goto python;  /* a partition, a timestamp, a typo */
     }
-    PyObject *route = common_route(self, topic, value, key, headers);
+    Py_ssize_t budget;
+    PyObject *route = common_route(self, topic, value, key, &budget);
     if (route == NULL || self->reports == NULL || self->unassigned == NULL) {
         goto python;
     }
@@ -308,7 +275,7 @@ ProduceEntry_produce(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     }
     PyObject *done = tracker_send_headers(self->tracker, self->fast, route,
                                           topic, partition, key, value,
-                                          headers, report, 0);
+                                          headers, budget, report, 0);
     Py_DECREF(report);
     if (done == NULL) {
         return NULL;
@@ -340,7 +307,8 @@ AppendEntry_fast_append(Entry *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *topic = args[0], *value = args[1], *key = args[2];
-    PyObject *route = common_route(self, topic, value, key, Py_None);
+    Py_ssize_t budget;
+    PyObject *route = common_route(self, topic, value, key, &budget);
     if (route == NULL) {
         Py_RETURN_FALSE;
     }

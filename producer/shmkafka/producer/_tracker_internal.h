@@ -80,7 +80,8 @@ PyObject *tracker_send_headers(PyObject *tracker, PyObject *fast,
                                PyObject *route, PyObject *topic,
                                Py_ssize_t partition, PyObject *key,
                                PyObject *value, PyObject *headers,
-                               PyObject *report, int want_future);
+                               Py_ssize_t header_budget, PyObject *report,
+                               int want_future);
 Py_ssize_t tracker_outstanding(PyObject *tracker);
 
 /* _tracker_entry.c: adds the entry bases to the module */

@@ -32,7 +32,6 @@ from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.sender.sender import Sender
 from shmkafka.shm import faultpoints
 from shmkafka.shm.events import LOG
-from shmkafka.shm.procs import is_alive
 
 log = logging.getLogger("shmkafka.sender")
 
@@ -197,6 +196,4 @@ def _remove_orphans(keep: str) -> None:
 
 
 def _has_producers(pool: SharedPool) -> bool:
-    return any(
-        slot != pool.slot and is_alive(pid, started) for slot, pid, started in pool.slots.active()
-    )
+    return any(slot != pool.slot for slot in pool.slots.live())

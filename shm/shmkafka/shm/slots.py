@@ -121,3 +121,6 @@ class SlotTable:
 
     def dead(self) -> list[int]:
         return [slot for slot, pid, started in self.active() if not is_alive(pid, started)]
+
+    def live(self) -> list[int]:
+        return [slot for slot, pid, started in self.active() if is_alive(pid, started)]
