@@ -1,26 +1,24 @@
-"""Many hosts against one cluster (issue "Many hosts against one cluster"), the first part:
-hosts made by the kernel (lab.py), the soak's workers and history checker across them, and
-network faults made by iptables in a host's namespace.
+"""Many hosts against one cluster: hosts made by the kernel (lab.py), each with one pool and
+one Sender shared by app processes of the three APIs, producing to a 3-node broker_stub
+whose nodes each live in a namespace of their own; the kernel's faults between them
+(faults.py); every record checked by the soak's history checker.
 
 Rules:
-- A 3-node broker_stub (3 replicas, ``min.insync.replicas=2``, ``--flush sync``) runs in a
-  namespace of its own on the bridge; node i listens on ``BASE_PORT + i``.
-- Each host runs the soak's workers (``python -m tests.soak.worker``: the three APIs),
-  each API's workers sharing the host's pool of that API, in the host's own namespaces, so
-  every host has its own /dev/shm, pools and Senders. History files and the board live in
-  the run's directory, which every host sees.
-- The checker (``python -m tests.soak.checker``) reads the topic back from the test's own
-  namespace through the bridge, and classifies every record as the soak does.
-- Faults, one at a time on a random host, each lasting ``fault_s`` and counted when made: a
-  host cut off from one broker node (``cut_node``), a host cut off from every node
-  (``partition``), 20% packet loss both ways (``loss``), the host's Sender killed
-  (``sender_kill``).
-- The figures are the soak's (figures.py's ``timeline``, a host's faults scoped to its
-  workers): p50/p99 send→ack outside and during faults, and per fault kind the longest
-  stretch without acks and the time they took to resume; and records acked per host.
-- Not yet here (see the issue): netem's delay, duplication, reordering and corruption (this
-  kernel has no ``sch_netem``), a broker node in its own namespace (broker_stub's replicas
-  share one process), clock steps, the 30-minute run.
+- The broker is one ``shmkafka broker-stub`` process (3 replicas, ``min.insync.replicas=2``,
+  ``--flush sync``) whose node i listens in namespace ``b{i}`` on ``BASE_PORT + i - 1``
+  (``--node-netns``): replication and the quorum follow the nodes' links over the
+  network, so a node cut off from the others is fenced and its leadership moves.
+- Each host is booted (lab.py): its own /dev/shm, IPC and time namespaces, its monotonic
+  clock ``i * CLOCK_STEP_S`` ahead of the machine's. Its app processes are the soak's
+  workers (``python -m tests.soak.worker``), restarted as a new incarnation when they die;
+  all but the transactional one share the host's pool (``one_pool``: the three APIs agree
+  on every Sender-level setting), and a transactional id has a pool and Sender of its own.
+- The checker (``python -m tests.soak.checker``) reads the topic back from the root
+  namespace through the switch, and classifies every record as the soak does.
+- Figures: the soak's (figures.py's ``timeline``: p50/p99 send→ack outside and during
+  faults, per fault kind the longest stretch without acks and when they resumed), records
+  acknowledged per host, each host's connections to the brokers (sampled every minute), and
+  the frames each link lost, duplicated, reordered and corrupted.
 """
 
 from __future__ import annotations
@@ -32,92 +30,136 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psutil
 
+from tests.hosts.faults import HostsNemesis
 from tests.hosts.lab import NetLab, Node
 from tests.soak.figures import timeline
 from tests.soak.harness import control, start_checker, write_private
 from tests.soak.history import ACKED, read_history
-from tests.soak.worker import create_board
+from tests.soak.worker import IDLE, create_board
 
 BASE_PORT = 19092
 TOPIC = "hosts"
-WORKERS = (("kafka-python", "future"), ("confluent-kafka", "callback"), ("aiokafka", "future"))
-POOL_OF_API = {"kafka-python": "kp", "confluent-kafka": "cf", "aiokafka": "aio"}
-FAULTS = ("cut_node", "partition", "loss", "sender_kill")
+# a host's app processes, in order (the first ``workers_per_host``); "txn" is transactional
+WORKERS = (
+    ("kafka-python", "future"), ("confluent-kafka", "callback"), ("aiokafka", "future"),
+    ("kafka-python", "txn"), ("confluent-kafka", "fire"), ("kafka-python", "callback"),
+)  # fmt: skip
+CLOCK_STEP_S = 30 * 86400  # host i's monotonic clock reads i x 30 days ahead
 
 
 @dataclass(frozen=True)
 class HostsOptions:
-    hosts: int = 2
-    duration_s: float = 40.0
-    rate: int = 200  # records/s per worker
+    hosts: int = 4
+    workers_per_host: int = 6
+    duration_s: float = 1800.0
+    rate: int = 60  # records/s per app process
     record_size: int = 200
-    partitions: int = 4
-    fault_s: tuple[float, float] = (2.0, 4.0)
+    partitions: int = 6
+    fault_interval_s: tuple[float, float] = (2.0, 5.0)
+    fault_s: tuple[float, float] = (3.0, 8.0)
     seed: int | None = None
     directory: str | None = None
+
+
+@dataclass
+class Slot:
+    worker: int
+    host: Node
+    api: str
+    mode: str
+    incarnation: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    exits: Counter[str] = field(default_factory=Counter)
 
 
 class HostsRun:
     def __init__(self, options: HostsOptions, lab: NetLab) -> None:
         self.o, self.lab = options, lab
-        self.rng = random.Random(options.seed)
+        self.seed = options.seed if options.seed is not None else random.randrange(1 << 30)
         self.dir = options.directory or tempfile.mkdtemp(prefix="shmkafka-hosts-")
-        os.makedirs(self.dir, exist_ok=True)
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        self.topic = TOPIC
         self.epoch = time.time()
         self.board = create_board(os.path.join(self.dir, "board"))
-        self.broker = lab.add_node("broker")
+        self.node_ids = [1, 2, 3]
+        self.brokers = [lab.add_node(f"b{n}") for n in self.node_ids]
         self.hosts = [lab.add_node(f"h{i}") for i in range(options.hosts)]
-        self.faults: Counter[str] = Counter()
-        self.fault_log: list[dict[str, Any]] = []  # (as the soak's faults.jsonl)
-        self.connections: dict[str, int] = {}
-        self.workers: dict[int, Any] = {}
+        for i, host in enumerate(self.hosts):
+            lab.boot(host, clock_offset_s=i * CLOCK_STEP_S)
+        self.slots = [
+            Slot(h * options.workers_per_host + k, host, api, mode)
+            for h, host in enumerate(self.hosts)
+            for k, (api, mode) in enumerate(WORKERS[: options.workers_per_host])
+        ]  # fmt: skip
+        self.nemesis = HostsNemesis(self, self.seed)
+        self.connections: list[dict[str, dict[str, int]]] = []
+        self.stopping = False
         self.control_port = 0
+        self._slot_lock = threading.Lock()
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"{self.broker.address}:{BASE_PORT + i}" for i in range(3))
+        return ",".join(f"{b.address}:{BASE_PORT + i}" for i, b in enumerate(self.brokers))
 
     def control(self, op: str, **args: Any) -> Any:
-        return control((self.broker.address, self.control_port), op, **args)
+        return control(("127.0.0.1", self.control_port), op, **args)
+
+    def now_ms(self) -> int:
+        return int((time.time() - self.epoch) * 1000)
 
     # ------------------------------------------------------------------ the run
 
     def run(self) -> dict[str, Any]:
         self._start_broker()
         checker = self._start_checker()
-        for h, host in enumerate(self.hosts):
-            for k, (api, mode) in enumerate(WORKERS):
-                self._start_worker(h * len(WORKERS) + k, h, host, api, mode)
-        until = time.monotonic() + self.o.duration_s
-        time.sleep(3)  # (every worker up and sending before the first fault)
+        for slot in self.slots:
+            self.start_worker(slot)
+        time.sleep(5)  # (every worker up and sending before the first fault)
         started = self.now_ms()
-        self.connections = {h.name: self._connections(h) for h in self.hosts}
+        until = time.monotonic() + self.o.duration_s
+        nemesis = threading.Thread(target=self.nemesis.run,
+                                   args=(until, self.o.fault_interval_s), daemon=True)  # fmt: skip
+        nemesis.start()
+        next_sample = time.monotonic()
         while time.monotonic() < until:
-            self._fault(self.rng.choice(FAULTS), self.rng.choice(self.hosts))
-            time.sleep(1.0)
+            self.supervise()
+            if time.monotonic() >= next_sample:
+                self.connections.append({h.name: self._connections(h) for h in self.hosts})
+                next_sample += 60
+            time.sleep(0.1)
+        self.nemesis.stop()
+        nemesis.join(60)
+        left_faulty = self.nemesis.heal()
         ended = self.now_ms()
-        exits = self._stop_workers()
+        time.sleep(3)
+        self.supervise()
+        stop = self._stop_workers()
         open(os.path.join(self.dir, "final"), "w").close()
-        checker.wait(600)
+        checker.wait(900)
         with open(os.path.join(self.dir, "verdict.json")) as f:
             verdict: dict[str, Any] = json.load(f)
-        host_of = {h * len(WORKERS) + k: host.name for h, host in enumerate(self.hosts)
-                   for k in range(len(WORKERS))}  # fmt: skip
-        figures = timeline(self.dir, self.fault_log, host_of, started, ended)
-        return {"counts": verdict["counts"], "examples": verdict["examples"],
-                "caught_up": verdict["caught_up"], "faults": dict(self.faults),
-                "connections": self.connections, "exits": exits,
-                "acked_per_host": self._acked_per_host(host_of), "timeline": figures}  # fmt: skip
-
-    def now_ms(self) -> int:
-        return int((time.time() - self.epoch) * 1000)
+        host_of = {s.worker: s.host.name for s in self.slots}
+        report = {
+            "seed": self.seed, "options": asdict(self.o), "counts": verdict["counts"],
+            "examples": verdict["examples"], "caught_up": verdict["caught_up"],
+            "faults": dict(self.nemesis.injected), "faults_asked": dict(self.nemesis.asked),
+            "fault_notes": self.nemesis.notes, "left_faulty": left_faulty, **stop,
+            "exits": {s.worker: dict(s.exits) for s in self.slots},
+            "acked_per_host": self._acked_per_host(host_of),
+            "connections": self.connections, "links": self.lab.link_counters(),
+            "timeline": timeline(self.dir, self.nemesis.log, host_of, started, ended),
+        }  # fmt: skip
+        with open(os.path.join(self.dir, "report.json"), "w") as f:
+            json.dump(report, f, indent=1)
+        return report
 
     def _acked_per_host(self, host_of: dict[int, str]) -> dict[str, int]:
         acked: Counter[str] = Counter()
@@ -130,12 +172,17 @@ class HostsRun:
     def _start_broker(self) -> None:
         command = [
             sys.executable, "-m", "shmkafka.broker_stub", "--nodes", "3", "--port",
-            str(BASE_PORT), "--host", self.broker.address, "--replication-factor", "3",
-            "--min-insync-replicas", "2", "--partitions", str(self.o.partitions),
+            str(BASE_PORT), "--host", "127.0.0.1",
+            "--node-hosts", ",".join(b.address for b in self.brokers),
+            "--node-netns", ",".join(b.namespace for b in self.brokers),
+            "--replication-factor", "3", "--min-insync-replicas", "2",
+            "--replica-lag-time-max-ms", "5000", "--session-timeout-ms", "1500",
+            "--partitions", str(self.o.partitions), "--no-auto-create",
             "--storage", os.path.join(self.dir, "broker"), "--flush", "sync",
         ]  # fmt: skip
         with open(os.path.join(self.dir, "broker.log"), "ab") as err:
-            broker = self.lab.spawn(self.broker, command, stdout=subprocess.PIPE, stderr=err)
+            broker = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err)
+        self.lab.processes.append(broker)
         assert broker.stdout is not None
         line = broker.stdout.readline().decode()
         if "control port" not in line:
@@ -144,93 +191,116 @@ class HostsRun:
         self.control("create_topic", name=TOPIC, partitions=self.o.partitions, rf=3)
 
     def _start_checker(self) -> subprocess.Popen[bytes]:
-        modes = {h * len(WORKERS) + k: mode for h in range(len(self.hosts))
-                 for k, (_, mode) in enumerate(WORKERS)}  # fmt: skip
+        modes = {s.worker: s.mode for s in self.slots}
         return start_checker(self.dir, self.bootstrap, None, TOPIC, modes)
 
-    def _start_worker(self, worker: int, h: int, host: Node, api: str, mode: str) -> None:
+    # ------------------------------------------------------------------ app processes
+
+    def start_worker(self, slot: Slot) -> None:
+        slot.incarnation += 1
+        h = self.hosts.index(slot.host)
         config = {
-            "worker": worker, "incarnation": 1, "api": api, "mode": mode,
-            "pool": f"hosts{h}{POOL_OF_API[api]}", "bootstrap": self.bootstrap,
-            "security": None, "topic": TOPIC, "dir": self.dir,
+            "worker": slot.worker, "incarnation": slot.incarnation, "api": slot.api,
+            "mode": slot.mode, "pool": f"host{h}", "one_pool": True,
+            "bootstrap": self.bootstrap, "security": None, "topic": TOPIC, "dir": self.dir,
             "board": os.path.join(self.dir, "board"), "epoch": self.epoch,
-            "record_size": self.o.record_size, "buffer_memory": 4 << 20, "burst": 1000,
-            "transactional_id": f"hosts-txn{worker}",
+            "record_size": self.o.record_size, "buffer_memory": 32 << 20, "burst": 1000,
+            "transactional_id": f"hosts-txn{slot.worker}",
         }  # fmt: skip
-        path = os.path.join(self.dir, f"w{worker:03d}-i0001.json")
+        path = os.path.join(self.dir, f"w{slot.worker:03d}-i{slot.incarnation:04d}.json")
         write_private(path, json.dumps(config))
-        self.board.set_rate(worker, self.o.rate)
+        self.board.set_phase(slot.worker, IDLE)  # (it says SENDING once it is up)
+        self.board.set_rate(slot.worker, self.o.rate)
         env = dict(os.environ, SHMKAFKA_SENDER_IDLE_EXIT_MS="2000")
         with open(path[: -len(".json")] + ".log", "ab") as err:
-            self.workers[worker] = self.lab.spawn(
-                host, [sys.executable, "-m", "tests.soak.worker", path], env=env,
-                stdout=err, stderr=err,
+            slot.proc = self.lab.spawn(
+                slot.host, [sys.executable, "-m", "tests.soak.worker", path], env=env,
+                stdout=err, stderr=err, cwd=os.getcwd(),
             )  # fmt: skip
 
-    def _connections(self, host: Node) -> dict[str, int]:
-        """The host's connections to the brokers: its Senders' and its apps' (none)."""
-        by: Counter[str] = Counter()
-        for pid in self.lab.connections(host, self.broker.address):
-            by["senders" if _is_sender(pid) else "apps"] += 1
-        by["sender_processes"] = sum(1 for pid in self.lab.pids(host) if _is_sender(pid))
-        return dict(by)
+    def supervise(self) -> None:
+        """Restart an app process that died (a kill), unless the run is stopping."""
+        with self._slot_lock:
+            for slot in self.slots:
+                if slot.proc is None or slot.proc.poll() is None:
+                    continue
+                code = slot.proc.returncode
+                slot.exits[{-9: "SIGKILL", 0: "clean"}.get(code, f"exit {code}")] += 1
+                slot.proc = None
+                if not self.stopping:
+                    self.start_worker(slot)
 
-    # ------------------------------------------------------------------ faults
+    def running_worker(self, rng: random.Random) -> int | None:
+        up = [s.worker for s in self.slots if s.proc is not None and s.proc.poll() is None
+              and self.board.phase(s.worker) != IDLE]  # fmt: skip
+        return rng.choice(up) if up else None
 
-    def _fault(self, kind: str, host: Node) -> None:
-        lasting = self.rng.uniform(*self.o.fault_s)
-        start = self.now_ms()
-        if kind == "sender_kill":
-            if self._kill_a_sender(host):
-                self._counted(kind, start, start, host)
-            time.sleep(lasting)
-            return
-        if kind == "cut_node":
-            rules = self.lab.cut(host, self.broker.address, BASE_PORT + self.rng.randrange(3))
-        elif kind == "partition":
-            rules = self.lab.cut(host, self.broker.address)
-        else:
-            rules = self.lab.lose(host, 0.2)
-        try:
-            time.sleep(lasting)
-        finally:
-            self.lab.heal(rules)
-            self._counted(kind, start, self.now_ms(), host)
-
-    def _counted(self, kind: str, start_ms: int, end_ms: int, host: Node) -> None:
-        self.faults[kind] += 1
-        self.fault_log.append({"kind": kind, "start_ms": start_ms, "end_ms": end_ms,
-                               "target": host.name})  # fmt: skip
-
-    def _kill_a_sender(self, host: Node) -> bool:
-        senders = [pid for pid in self.lab.pids(host) if _is_sender(pid)]
-        if not senders:
+    def signal_worker(self, worker: int, signum: int) -> bool:
+        proc = self.slots[worker].proc
+        if proc is None or proc.poll() is not None:
             return False
         try:
-            os.kill(self.rng.choice(senders), signal.SIGKILL)
+            os.kill(proc.pid, signum)  # (nsenter execs: the pid is the worker's)
         except ProcessLookupError:
             return False
         return True
 
-    def _stop_workers(self) -> dict[int, int | None]:
-        """A clean stop (SIGTERM: flush, then unresolved records noted) of every worker."""
-        for process in self.workers.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+    def senders(self, host: Node) -> list[int]:
+        return [pid for pid in self.lab.pids(host) if _is_sender(pid)]
+
+    def _stop_workers(self) -> dict[str, Any]:
+        """A clean stop (SIGTERM: flush, then unresolved records noted) of every worker; one
+        that does not end in 180 s is hung."""
+        with self._slot_lock:
+            self.stopping = True
+        up_by = time.monotonic() + 60  # (one just started: it comes up first)
+        for slot in self.slots:
+            while slot.proc is not None and slot.proc.poll() is None:
+                if self.board.phase(slot.worker) != IDLE or time.monotonic() > up_by:
+                    self.signal_worker(slot.worker, signal.SIGTERM)
+                    break
+                time.sleep(0.05)
+        hung, failed = [], []
         deadline = time.monotonic() + 180
-        exits: dict[int, int | None] = {}
-        for worker, process in self.workers.items():
+        for slot in self.slots:
+            if slot.proc is None:
+                continue
             try:
-                exits[worker] = process.wait(max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:  # a hung worker: the checker counts its records
-                exits[worker] = None
-                process.kill()
-        return exits
+                code = slot.proc.wait(max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                hung.append(slot.worker)
+                slot.proc.kill()
+                slot.proc.wait()
+                continue
+            if code != 0:
+                failed.append((slot.worker, code))
+        return {"hung_processes": hung, "failed_processes": failed}
+
+    def _connections(self, host: Node) -> dict[str, int]:
+        """The host's connections to the brokers, by who holds them: the shared pool's
+        Sender, the transactional Senders, the app processes (none)."""
+        by: Counter[str] = Counter()
+        for broker in self.brokers:
+            for pid in self.lab.connections(host, broker.address):
+                by[_holder(pid)] += 1
+        by["processes"] = len([s for s in self.slots if s.host is host])
+        return dict(by)
+
+
+def _command(pid: int) -> list[str]:
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return []
 
 
 def _is_sender(pid: int) -> bool:
-    try:
-        command = psutil.Process(pid).cmdline()
-    except psutil.Error:
-        return False
-    return "shmkafka.sender" in command  # (python -m shmkafka.sender --pool ...)
+    return "shmkafka.sender" in _command(pid)  # (python -m shmkafka.sender --pool ...)
+
+
+def _holder(pid: int) -> str:
+    command = _command(pid)
+    if "shmkafka.sender" not in command:
+        return "apps"
+    pool = command[command.index("--pool") + 1] if "--pool" in command else ""
+    return "pool_sender" if pool.startswith("host") else "txn_senders"  # (a txn id's pool)

@@ -1,33 +1,50 @@
-"""Hosts on one machine: network namespaces on a bridge, each host with its own IPC and mount
-namespaces and its own /dev/shm (so a pool and a Sender of its own), and the faults the
-kernel makes between them (iptables in the host's namespace).
+"""Hosts on one machine: network namespaces on one switch, each host with its own IPC and
+mount namespaces and its own /dev/shm (so a pool and a Sender of its own), and the faults the
+kernel makes between them: iptables in a namespace, and netem's impairments on its link.
 
 Rules:
-- Needs root, ``ip`` (iproute2), ``iptables`` and ``unshare``. Where any is missing,
-  ``NetLab`` raises ``LabUnavailable``, which a test lets fail: it never passes silently.
-- Every name (namespaces, bridge, veths) carries the lab's id; ``close`` removes all of
+- Needs root, ``ip`` (iproute2), ``iptables``, ``unshare``, ``ss`` and /dev/net/tun. Where
+  any is missing, ``NetLab`` raises ``LabUnavailable``, which a test lets fail: it never
+  passes silently.
+- The switch is netem.py's process: each namespace's link is a TAP device whose other end
+  is that process, so every frame between namespaces crosses it, and ``impair`` makes its
+  delay, jitter, loss, duplication, reordering and corruption (this kernel has no
+  ``sch_netem``; the switch is netem's stand-in, at the same place on the link).
+- Every name (namespaces, TAP devices) carries the lab's id; ``close`` removes all of
   them, and the processes spawned into them, whatever happened.
-- The bridge has the lab's first address in the root namespace, so the test process (the
-  checker's consumer, the broker's control port) reaches every node directly.
-- A spawned process runs under ``ip netns exec NS unshare --ipc --mount`` with a fresh tmpfs
-  on /dev/shm: its pools and semaphores are the host's alone, and go with its last process.
-- Faults are iptables rules in a node's own namespace, each added with ``-I`` and removed
+- The root namespace has the lab's first address on a port of the switch, so the test
+  process (the checker's consumer, the broker's control port) reaches every node.
+- A host (``boot``) has IPC and mount namespaces of its own, with a fresh tmpfs on /dev/shm,
+  and optionally a time namespace, held by an idle process; ``spawn`` enters them with
+  ``nsenter``, so a host's processes share its pools and semaphores, and no other host's.
+- iptables faults are rules in a node's own namespace, each added with ``-I`` and removed
   with ``-D`` by the same arguments (``Rule``), so healing one leaves the others.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
 import subprocess
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-TOOLS = ("ip", "iptables", "unshare", "ss")
+TOOLS = ("ip", "iptables", "unshare", "nsenter", "ss")
 PRIVATE_SHM = 'mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm && exec "$@"'
+
+
+def _command_of(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [part.decode() for part in f.read().split(b"\0") if part]
+    except OSError:
+        return []
 
 
 class LabUnavailable(RuntimeError):
@@ -65,38 +82,82 @@ class NetLab:
         if missing:
             raise LabUnavailable(f"the hosts lab needs {', '.join(missing)} "
                                  "(apt-get install iproute2 iptables)")  # fmt: skip
+        if not os.path.exists("/dev/net/tun"):
+            raise LabUnavailable("the hosts lab needs /dev/net/tun (the switch's links)")
         self.id = secrets.token_hex(2)
         self.subnet = subnet if subnet is not None else 200 + secrets.randbelow(50)
-        self.bridge = f"shk{self.id}br"
         self.nodes: dict[str, Node] = {}
         self.processes: list[subprocess.Popen[bytes]] = []
         self.rules: list[Rule] = []
-        _run("ip", "link", "add", self.bridge, "type", "bridge")
-        _run("ip", "addr", "add", f"{self.address(1)}/24", "dev", self.bridge)
-        _run("ip", "link", "set", self.bridge, "up")
+        self.links: dict[str, str] = {}  # node name → its TAP device
+        self.holders: dict[str, int] = {}  # host name → the process holding its namespaces
+        self.clock_offsets: dict[str, int] = {}
+        self.switch = subprocess.Popen([sys.executable, "-m", "tests.hosts.netem"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+        self.root_link = f"shk{self.id}r"
+        self._switch("add", name=self.root_link)
+        _run("ip", "addr", "add", f"{self.address(1)}/24", "dev", self.root_link)
+        _run("ip", "link", "set", self.root_link, "up")
+
+    def _switch(self, op: str, **args: Any) -> dict[str, Any]:
+        assert self.switch.stdin is not None and self.switch.stdout is not None
+        self.switch.stdin.write(json.dumps({"op": op, **args}).encode() + b"\n")
+        self.switch.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.switch.stdout.readline() or b"null")
+        if not answer or not answer.get("ok"):
+            raise RuntimeError(f"switch {op} {args}: {answer}")
+        return answer
 
     def address(self, index: int) -> str:
         return f"10.{self.subnet}.{int(self.id[:2], 16)}.{index}"
 
     def add_node(self, name: str) -> Node:
-        """A namespace on the bridge with the next address."""
+        """A namespace on the switch with the next address."""
         node = Node(name, f"shk{self.id}-{name}", self.address(len(self.nodes) + 2))
-        veth = f"shk{self.id}{len(self.nodes)}"
+        link = f"shk{self.id}{len(self.nodes)}"
         _run("ip", "netns", "add", node.namespace)
         self.nodes[name] = node
-        _run("ip", "link", "add", veth, "type", "veth", "peer", "name", veth + "p")
-        _run("ip", "link", "set", veth + "p", "netns", node.namespace)
-        _run("ip", "link", "set", veth, "master", self.bridge, "up")
+        self._switch("add", name=link)
+        self.links[name] = link
+        _run("ip", "link", "set", link, "netns", node.namespace)
         inside = ("ip", "netns", "exec", node.namespace)
         _run(*inside, "ip", "link", "set", "lo", "up")
-        _run(*inside, "ip", "addr", "add", f"{node.address}/24", "dev", veth + "p")
-        _run(*inside, "ip", "link", "set", veth + "p", "up")
+        _run(*inside, "ip", "addr", "add", f"{node.address}/24", "dev", link)
+        _run(*inside, "ip", "link", "set", link, "up")
         return node
 
+    def boot(self, node: Node, clock_offset_s: int = 0) -> None:
+        """Make ``node`` a host: IPC and mount namespaces of its own, with a fresh tmpfs on
+        /dev/shm, held by one idle process; with ``clock_offset_s``, a time namespace too,
+        whose monotonic and boot-time clocks read that much ahead (the kernel sets them only
+        as the namespace is made). Everything ``spawn`` starts on the host then shares them."""
+        clocks = (["--time", "--monotonic", str(clock_offset_s), "--boottime",
+                   str(clock_offset_s)] if clock_offset_s else [])  # fmt: skip
+        holder = subprocess.Popen(
+            ["ip", "netns", "exec", node.namespace, "unshare", "--ipc", "--mount", *clocks,
+             "--propagation", "private", "sh", "-c", PRIVATE_SHM, "sh", "sleep", "infinity"],
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.processes.append(holder)
+        for _ in range(200):  # (until its /dev/shm is mounted: then it is sleep)
+            if _command_of(holder.pid)[:1] == ["sleep"]:
+                break
+            time.sleep(0.01)
+        else:
+            raise RuntimeError(f"host {node.name} did not boot")
+        self.holders[node.name] = holder.pid
+        self.clock_offsets[node.name] = clock_offset_s
+
     def spawn(self, node: Node, argv: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
-        """``argv`` in the node's network namespace, with IPC, mounts and /dev/shm its own."""
-        command = ["ip", "netns", "exec", node.namespace, "unshare", "--ipc", "--mount",
-                   "--propagation", "private", "sh", "-c", PRIVATE_SHM, "sh", *argv]  # fmt: skip
+        """``argv`` on the node: in its network namespace, and in its host's IPC, mount and
+        time namespaces once it was booted."""
+        holder = self.holders.get(node.name)
+        if holder is None:
+            command = ["ip", "netns", "exec", node.namespace, *argv]
+        else:
+            clock = ["--time"] if self.clock_offsets[node.name] else []
+            command = ["nsenter", "-t", str(holder), "--net", "--ipc", "--mount", *clock,
+                       "--", *argv]  # fmt: skip
         process = subprocess.Popen(command, **popen)
         self.processes.append(process)
         return process
@@ -126,6 +187,16 @@ class NetLab:
         match = ("-m", "statistic", "--mode", "random", "--probability", f"{probability:.3f}",
                  "-j", "DROP")  # fmt: skip
         return [self.add_rule(Rule(node, chain, match)) for chain in ("INPUT", "OUTPUT")]
+
+    def impair(self, node: Node, **impairment: float) -> None:
+        """netem's impairments on ``node``'s link, both ways (delay_ms, jitter_ms, loss,
+        duplicate, reorder, corrupt); none clears them."""
+        self._switch("set", name=self.links[node.name], **impairment)
+
+    def link_counters(self) -> dict[str, dict[str, int]]:
+        """Frames each node's link carried, lost, duplicated, reordered and corrupted."""
+        ports = self._switch("counters")["ports"]
+        return {name: ports[link] for name, link in self.links.items()}
 
     def heal(self, rules: Sequence[Rule]) -> None:
         for rule in rules:
@@ -162,7 +233,15 @@ class NetLab:
         for node in self.nodes.values():  # (a Sender a worker started is in there too)
             self.kill_all(node)
             subprocess.run(["ip", "netns", "del", node.namespace], capture_output=True)
-        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+        if self.switch.stdin is not None:
+            self.switch.stdin.close()  # (the switch ends, and its TAP devices with it)
+        try:
+            self.switch.wait(30)
+        except subprocess.TimeoutExpired:
+            self.switch.kill()
+            self.switch.wait(30)
+        if self.switch.stdout is not None:
+            self.switch.stdout.close()
 
     def __enter__(self) -> NetLab:
         return self

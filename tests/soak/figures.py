@@ -36,19 +36,27 @@ def memory_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def timeline(directory: str, faults: list[dict[str, Any]], pool_of: dict[int, str],
              started: int, ended: int) -> dict[str, Any]:  # fmt: skip
-    """p99 send→ack outside and during faults; per fault kind, the longest stretch without
+    """p99 send→ack outside and during faults (in the record's scope); per fault kind, the longest stretch without
     an acknowledgement in its scope (its pool, or every pool) and the time acks resumed
     after it was healed."""
     length = max(1, (ended - started) // 10 + 1)  # 10 ms buckets
     acks = {worker: bytearray(length) for worker in pool_of}
-    windows = sorted((f["start_ms"], f["end_ms"] + 2000) for f in faults)
+    # a record was sent during a fault when one in its worker's scope was on (or had just
+    # ended: 2 s), so a host's fault does not count another host's records as hit
+    windows: dict[int, list[tuple[int, int]]] = {worker: [] for worker in pool_of}
+    for f in faults:
+        for worker in _scope(f, pool_of):
+            windows[worker].append((f["start_ms"], f["end_ms"] + 2000))
+    for series_of_worker in windows.values():
+        series_of_worker.sort()
     quiet: Counter[int] = Counter()
     during: Counter[int] = Counter()
     acked = 0
     for name in os.listdir(directory):
         if not name.endswith(".hist"):
             continue
-        series = acks[int(name[1:4])]
+        worker = int(name[1:4])
+        series = acks[worker]
         for e in read_history(os.path.join(directory, name)):
             if e.kind != ACKED:
                 continue
@@ -59,7 +67,7 @@ def timeline(directory: str, faults: list[dict[str, Any]], pool_of: dict[int, st
             sent = e.t_ms - e.latency_us // 1000
             if sent < started or sent > ended:
                 continue
-            hit = _in_windows(windows, sent)
+            hit = _in_windows(windows[worker], sent)
             (during if hit else quiet)[e.latency_us // 100] += 1
     by_kind: dict[str, dict[str, Any]] = {}
     for f in faults:

@@ -230,6 +230,19 @@ def aiokafka_security(s: dict[str, Any] | None) -> dict[str, Any]:
 # ---------------------------------------------------------------------- kafka-python
 
 
+def one_pool(c: dict[str, Any], api: str) -> dict[str, Any]:
+    """With ``one_pool`` in the config (the many-host run), what each API adds so that the
+    three agree on every Sender-level setting and pool size, and share the host's pool (as
+    docs/configuration.md shows)."""
+    if not c.get("one_pool"):
+        return {}
+    if api == "confluent-kafka":
+        return {"client.id": "hosts", "metadata.max.age.ms": 10_000,
+                "message.max.bytes": 1_048_576, "reconnect.backoff.ms": 50,
+                "reconnect.backoff.max.ms": 1000}  # fmt: skip
+    return {"client_id": "hosts", "batch_max_records": 10_000}
+
+
 def kafka_python_producer(w: Worker, **extra: Any) -> Any:
     from shmkafka.kafka import KafkaProducer
 
@@ -238,7 +251,7 @@ def kafka_python_producer(w: Worker, **extra: Any) -> Any:
         bootstrap_servers=c["bootstrap"], acks="all", enable_idempotence=True, linger_ms=5,
         request_timeout_ms=10_000, delivery_timeout_ms=120_000, metadata_max_age_ms=10_000,
         buffer_memory=c["buffer_memory"], max_block_ms=60_000,
-        **kafka_python_security(c["security"]), **extra,
+        **kafka_python_security(c["security"]), **{**one_pool(c, "kafka-python"), **extra},
     )  # fmt: skip
 
 
@@ -346,6 +359,7 @@ def run_confluent(w: Worker) -> None:
         "topic.metadata.refresh.interval.ms": 10_000,
         "queue.buffering.max.kbytes": c["buffer_memory"] // 1024,
         "shmkafka.pool": c["pool"], **confluent_security(c["security"]),
+        **one_pool(c, "confluent-kafka"),
     })  # fmt: skip
 
     def delivered(err: Any, msg: Any) -> None:
@@ -397,7 +411,7 @@ async def _aiokafka(w: Worker) -> None:
     p = AIOKafkaProducer(
         bootstrap_servers=c["bootstrap"], acks="all", enable_idempotence=True, linger_ms=5,
         request_timeout_ms=10_000, metadata_max_age_ms=10_000, pool=c["pool"],
-        **aiokafka_security(c["security"]),
+        **aiokafka_security(c["security"]), **one_pool(c, "aiokafka"),
     )  # fmt: skip
     await p.start()
     window: collections.deque[list[tuple[int, int, Any]]] = collections.deque()

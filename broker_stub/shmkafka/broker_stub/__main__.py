@@ -52,6 +52,28 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         metavar="P1,P2,...",
         help="Metadata gives these ports (one per node, e.g. proxies in front)",
     )
+    apart = parser.add_argument_group("nodes apart (Linux, root: each node in a namespace)")
+    apart.add_argument(
+        "--node-hosts",
+        metavar="A1,A2,...",
+        help="node i listens on, and is advertised at, Ai (one per node)",
+    )
+    apart.add_argument("--node-netns", metavar="NS1,NS2,...",
+                       help="node i listens in network namespace NSi (of `ip netns`); the "
+                       "nodes' links are then probed, and replication and the quorum "
+                       "follow them")  # fmt: skip
+    apart.add_argument(
+        "--replica-lag-time-max-ms",
+        type=int,
+        default=0,
+        help="a follower behind this long leaves the ISR (0: never)",
+    )
+    apart.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=2000,
+        help="a node out of the quorum this long is fenced",
+    )
     durable = parser.add_argument_group("durable log (in memory without --storage)")
     durable.add_argument(
         "--storage", metavar="DIR", help="keep the logs in DIR (recovered at start)"
@@ -149,11 +171,20 @@ def _advertised(text: str | None, nodes: int) -> list[int]:
     return ports
 
 
+def _per_node(flag: str, text: str | None, nodes: int) -> list[str] | None:
+    if text is None:
+        return None
+    items = text.split(",")
+    if len(items) != nodes:
+        raise ValueError(f"{flag}: {len(items)} given for {nodes} node(s)")
+    return items
+
+
 CONTROL_OPERATIONS = (
     "fail_produce", "random_produce_errors", "drop_connection", "pause_node", "resume_node",
     "move_leader", "kill_node", "restart_node", "create_topic", "leader", "high_watermark",
     "errors_sent", "auth_events", "clear", "fail_api", "move_coordinator", "add_partitions",
-    "partition_count",
+    "partition_count", "fenced",
 )  # fmt: skip
 
 
@@ -204,6 +235,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         ssl_context, sasl = security(args)
         advertised = _advertised(args.advertise_ports, args.nodes)
+        node_hosts = _per_node("--node-hosts", args.node_hosts, args.nodes)
+        node_netns = _per_node("--node-netns", args.node_netns, args.nodes)
     except (ValueError, OSError) as exc:  # OSError: a certificate or key file unreadable
         print(f"broker_stub: error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -214,6 +247,9 @@ def run(args: argparse.Namespace) -> int:
         replication_lag_ms=args.replication_lag_ms, auto_create_topics=not args.no_auto_create,
         storage_dir=args.storage, flush=args.flush, flush_interval_ms=args.flush_interval_ms,
         group_commit=not args.no_group_commit, ssl_context=ssl_context, sasl=sasl,
+        node_hosts=node_hosts, node_netns=node_netns,
+        replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+        session_timeout_ms=args.session_timeout_ms,
         storage=StorageConfig(
             segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
             index_interval_bytes=args.index_interval_bytes,

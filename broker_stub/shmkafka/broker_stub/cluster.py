@@ -17,6 +17,19 @@ Rules:
   so a topic created again under the name starts empty; a new Cluster on the directory
   removes what was renamed aside (the flusher thread may still hold a deleted log for a
   moment: its files stay until then).
+- Links between nodes (``set_links``: the pairs whose probe got through lately; None, the
+  default, is every pair) decide who replicates: a follower that cannot reach its leader does
+  not fetch. With ``replica_lag_time_max_ms`` a follower that has not caught up for that
+  long leaves the ISR (Kafka's ``replica.lag.time.max.ms``; 0 keeps it, as before).
+- The controller's quorum: a live node that reaches fewer than a majority of the nodes (itself
+  included) for ``session_timeout_ms`` is fenced. It stays up and answers, but leads
+  nothing and is in no ISR: its partitions get a new leader from their ISR (epoch bumped).
+  It is unfenced when it reaches a majority again, truncates by epoch, and rejoins the ISR
+  once caught up. A leader cut off from its followers is so replaced while clients that
+  still reach it are told NOT_LEADER_OR_FOLLOWER.
+- acks=all is answered when the HW covers the batch with at least ``min_insync_replicas``
+  in the ISR (else NOT_ENOUGH_REPLICAS_AFTER_APPEND), or NOT_LEADER_OR_FOLLOWER when the
+  leader changed meanwhile (``ack_state``).
 - A replica that restarts truncates by leader epoch (default), or, with
   ``truncate_on_restart="hw"``, at its own high watermark: the pre-KIP-101 behaviour that
   loses acknowledged records (KIP-101's scenario, kept to show the difference).
@@ -51,6 +64,7 @@ class Partition:
     # producer facts of each batch, by base offset, so followers copy producer state too
     producer_of: dict[int, ProducerFacts] = field(default_factory=dict)
     appended_ms: dict[int, int] = field(default_factory=dict)  # base offset → append time
+    caught_up_ms: dict[int, int] = field(default_factory=dict)  # replica → last caught up
 
     @property
     def leader_log(self) -> PartitionLog:
@@ -69,6 +83,8 @@ class ClusterConfig:
     log_append_time_topics: frozenset[str] = frozenset()
     truncate_on_restart: str = "epoch"  # or "hw"
     storage_dir: str | None = None
+    replica_lag_time_max_ms: int = 0  # 0: a live follower stays in the ISR
+    session_timeout_ms: int = 2000  # a node out of the quorum this long is fenced
     storage: StorageConfig = field(default_factory=StorageConfig)
 
 
@@ -77,6 +93,9 @@ class Cluster:
         self.config = config
         self.node_ids = list(range(1, config.nodes + 1))
         self.live: set[int] = set(self.node_ids)
+        self.fenced: set[int] = set()
+        self.links: set[tuple[int, int]] | None = None  # (from, to) that get through
+        self._out_of_quorum: dict[int, int] = {}  # node → since when (ms)
         self.topics: dict[str, list[Partition]] = {}
         self._producer_ids = itertools.count(1000)
         self._next_leader = 0
@@ -214,8 +233,9 @@ class Cluster:
         if p.leader == NO_LEADER:
             return
         for replica in p.replicas:
-            if replica != p.leader and replica in self.live:
+            if replica != p.leader and self.serving(replica) and self.reaches(replica, p.leader):
                 self._fetch(p, replica, now_ms)
+        self._shrink_isr(p, now_ms)
         self._advance_hw(p)
 
     def _fetch(self, p: Partition, replica: int, now_ms: int) -> None:
@@ -227,6 +247,19 @@ class Cluster:
             mine.append_replica(batch, p.producer_of.get(batch.base_offset))
         if replica not in p.isr and mine.leo >= leader.hw:
             p.isr.append(replica)  # caught up: back in sync
+            p.caught_up_ms[replica] = now_ms
+
+    def _shrink_isr(self, p: Partition, now_ms: int) -> None:
+        leo = p.leader_log.leo
+        for replica in list(p.isr):
+            if replica == p.leader or p.logs[replica].leo >= leo:
+                p.caught_up_ms[replica] = now_ms
+            elif (
+                self.config.replica_lag_time_max_ms
+                and now_ms - p.caught_up_ms.setdefault(replica, now_ms)
+                > self.config.replica_lag_time_max_ms
+            ):
+                p.isr.remove(replica)
 
     def _advance_hw(self, p: Partition) -> None:
         leader = p.leader_log
@@ -237,6 +270,61 @@ class Cluster:
         """acks=all: the high watermark covers the batch."""
         return p.leader != NO_LEADER and p.leader_log.hw > last_offset
 
+    def ack_state(self, p: Partition, last_offset: int, leader: int, epoch: int) -> int | None:
+        """An acks=all batch appended by ``leader`` in ``epoch``: None while it waits, else
+        its answer's error code (0: acknowledged)."""
+        if p.leader != leader or p.leader_epoch != epoch:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if p.leader_log.hw <= last_offset:
+            return None
+        in_sync = sum(1 for r in p.isr if self.serving(r))
+        if in_sync < self.config.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ links, quorum
+
+    def serving(self, node: int) -> bool:
+        """Up and not fenced: may lead and replicate."""
+        return node in self.live and node not in self.fenced
+
+    def reaches(self, a: int, b: int) -> bool:
+        return self.links is None or (a, b) in self.links
+
+    def set_links(self, links: set[tuple[int, int]] | None, now_ms: int) -> None:
+        """The pairs of nodes whose probes get through now; then the quorum is checked."""
+        self.links = links
+        majority = len(self.node_ids) // 2 + 1
+        for node in self.node_ids:
+            if node not in self.live:
+                self._out_of_quorum.pop(node, None)
+                continue
+            reached = 1 + sum(1 for m in self.node_ids if m != node and self.reaches(node, m))
+            if reached >= majority:
+                self._out_of_quorum.pop(node, None)
+                if node in self.fenced:
+                    self.unfence_node(node)
+                continue
+            since = self._out_of_quorum.setdefault(node, now_ms)
+            if node not in self.fenced and now_ms - since >= self.config.session_timeout_ms:
+                self.fence_node(node)
+
+    def fence_node(self, node: int) -> None:
+        """Out of the quorum: leadership and ISR places go to the others."""
+        self.fenced.add(node)
+        self._step_down(node)
+
+    def unfence_node(self, node: int) -> None:
+        self.fenced.discard(node)
+        for parts in self.topics.values():
+            for p in parts:
+                if node not in p.replicas:
+                    continue
+                if p.leader == NO_LEADER:
+                    self._become_leader(p, node)
+                else:
+                    self._truncate_by_epoch(p, node)
+
     # ------------------------------------------------------------------ leadership
 
     def move_leader(self, topic: str, index: int, to: int) -> None:
@@ -246,7 +334,7 @@ class Cluster:
         self._become_leader(p, to)
 
     def _become_leader(self, p: Partition, node: int) -> None:
-        old = p.leader_log if p.leader != NO_LEADER and p.leader in self.live else None
+        old = p.leader_log if p.leader != NO_LEADER and self.serving(p.leader) else None
         p.leader_epoch += 1
         p.leader = node
         log = p.logs[node]
@@ -256,7 +344,7 @@ class Cluster:
         for replica in p.replicas:  # followers truncate to the new leader by epoch
             if replica != node:
                 self._truncate_by_epoch(p, replica)
-        p.isr = [r for r in p.replicas if r in self.live and p.logs[r].leo == log.leo]
+        p.isr = [r for r in p.replicas if self.serving(r) and p.logs[r].leo == log.leo]
         if node not in p.isr:
             p.isr.insert(0, node)
         self._advance_hw(p)
@@ -272,12 +360,15 @@ class Cluster:
 
     def kill_node(self, node: int) -> None:
         self.live.discard(node)
+        self._step_down(node)
+
+    def _step_down(self, node: int) -> None:
         for parts in self.topics.values():
             for p in parts:
                 if node in p.isr:
                     p.isr.remove(node)
                 if p.leader == node:
-                    candidates = [r for r in p.isr if r in self.live]
+                    candidates = [r for r in p.isr if self.serving(r)]
                     if candidates:
                         self._become_leader(p, candidates[0])
                     else:
@@ -297,6 +388,7 @@ class Cluster:
                     mine.truncate_to(mine.hw)
                 if node not in p.isr:  # a quick restart: the ISR has not shrunk yet
                     p.isr.append(node)
+                    p.caught_up_ms.pop(node, None)  # (counted from the next round)
                 if p.leader == NO_LEADER:
                     self._become_leader(p, node)
                 elif self.config.truncate_on_restart != "hw":

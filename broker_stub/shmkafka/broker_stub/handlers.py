@@ -97,7 +97,8 @@ class PendingAck:
     """acks=all: the response may leave once every partition's HW covers its batches."""
 
     response: ProduceResponse
-    waits: list[tuple[Partition, int]]
+    waits: list[tuple[Partition, int, int]]  # (partition, last offset, leader epoch)
+    timeout_ms: int = 30_000
 
 
 class Handlers(TxnHandlers):
@@ -110,6 +111,7 @@ class Handlers(TxnHandlers):
         self.faults = faults
         self.node = node
         self.host = host
+        self.hosts: dict[int, str] = {}  # node id → its own address (else ``host``)
         self.ports = ports  # node id → port
         self.errors_sent: Counter[int] = Counter()  # produce error codes answered, by code
         self.touched: set[Partition] = set()  # partitions the last Produce appended to
@@ -154,7 +156,7 @@ class Handlers(TxnHandlers):
                 for p in parts
             )))  # fmt: skip
         brokers = tuple(
-            MetadataResponseBroker(n, self.host, self.ports[n])
+            MetadataResponseBroker(n, self.hosts.get(n, self.host), self.ports[n])
             for n in self.cluster.node_ids
             if n in self.cluster.live
         )
@@ -200,7 +202,7 @@ class Handlers(TxnHandlers):
         self.touched = set()
         if request.acks not in (-1, 0, 1):
             return self._produce_error(request, ErrorCode.INVALID_REQUIRED_ACKS)
-        waits: list[tuple[Partition, int]] = []
+        waits: list[tuple[Partition, int, int]] = []
         topics = []
         for topic in request.topic_data:
             answers = []
@@ -217,13 +219,13 @@ class Handlers(TxnHandlers):
                     waits.append(wait)
             topics.append(TopicProduceResponse(topic.name, tuple(answers)))
         response = ProduceResponse(responses=tuple(topics))
-        if waits and not all(self.cluster.acked(p, last) for p, last in waits):
-            return PendingAck(response, waits)
+        if waits and not all(self.cluster.acked(p, last) for p, last, _ in waits):
+            return PendingAck(response, waits, request.timeout_ms)
         return response
 
     def _produce_partition(
         self, topic: str, index: int, records: bytes | memoryview | None, acks: int
-    ) -> tuple[PartitionProduceResponse, tuple[Partition, int] | None]:
+    ) -> tuple[PartitionProduceResponse, tuple[Partition, int, int] | None]:
         p = self.cluster.partition(topic, index)
         if (
             p is None
@@ -284,7 +286,7 @@ class Handlers(TxnHandlers):
             index, 0, first_offset, log_append_time_ms=append_time if append_time else -1,
             log_start_offset=log.log_start,
         )  # fmt: skip
-        return answer, ((p, log.leo - 1) if acks == -1 else None)
+        return answer, ((p, log.leo - 1, p.leader_epoch) if acks == -1 else None)
 
     def _produce_error(self, request: ProduceRequest, code: int) -> ProduceResponse:
         return ProduceResponse(responses=tuple(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import ssl
@@ -40,6 +41,8 @@ from shmkafka.broker_stub.handlers import (
     api_keys,
     supported,
 )
+from shmkafka.broker_stub.netns import listening
+from shmkafka.broker_stub.peers import PeerLinks
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import KafkaError
@@ -50,9 +53,11 @@ from shmkafka.protocol.messages import (
     ApiVersionsResponse,
     FetchRequest,
     ProduceRequest,
+    ProduceResponse,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
+from shmkafka.protocol.messages.produce import TopicProduceResponse
 from shmkafka.protocol.schema import Message
 
 log = logging.getLogger("shmkafka.broker_stub")
@@ -165,11 +170,18 @@ class _Node:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.handlers = Handlers(stub.cluster, stub.faults, node_id, stub.host, stub.ports,
                                  stub.coordinator)  # fmt: skip
+        self.handlers.hosts = stub.hosts
+        self.host = stub.hosts.get(node_id, stub.host)
         self.auth_events: Counter[str] = Counter()  # authenticated, failed, expired...
 
     async def start(self) -> None:
-        self.server = await asyncio.start_server(self._serve, self.stub.host, self.port,
-                                                 reuse_address=True)  # fmt: skip
+        namespace = self.stub.netns.get(self.node_id)
+        if namespace is None:
+            self.server = await asyncio.start_server(self._serve, self.host, self.port,
+                                                     reuse_address=True)  # fmt: skip
+        else:
+            sock = listening(namespace, self.host, self.port)
+            self.server = await asyncio.start_server(self._serve, sock=sock)
         self.port = self.server.sockets[0].getsockname()[1]
         self.stub.ports[self.node_id] = self.stub.advertised.get(self.node_id, self.port)
 
@@ -270,8 +282,7 @@ class _Node:
         result = self.handlers.handle(request)
         response: Message
         if isinstance(result, PendingAck):
-            await self._await_replication(result)
-            response = result.response
+            response = await self._await_replication(result)
         elif isinstance(request, FetchRequest) and not self.handlers.has_data(request):
             response = await self._long_poll(request)
         else:
@@ -303,11 +314,28 @@ class _Node:
         flusher.commit(logs, committed)
         await done
 
-    async def _await_replication(self, pending: PendingAck) -> None:
+    async def _await_replication(self, pending: PendingAck) -> ProduceResponse:
+        """acks=all: each partition's answer once the cluster has one (cluster.py's
+        ``ack_state``), or REQUEST_TIMED_OUT at the request's timeout, as Kafka's purgatory."""
         cluster = self.stub.cluster
-        while not all(cluster.acked(p, last) for p, last in pending.waits):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, pending.timeout_ms) / 1000
+        codes: dict[tuple[str, int], int] = {}
+        while True:
+            for p, last, epoch in pending.waits:
+                if (p.topic, p.index) not in codes:
+                    code = cluster.ack_state(p, last, self.node_id, epoch)
+                    if code is not None:
+                        codes[(p.topic, p.index)] = code
+            if len(codes) == len(pending.waits):
+                break
+            if loop.time() >= deadline:
+                for p, _, _ in pending.waits:
+                    codes.setdefault((p.topic, p.index), ErrorCode.REQUEST_TIMED_OUT)
+                break
             await asyncio.sleep(REPLICATION_TICK_S)
             cluster.replicate(wall_ms())
+        return _with_codes(pending.response, codes)
 
     async def _long_poll(self, request: FetchRequest) -> Message:
         deadline = asyncio.get_running_loop().time() + request.max_wait_ms / 1000
@@ -320,6 +348,20 @@ class _Node:
         return response
 
 
+def _with_codes(response: ProduceResponse, codes: dict[tuple[str, int], int]) -> ProduceResponse:
+    """``response`` with the partitions whose code is an error answering it."""
+    if not any(codes.values()):
+        return response
+    return ProduceResponse(responses=tuple(
+        TopicProduceResponse(topic.name, tuple(
+            dataclasses.replace(answer, error_code=code, base_offset=-1)
+            if (code := codes.get((topic.name, answer.index), 0)) else answer
+            for answer in topic.partition_responses
+        ))
+        for topic in response.responses
+    ), throttle_time_ms=response.throttle_time_ms)  # fmt: skip
+
+
 class BrokerStub:
     """An N-node Kafka-protocol cluster on loopback, in a background thread.
 
@@ -329,8 +371,13 @@ class BrokerStub:
     def __init__(self, nodes: int = 1, *, port: int = 0, host: str = "127.0.0.1",
                  seed: int = 0, flush: str = "async", flush_interval_ms: int = 1000,
                  group_commit: bool = True, ssl_context: ssl.SSLContext | None = None,
-                 sasl: SaslConfig | None = None, **config: Any) -> None:  # fmt: skip
+                 sasl: SaslConfig | None = None, node_hosts: list[str] | None = None,
+                 node_netns: list[str] | None = None, **config: Any) -> None:  # fmt: skip
         self.host = host
+        # node id → its own address, and the network namespace it listens in (--node-netns)
+        self.hosts: dict[int, str] = dict(enumerate(node_hosts or [], start=1))
+        self.netns: dict[int, str] = dict(enumerate(node_netns or [], start=1))
+        self.peers: PeerLinks | None = None
         self.ssl_context = ssl_context
         self.sasl = sasl
         self.cluster = Cluster(ClusterConfig(nodes=nodes, **config))
@@ -360,6 +407,10 @@ class BrokerStub:
             node = _Node(self, node_id, self._base_port + i if self._base_port else 0)
             self._nodes[node_id] = node
             await node.start()
+        if self.netns:  # nodes apart: their links are measured, not assumed
+            self.peers = PeerLinks({n: (self.netns.get(n), node.host, node.port)
+                                    for n, node in self._nodes.items()})  # fmt: skip
+            self.peers.start()
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
     async def _tick(self) -> None:
@@ -374,6 +425,8 @@ class BrokerStub:
             await asyncio.sleep(
                 REPLICATION_TICK_S if self.cluster.config.replication_lag_ms else 0.05
             )
+            if self.peers is not None:
+                self.cluster.set_links(self.peers.up(monotonic_ms()), wall_ms())
             self.cluster.replicate(wall_ms())
 
     def close(self) -> None:
@@ -396,6 +449,8 @@ class BrokerStub:
     async def _stop_all(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
+        if self.peers is not None:
+            await self.peers.stop()
         for node in self._nodes.values():
             await node.stop()
 
@@ -415,7 +470,8 @@ class BrokerStub:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"{self.host}:{self.ports[n]}" for n in self.cluster.node_ids)
+        return ",".join(f"{self.hosts.get(n, self.host)}:{self.ports[n]}"
+                        for n in self.cluster.node_ids)  # fmt: skip
 
     def _call(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
@@ -465,6 +521,10 @@ class BrokerStub:
         """The node comes back on the same port and recovers its replicas."""
         self._call(self._nodes[node].start())
         self.run(lambda: self.cluster.restart_node(node))
+
+    def fenced(self) -> list[int]:
+        """The nodes out of the quorum now (their links cut: see cluster.py)."""
+        return self.run(lambda: sorted(self.cluster.fenced))
 
     def pause_node(self, node: int) -> None:
         self.run(lambda: self.faults.paused.add(node))

@@ -52,6 +52,7 @@ class TxnHandlers:
     faults: Faults
     node: int
     host: str
+    hosts: dict[int, str]
     ports: dict[int, int]
 
     def _findcoordinator(self, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
@@ -64,7 +65,11 @@ class TxnHandlers:
                 code = injected or ErrorCode.COORDINATOR_NOT_AVAILABLE
                 found.append(FoundCoordinator(key, -1, "", -1, code, None))
             else:
-                found.append(FoundCoordinator(key, node, self.host, self.ports[node], 0, None))
+                found.append(
+                    FoundCoordinator(
+                        key, node, self.hosts.get(node, self.host), self.ports[node], 0, None
+                    )
+                )
         first = found[0]
         return FindCoordinatorResponse(
             0, first.error_code, None, first.node_id, first.host, first.port, tuple(found)

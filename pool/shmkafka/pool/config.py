@@ -196,6 +196,8 @@ class SenderConfig:
     def identity(self) -> dict[str, Any]:
         """The settings as the pool records them: secrets and inline PEMs as digests."""
         fields = dataclasses.asdict(self)
+        if not self.sasl:  # (a mechanism's default differs by API, and means nothing here)
+            fields["sasl_mechanism"] = None
         for name in DIGESTED_FIELDS:
             if fields[name] is not None:
                 fields[name] = "scrypt:" + _digest(fields[name])

@@ -135,7 +135,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         sasl_plain_password: str | None = None, sasl_plain_username: str | None = None,
         sasl_kerberos_service_name: str = "kafka", sasl_kerberos_domain_name: str | None = None,
         sasl_oauth_token_provider: Any = None, delivery_timeout_ms: int = 120_000,
-        pool: str | None = None, sender_log: str | None = None,
+        pool: str | None = None, sender_log: str | None = None, batch_max_records: int = 0,
     ) -> None:  # fmt: skip
         del connections_max_idle_ms
         del sasl_kerberos_service_name, sasl_kerberos_domain_name
@@ -163,7 +163,8 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
             "sasl_plain_password": sasl_plain_password,
             "sasl_oauth_token_provider": sasl_oauth_token_provider,
             "delivery_timeout_ms": delivery_timeout_ms, "max_block_ms": 0,
-            "pool": pool, "sender_log": sender_log, **(tls or {}),
+            "pool": pool, "sender_log": sender_log, "batch_max_records": batch_max_records,
+            **(tls or {}),
         }  # fmt: skip
         try:
             self._config = resolved_config(configs)

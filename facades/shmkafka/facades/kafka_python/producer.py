@@ -64,7 +64,7 @@ SENDER_ARGS = (
     "transactional_id", "transaction_timeout_ms",
 )  # fmt: skip
 POOL_ARGS = ("batch_size", "buffer_memory", "max_topics", "max_partitions", "max_processes",
-             "lock_stripes")  # fmt: skip
+             "lock_stripes", "batch_max_records")  # fmt: skip
 DEFAULTS: dict[str, Any] = {
     "bootstrap_servers": "localhost",
     "client_id": None,
@@ -111,6 +111,7 @@ DEFAULTS: dict[str, Any] = {
     "max_partitions": 1 << 20,
     "max_processes": 4096,
     "lock_stripes": 64,
+    "batch_max_records": 0,  # (librdkafka's batch.num.messages; 0: no limit, as kafka-python)
     "sender_log": None,
 }
 # kafka-python arguments accepted and ignored: nothing they control exists here, or the
