@@ -176,6 +176,28 @@ def test_min_insync_replicas_refuses_acks_all() -> None:
         stub.restart_node(follower)
 
 
+def test_acks_all_times_out_while_followers_cannot_reach_the_leader() -> None:
+    """Kafka's purgatory: an acks=all batch the followers cannot copy is answered
+    REQUEST_TIMED_OUT at the request's timeout; the client retries it, and once the links
+    are back it is written once."""
+    with BrokerStub(nodes=3, partitions=1, replication_factor=3, min_insync_replicas=2) as stub:
+        _produce(stub, "cut", 1)
+        leader = stub.leader("cut", 0)
+        every = {(a, b) for a in (1, 2, 3) for b in (1, 2, 3) if a != b}
+        cut = {(a, b) for a, b in every if b != leader}  # no follower reaches the leader
+        stub.run(lambda: stub.cluster.set_links(cut, 0))
+        healer = threading.Timer(1.5, lambda: stub.run(lambda: stub.cluster.set_links(every, 0)))
+        healer.start()
+        try:
+            reports = _produce(stub, "cut", 20, **{"request.timeout.ms": 400})
+        finally:
+            healer.join()
+        assert stub.errors_sent().get(7, 0) >= 1  # REQUEST_TIMED_OUT, then retried
+        assert all(error is None for error, *_ in reports) and stub.leader("cut", 0) == leader
+        got = consume_all(_peer(stub), "cut", [0], 21)
+        assert [m.value() for m in got] == [b"v0"] + [b"v%d" % i for i in range(20)]
+
+
 def test_log_append_time_topics() -> None:
     with BrokerStub(nodes=1, partitions=1, log_append_time_topics=frozenset({"lat"})) as stub:
         before = int(time.time() * 1000)

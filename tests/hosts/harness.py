@@ -40,7 +40,7 @@ import psutil
 
 from tests.hosts.faults import HostsNemesis
 from tests.hosts.lab import NetLab, Node
-from tests.soak.figures import timeline
+from tests.soak.figures import DEFECTS, timeline
 from tests.soak.harness import control, start_checker, write_private
 from tests.soak.history import ACKED, read_history
 from tests.soak.worker import IDLE, create_board
@@ -285,6 +285,24 @@ class HostsRun:
                 by[_holder(pid)] += 1
         by["processes"] = len([s for s in self.slots if s.host is host])
         return dict(by)
+
+
+def problems(report: dict[str, Any]) -> list[str]:
+    """What a run found wrong: a record not accounted for, a hung or failed process, a
+    fault left in place, a checker that did not catch up (empty: it passed)."""
+    counts, found = report["counts"], []
+    for kind in (*DEFECTS, "resolved_twice", "ack_mismatch", "txn_partial",
+                 "fire_and_forget_absent"):  # fmt: skip
+        if counts.get(kind, 0):
+            found.append(f"{kind}: {counts[kind]} ({report['examples'].get(kind)})")
+    for key in ("hung_processes", "failed_processes", "left_faulty", "fault_notes"):
+        if report[key]:
+            found.append(f"{key}: {report[key]}")
+    if not report["caught_up"]:
+        found.append("the checker did not read everything back")
+    if report["timeline"]["acked_logged"] != counts["acknowledged"]:
+        found.append("the histories and the checker disagree on the acks")
+    return found
 
 
 def _command(pid: int) -> list[str]:

@@ -156,8 +156,10 @@ class NetLab:
             command = ["ip", "netns", "exec", node.namespace, *argv]
         else:
             clock = ["--time"] if self.clock_offsets[node.name] else []
+            where = popen.pop("cwd", None) or os.getcwd()  # (entering a mount namespace
+            # moves to its root: nsenter goes back to the directory given)
             command = ["nsenter", "-t", str(holder), "--net", "--ipc", "--mount", *clock,
-                       "--", *argv]  # fmt: skip
+                       f"--wd={where}", "--", *argv]  # fmt: skip
         process = subprocess.Popen(command, **popen)
         self.processes.append(process)
         return process
@@ -232,7 +234,6 @@ class NetLab:
                     pipe.close()
         for node in self.nodes.values():  # (a Sender a worker started is in there too)
             self.kill_all(node)
-            subprocess.run(["ip", "netns", "del", node.namespace], capture_output=True)
         if self.switch.stdin is not None:
             self.switch.stdin.close()  # (the switch ends, and its TAP devices with it)
         try:
@@ -242,6 +243,8 @@ class NetLab:
             self.switch.wait(30)
         if self.switch.stdout is not None:
             self.switch.stdout.close()
+        for node in self.nodes.values():
+            subprocess.run(["ip", "netns", "del", node.namespace], capture_output=True)
 
     def __enter__(self) -> NetLab:
         return self

@@ -72,6 +72,12 @@ class Switch:
         self.ports[port.fd] = port
         self.by_name[port.name] = port
 
+    def detach(self, port: Port) -> None:
+        self.ports.pop(port.fd, None)
+        self.by_name.pop(port.name, None)
+        self.where = {mac: p for mac, p in self.where.items() if p is not port}
+        os.close(port.fd)
+
     def command(self, line: str) -> dict[str, object]:
         request = json.loads(line)
         op = request.pop("op")
@@ -96,6 +102,9 @@ class Switch:
             try:
                 frame = os.read(port.fd, 65536)
             except BlockingIOError:
+                return
+            except OSError:  # its device is gone (its namespace was deleted): unplugged
+                self.detach(port)
                 return
             port.counters["in"] += 1
             self.where[frame[6:12]] = port

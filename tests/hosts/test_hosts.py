@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.hosts.faults import KINDS
-from tests.hosts.harness import HostsOptions, HostsRun
+from tests.hosts.harness import HostsOptions, HostsRun, problems
 from tests.hosts.lab import NetLab
-from tests.soak.figures import DEFECTS
 
-pytestmark = pytest.mark.hosts
+pytestmark = [pytest.mark.hosts, pytest.mark.early]
 
 DURATION_S = float(os.environ.get("SHMKAFKA_HOSTS_DURATION_S", "75"))
 
@@ -32,15 +31,10 @@ def test_hosts_through_kernel_faults_lose_duplicate_reorder_and_hang_nothing(
         )  # fmt: skip
         report = HostsRun(options, lab).run()
     counts = report["counts"]
-    assert {k: counts[k] for k in DEFECTS} == dict.fromkeys(DEFECTS, 0), report["examples"]
-    for kind in ("resolved_twice", "ack_mismatch", "txn_partial", "fire_and_forget_absent"):
-        assert counts[kind] == 0, (kind, report["examples"].get(kind))
-    assert report["caught_up"] and not report["hung_processes"], report
-    assert not report["failed_processes"] and not report["left_faulty"], report
+    assert problems(report) == []
     assert counts["acknowledged"] > 0 and counts["read_back"] >= counts["acknowledged"]
     assert set(report["faults"]) <= set(KINDS) and sum(report["faults"].values()) >= 10
     assert set(report["acked_per_host"]) == {"h0", "h1"}, report["acked_per_host"]
-    assert report["timeline"]["acked_logged"] == counts["acknowledged"]
     assert counts["txn_committed"] > 0 and counts["txn_aborted"] > 0
     # The brokers see each host's Senders only: the shared pool's one, with a connection per
     # node and at most one per bootstrap address, and a transactional id's own; the app

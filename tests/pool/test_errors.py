@@ -5,6 +5,7 @@ checked with a failure injected into the pool under it."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import re
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ import posix_ipc
 import pytest
 
 from shmkafka import KafkaProducer, Producer
+from shmkafka.aiokafka import AIOKafkaProducer
 from shmkafka.confluent_kafka import KafkaException
 from shmkafka.errors import (
     KafkaConfigurationError,
@@ -108,6 +110,40 @@ def test_settings_mismatch_is_a_configuration_error(kafka_producer: KafkaProduce
     with pytest.raises(PoolSettingsMismatchError, match="linger_ms") as caught:
         KafkaProducer(bootstrap_servers="127.0.0.1:1", pool=pool, linger_ms=7)
     assert isinstance(caught.value, KafkaConfigurationError)
+
+
+def test_the_three_apis_share_one_pool_with_equal_settings(pool_name: str) -> None:
+    """docs/configuration.md's example: with equal Sender-level settings and pool sizes the
+    three APIs join one pool. Before, confluent-kafka's ``batch.num.messages`` (1 and up)
+    could never equal the others' (none, not settable), and its SASL mechanism's default
+    (GSSAPI) differed from theirs (PLAIN) without SASL in use."""
+    common = {"bootstrap_servers": "127.0.0.1:1", "client_id": "web", "acks": "all",
+              "linger_ms": 5, "request_timeout_ms": 10_000, "metadata_max_age_ms": 10_000,
+              "pool": pool_name, "batch_max_records": 10_000}  # fmt: skip
+    kafka = KafkaProducer(**common)
+    try:
+        confluent = Producer({
+            "bootstrap.servers": "127.0.0.1:1", "client.id": "web", "acks": "all",
+            "linger.ms": 5, "enable.idempotence": True, "request.timeout.ms": 10_000,
+            "message.timeout.ms": 120_000, "metadata.max.age.ms": 10_000,
+            "message.max.bytes": 1_048_576, "reconnect.backoff.ms": 50,
+            "reconnect.backoff.max.ms": 1000, "shmkafka.pool": pool_name,
+        })  # fmt: skip
+        assert confluent._handle.pool.name == kafka._handle.pool.name == pool_name
+
+        async def aiokafka_joins() -> None:
+            producer = AIOKafkaProducer(enable_idempotence=True, **common)
+            await producer.start()
+            assert producer._client is not None and producer._client.pool.name == pool_name
+            await producer.stop()
+
+        asyncio.run(aiokafka_joins())
+        with pytest.raises(KafkaException, match="batch_max_records"):
+            Producer({"bootstrap.servers": "127.0.0.1:1", "client.id": "web",
+                      "shmkafka.pool": pool_name, "batch.num.messages": 500})  # fmt: skip
+        confluent.close(0)
+    finally:
+        kafka.close(0)
 
 
 class _GoneSemaphore:

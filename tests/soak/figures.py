@@ -36,9 +36,9 @@ def memory_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def timeline(directory: str, faults: list[dict[str, Any]], pool_of: dict[int, str],
              started: int, ended: int) -> dict[str, Any]:  # fmt: skip
-    """p99 send→ack outside and during faults (in the record's scope); per fault kind, the longest stretch without
-    an acknowledgement in its scope (its pool, or every pool) and the time acks resumed
-    after it was healed."""
+    """p99 send→ack outside and during faults (in the record's scope); per fault kind, the
+    longest stretch without an acknowledgement in its scope (its pool, or every pool) and
+    the time acks resumed after it was healed."""
     length = max(1, (ended - started) // 10 + 1)  # 10 ms buckets
     acks = {worker: bytearray(length) for worker in pool_of}
     # a record was sent during a fault when one in its worker's scope was on (or had just

@@ -288,7 +288,7 @@ def test_cli_imports_a_subsystem_only_for_its_subcommand() -> None:
 
 
 # the test folders filed by kind (what they test spans packages); the others mirror the source
-BY_KIND = {"unit", "integration", "reliability", "soak", "conformance"}
+BY_KIND = {"unit", "integration", "reliability", "soak", "conformance", "hosts"}
 
 
 def test_a_modules_tests_are_found_from_its_path() -> None:

@@ -52,28 +52,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         metavar="P1,P2,...",
         help="Metadata gives these ports (one per node, e.g. proxies in front)",
     )
-    apart = parser.add_argument_group("nodes apart (Linux, root: each node in a namespace)")
-    apart.add_argument(
-        "--node-hosts",
-        metavar="A1,A2,...",
-        help="node i listens on, and is advertised at, Ai (one per node)",
-    )
-    apart.add_argument("--node-netns", metavar="NS1,NS2,...",
-                       help="node i listens in network namespace NSi (of `ip netns`); the "
-                       "nodes' links are then probed, and replication and the quorum "
-                       "follow them")  # fmt: skip
-    apart.add_argument(
-        "--replica-lag-time-max-ms",
-        type=int,
-        default=0,
-        help="a follower behind this long leaves the ISR (0: never)",
-    )
-    apart.add_argument(
-        "--session-timeout-ms",
-        type=int,
-        default=2000,
-        help="a node out of the quorum this long is fenced",
-    )
+    _nodes_apart(parser)
     durable = parser.add_argument_group("durable log (in memory without --storage)")
     durable.add_argument(
         "--storage", metavar="DIR", help="keep the logs in DIR (recovered at start)"
@@ -123,6 +102,31 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="sessions expire after N ms unless re-authenticated (KIP-368)",
     )
     return parser
+
+
+def _nodes_apart(parser: argparse.ArgumentParser) -> None:
+    apart = parser.add_argument_group("nodes apart (Linux, root: each node in a namespace)")
+    apart.add_argument(
+        "--node-hosts",
+        metavar="A1,A2,...",
+        help="node i listens on, and is advertised at, Ai (one per node)",
+    )
+    apart.add_argument("--node-netns", metavar="NS1,NS2,...",
+                       help="node i listens in network namespace NSi (of `ip netns`); the "
+                       "nodes' links are then probed, and replication and the quorum "
+                       "follow them")  # fmt: skip
+    apart.add_argument(
+        "--replica-lag-time-max-ms",
+        type=int,
+        default=0,
+        help="a follower behind this long leaves the ISR (0: never)",
+    )
+    apart.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=2000,
+        help="a node out of the quorum this long is fenced",
+    )
 
 
 def security(args: argparse.Namespace) -> tuple[ssl.SSLContext | None, SaslConfig | None]:

@@ -335,6 +335,9 @@ class _Node:
                 break
             await asyncio.sleep(REPLICATION_TICK_S)
             cluster.replicate(wall_ms())
+        for code in codes.values():
+            if code:
+                self.handlers.errors_sent[code] += 1
         return _with_codes(pending.response, codes)
 
     async def _long_poll(self, request: FetchRequest) -> Message:
