@@ -29,6 +29,7 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
                                                      "phantom", "hung", "resolved_twice",
                                                      "txn_partial")},
         "faults": report["faults"],
+        "broker_errors_sent": report.get("broker_errors_sent"),
         "send_to_ack_ms": {"p50_outside": t["p50_ms_quiet"], "p99_outside": t["p99_ms_quiet"],
                            "p50_during": t["p50_ms_faults"], "p99_during": t["p99_ms_faults"]},
         "by_fault": {k: {"count": v["count"], "longest_gap_ms": v["longest_gap_ms"],

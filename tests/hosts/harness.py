@@ -139,6 +139,9 @@ class HostsRun:
         nemesis.join(60)
         left_faulty = self.nemesis.heal()
         ended = self.now_ms()
+        # what the brokers answered produce requests with, by error code: the leader changes
+        # (6), timeouts (7), ISR refusals (19, 20) the producers' idempotence went through
+        errors_sent = {str(k): v for k, v in self.control("errors_sent").items()}
         time.sleep(3)
         self.supervise()
         stop = self._stop_workers()
@@ -152,6 +155,7 @@ class HostsRun:
             "examples": verdict["examples"], "caught_up": verdict["caught_up"],
             "faults": dict(self.nemesis.injected), "faults_asked": dict(self.nemesis.asked),
             "fault_notes": self.nemesis.notes, "left_faulty": left_faulty, **stop,
+            "broker_errors_sent": errors_sent,
             "exits": {s.worker: dict(s.exits) for s in self.slots},
             "acked_per_host": self._acked_per_host(host_of),
             "connections": self.connections, "links": self.lab.link_counters(),

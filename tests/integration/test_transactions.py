@@ -418,7 +418,10 @@ def test_a_producer_of_another_client_fences_ours(tansu: Peer, pool_name: str) -
 
 def test_no_record_joins_a_transaction_being_committed(tansu: Peer, pool_name: str) -> None:
     """A commit under way refuses sends (as librdkafka: _STATE) until it ends; a timed-out
-    commit is resumed by calling it again."""
+    commit is resumed by calling it again. The record produced before it, to a topic the
+    pool did not know yet (it waited in the process for the topic's metadata), is part of
+    the commit: its report is in when the commit returns, and it is read back committed.
+    (Before, the commit ended without it and it waited in the process for a minute.)"""
     import confluent_kafka
 
     from shmkafka.confluent_kafka import Producer
@@ -426,22 +429,85 @@ def test_no_record_joins_a_transaction_being_committed(tansu: Peer, pool_name: s
     topic = unique_topic("txcommitting")
     with cluster(tansu) as c:
         c.ensure_topic(topic, 1)
-    p = Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txn_id("cm"),
-                  "shmkafka.pool": pool_name})  # fmt: skip
+        reports: list[Any] = []
+        p = Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txn_id("cm"),
+                      "shmkafka.pool": pool_name})  # fmt: skip
+        try:
+            p.init_transactions(30)
+            p.begin_transaction()
+            p.produce(topic, b"in", partition=0, on_delivery=lambda e, m: reports.append(e))
+            with pytest.raises(confluent_kafka.KafkaException) as timed_out:
+                p.commit_transaction(0.000001)  # (no coordinator answers within a microsecond)
+            assert timed_out.value.args[0].code() == confluent_kafka.KafkaError._TIMED_OUT
+            assert timed_out.value.args[0].retriable()
+            with pytest.raises(confluent_kafka.KafkaException) as refused:
+                p.produce(topic, b"late", partition=0)
+            assert refused.value.args[0].code() == confluent_kafka.KafkaError._STATE
+            p.commit_transaction(30)  # (resumed)
+            assert p.flush(0) == 0 and reports == [None]
+        finally:
+            p.close()
+        assert outcomes(log_of(c, tansu, topic, 0, 1)) == [("COMMIT", [b"in"])]
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "shmkafka"])
+def test_a_commit_serves_the_delivery_reports_as_the_peers(
+    tansu: Peer, pool_name: str, client: str
+) -> None:
+    """librdkafka's commit flushes, which serves the delivery reports: when the commit
+    returns, every record's callback has run. Run on the peer and on ours."""
+    import confluent_kafka
+
+    from shmkafka.confluent_kafka import Producer
+
+    topic = unique_topic("txreports")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    conf = {"bootstrap.servers": tansu.bootstrap, "transactional.id": _txn_id("rp")}
+    p = (confluent_kafka.Producer(conf) if client == "confluent-kafka"
+         else Producer({**conf, "shmkafka.pool": pool_name}))  # fmt: skip
+    reports: list[Any] = []
     try:
         p.init_transactions(30)
         p.begin_transaction()
-        p.produce(topic, b"in", partition=0)
-        with pytest.raises(confluent_kafka.KafkaException) as timed_out:
-            p.commit_transaction(0.000001)  # (no coordinator answers within a microsecond)
-        assert timed_out.value.args[0].code() == confluent_kafka.KafkaError._TIMED_OUT
-        assert timed_out.value.args[0].retriable()
-        with pytest.raises(confluent_kafka.KafkaException) as refused:
-            p.produce(topic, b"late", partition=0)
-        assert refused.value.args[0].code() == confluent_kafka.KafkaError._STATE
-        p.commit_transaction(30)  # (resumed)
+        for i in range(3):
+            p.produce(topic, b"%d" % i, partition=0, on_delivery=lambda e, m: reports.append(e))
+        p.commit_transaction(30)
+        assert reports == [None, None, None] and len(p) == 0
     finally:
-        p.close()
+        p.flush(10)
+        if client == "shmkafka":
+            p.close()
+
+
+def test_an_abort_purges_the_records_waiting_for_their_topic(tansu: Peer, pool_name: str) -> None:
+    """As librdkafka's abort: a record still waiting in the process for its topic's metadata
+    gets _PURGE_QUEUE, and is never appended after the abort."""
+    import confluent_kafka
+
+    from shmkafka.confluent_kafka import Producer
+
+    topic = unique_topic("txpurged")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+        reports: list[Any] = []
+        p = Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": _txn_id("ab"),
+                      "shmkafka.pool": pool_name})  # fmt: skip
+        try:
+            p.init_transactions(30)
+            p.begin_transaction()
+            p.produce(topic, b"waiting", partition=0, on_delivery=lambda e, m: reports.append(e))
+            if not p._unassigned:  # (the topic came already: nothing waits to be purged)
+                pytest.skip("the topic's metadata was in before the abort")
+            p.abort_transaction(30)
+            assert p.flush(10) == 0
+            assert [e.code() for e in reports] == [confluent_kafka.KafkaError._PURGE_QUEUE]
+            p.begin_transaction()
+            p.produce(topic, b"next", partition=0)
+            p.commit_transaction(30)
+        finally:
+            p.close()
+        assert outcomes(log_of(c, tansu, topic, 0, 1)) == [("COMMIT", [b"next"])]
 
 
 def test_closing_mid_transaction_aborts_it(peer: Peer, pool_name: str) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +105,12 @@ class TransactionClient:
                                "the producer is not in an active transaction")  # fmt: skip
         self._call(board.OFFSETS, payload, timeout_s)
 
-    def commit(self, timeout_s: float | None) -> None:
+    def commit(
+        self, timeout_s: float | None, settle: Callable[[float | None], None] | None = None
+    ) -> None:
+        """``settle(deadline)``, if given, first puts into the pool the records of this
+        transaction the process still holds (a facade's records waiting for their topic),
+        or raises TxnCallError(TIMEOUT): the commit waits for them as for the others."""
         self._no_conflict(board.COMMIT)
         self._owned("COMMITTING_TRANSACTION")
         if self.state not in (IN_TRANSACTION, COMMITTING):  # (COMMITTING: resumed)
@@ -112,7 +118,10 @@ class TransactionClient:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         self.state = COMMITTING  # (sends are refused from now on)
         try:  # (the Sender answers once every record is acknowledged and EndTxn done)
-            self._call(board.COMMIT, None, timeout_s)
+            if settle is not None and self._open is None:
+                settle(deadline)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._call(board.COMMIT, None, left)
         except TxnCallError as exc:
             if exc.kind not in (TxnCallError.TIMEOUT, board.RETRIABLE):
                 self.state = READY if exc.kind == board.STATE else IN_TRANSACTION

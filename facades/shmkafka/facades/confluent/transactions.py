@@ -16,10 +16,14 @@ Rules:
 from __future__ import annotations
 
 import struct
+import time
+from collections import deque
+from threading import RLock
 from typing import Any
 
 from shmkafka.facades.confluent.types import KafkaError, KafkaException
 from shmkafka.facades.entry_switch import EntrySwitch
+from shmkafka.producer.topics import metadata_poll_s
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
 from shmkafka.shm import txn_board as board
 
@@ -95,7 +99,13 @@ class ConfluentTransactions(EntrySwitch):
     commit_transaction and abort_transaction, as confluent-kafka's Producer has them."""
 
     _txn: TransactionClient | None
-    _check_open: Any  # (the Producer's)
+    _check_open: Any  # (the Producer's, as the next ones)
+    _handle: Any
+    _unassigned: deque[Any]
+    _unassigned_lock: RLock
+    _serve_unassigned: Any
+    _fail_now: Any
+    poll: Any
 
     def _transactions(self) -> TransactionClient:
         self._check_open()
@@ -132,12 +142,38 @@ class ConfluentTransactions(EntrySwitch):
     def commit_transaction(self, timeout: float = -1) -> None:
         txn = self._transactions()
         self._txn_fast(False)
-        self._run(txn, txn.commit, _seconds(timeout))
+        self._run(txn, txn.commit, _seconds(timeout), self._place_waiting)
+        self.poll(0)  # (as librdkafka's commit, which flushes: the reports are served)
 
     def abort_transaction(self, timeout: float = -1) -> None:
         txn = self._transactions()
         self._txn_fast(False)
+        self._purge_waiting(txn)
         self._run(txn, txn.abort, _seconds(timeout))
+
+    def _place_waiting(self, deadline: float | None) -> None:
+        """A record of the transaction still waiting for its topic's metadata (produce()
+        returned) is part of it: it goes into the pool before the commit is asked for, as
+        librdkafka's commit flushes its unassigned queue, or the commit times out (resumed by
+        calling it again)."""
+        began = time.monotonic()
+        while self._unassigned:
+            self._serve_unassigned(self._handle)
+            if not self._unassigned:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TxnCallError(TxnCallError.TIMEOUT, 0, "Timed out waiting for the "
+                                   "metadata of the transaction's topics")  # fmt: skip
+            time.sleep(metadata_poll_s(time.monotonic() - began))
+
+    def _purge_waiting(self, txn: TransactionClient) -> None:
+        """An abort purges the records still waiting for their topic, as librdkafka's does
+        (their reports: _PURGE_QUEUE), so that none is appended after it."""
+        if txn.state not in ("IN_TRANSACTION", "ABORTING_TRANSACTION"):
+            return
+        with self._unassigned_lock:
+            while self._unassigned:
+                self._fail_now(self._unassigned.popleft(), KafkaError(KafkaError._PURGE_QUEUE))
 
     def _check_transactional_produce(self) -> None:
         if self._txn is not None:
