@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import psutil
@@ -41,7 +41,7 @@ import psutil
 from tests.hosts.faults import HostsNemesis
 from tests.hosts.lab import NetLab, Node
 from tests.soak.figures import DEFECTS, timeline
-from tests.soak.harness import control, start_checker, write_private
+from tests.soak.harness import Slot, control, start_checker, stop_slots, write_private
 from tests.soak.history import ACKED, read_history
 from tests.soak.worker import IDLE, create_board
 
@@ -69,17 +69,6 @@ class HostsOptions:
     directory: str | None = None
 
 
-@dataclass
-class Slot:
-    worker: int
-    host: Node
-    api: str
-    mode: str
-    incarnation: int = 0
-    proc: subprocess.Popen[bytes] | None = None
-    exits: Counter[str] = field(default_factory=Counter)
-
-
 class HostsRun:
     def __init__(self, options: HostsOptions, lab: NetLab) -> None:
         self.o, self.lab = options, lab
@@ -95,10 +84,11 @@ class HostsRun:
         for i, host in enumerate(self.hosts):
             lab.boot(host, clock_offset_s=i * CLOCK_STEP_S)
         self.slots = [
-            Slot(h * options.workers_per_host + k, host, api, mode)
-            for h, host in enumerate(self.hosts)
+            Slot(h * options.workers_per_host + k, api, mode, f"host{h}")
+            for h in range(options.hosts)
             for k, (api, mode) in enumerate(WORKERS[: options.workers_per_host])
         ]  # fmt: skip
+        self.host_of = {s.worker: self.hosts[int(s.pool[4:])] for s in self.slots}
         self.nemesis = HostsNemesis(self, self.seed)
         self.connections: list[dict[str, dict[str, int]]] = []
         self.stopping = False
@@ -149,7 +139,7 @@ class HostsRun:
         checker.wait(900)
         with open(os.path.join(self.dir, "verdict.json")) as f:
             verdict: dict[str, Any] = json.load(f)
-        host_of = {s.worker: s.host.name for s in self.slots}
+        host_of = {worker: host.name for worker, host in self.host_of.items()}
         report = {
             "seed": self.seed, "options": asdict(self.o), "counts": verdict["counts"],
             "examples": verdict["examples"], "caught_up": verdict["caught_up"],
@@ -202,10 +192,9 @@ class HostsRun:
 
     def start_worker(self, slot: Slot) -> None:
         slot.incarnation += 1
-        h = self.hosts.index(slot.host)
         config = {
             "worker": slot.worker, "incarnation": slot.incarnation, "api": slot.api,
-            "mode": slot.mode, "pool": f"host{h}", "one_pool": True,
+            "mode": slot.mode, "pool": slot.pool, "one_pool": True,
             "bootstrap": self.bootstrap, "security": None, "topic": TOPIC, "dir": self.dir,
             "board": os.path.join(self.dir, "board"), "epoch": self.epoch,
             "record_size": self.o.record_size, "buffer_memory": 32 << 20, "burst": 1000,
@@ -217,10 +206,9 @@ class HostsRun:
         self.board.set_rate(slot.worker, self.o.rate)
         env = dict(os.environ, SHMKAFKA_SENDER_IDLE_EXIT_MS="2000")
         with open(path[: -len(".json")] + ".log", "ab") as err:
-            slot.proc = self.lab.spawn(
-                slot.host, [sys.executable, "-m", "tests.soak.worker", path], env=env,
-                stdout=err, stderr=err, cwd=os.getcwd(),
-            )  # fmt: skip
+            argv = [sys.executable, "-m", "tests.soak.worker", path]
+            slot.proc = self.lab.spawn(self.host_of[slot.worker], argv, env=env, stdout=err,
+                                       stderr=err, cwd=os.getcwd())  # fmt: skip
 
     def supervise(self) -> None:
         """Restart an app process that died (a kill), unless the run is stopping."""
@@ -253,32 +241,13 @@ class HostsRun:
         return [pid for pid in self.lab.pids(host) if _is_sender(pid)]
 
     def _stop_workers(self) -> dict[str, Any]:
-        """A clean stop (SIGTERM: flush, then unresolved records noted) of every worker; one
-        that does not end in 180 s is hung."""
         with self._slot_lock:
             self.stopping = True
-        up_by = time.monotonic() + 60  # (one just started: it comes up first)
-        for slot in self.slots:
-            while slot.proc is not None and slot.proc.poll() is None:
-                if self.board.phase(slot.worker) != IDLE or time.monotonic() > up_by:
-                    self.signal_worker(slot.worker, signal.SIGTERM)
-                    break
-                time.sleep(0.05)
-        hung, failed = [], []
-        deadline = time.monotonic() + 180
-        for slot in self.slots:
-            if slot.proc is None:
-                continue
-            try:
-                code = slot.proc.wait(max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                hung.append(slot.worker)
-                slot.proc.kill()
-                slot.proc.wait()
-                continue
-            if code != 0:
-                failed.append((slot.worker, code))
-        return {"hung_processes": hung, "failed_processes": failed}
+
+        def sigterm(worker: int) -> bool:  # (once it is up: its handler is in place)
+            return self.board.phase(worker) != IDLE and self.signal_worker(worker, signal.SIGTERM)
+
+        return stop_slots(self.slots, sigterm, lambda slot, code: False)
 
     def _connections(self, host: Node) -> dict[str, int]:
         """The host's connections to the brokers, by who holds them: the shared pool's
@@ -287,7 +256,7 @@ class HostsRun:
         for broker in self.brokers:
             for pid in self.lab.connections(host, broker.address):
                 by[_holder(pid)] += 1
-        by["processes"] = len([s for s in self.slots if s.host is host])
+        by["processes"] = sum(1 for h in self.host_of.values() if h is host)
         return dict(by)
 
 

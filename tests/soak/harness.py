@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -125,6 +126,34 @@ def start_checker(directory: str, bootstrap: str, security: dict[str, Any] | Non
     with open(os.path.join(directory, "checker.log"), "ab") as err:
         return subprocess.Popen([sys.executable, "-m", "tests.soak.checker", path],
                                 stdout=err, stderr=err)  # fmt: skip
+
+
+def stop_slots(slots: list[Slot], sigterm: Callable[[int], bool],
+               count_exit: Callable[[Slot, int], bool]) -> dict[str, Any]:  # fmt: skip
+    """A clean stop (SIGTERM: flush, then unresolved records noted) of every worker: each
+    is signalled once it is up (``sigterm(worker)`` says whether it was), one that does not
+    end in 180 s is hung, one that ends with a code ``count_exit`` does not expect failed."""
+    up_by = time.monotonic() + 60  # (one just started: it comes up first)
+    for slot in slots:
+        while slot.proc is not None and not sigterm(slot.worker):
+            if slot.proc.poll() is not None or time.monotonic() > up_by:
+                break
+            time.sleep(0.05)
+    hung, failed = [], []
+    deadline = time.monotonic() + 180
+    for slot in slots:
+        if slot.proc is None:
+            continue
+        try:
+            code = slot.proc.wait(max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            hung.append(slot.worker)
+            slot.proc.kill()
+            slot.proc.wait()
+            continue
+        if code != 0 and not count_exit(slot, code):
+            failed.append((slot.worker, code))
+    return {"hung_processes": hung, "failed_processes": failed}
 
 
 class Soak:
@@ -434,27 +463,8 @@ class Soak:
     def _stop_workers(self) -> dict[str, Any]:
         """A clean stop of every worker; one that does not end in 180 s is hung."""
         self.stopping = True
-        up_by = time.monotonic() + 60  # (one just started: it comes up first)
-        for slot in self.slots:
-            while slot.proc is not None and not self.kill_worker(slot.worker, signal.SIGTERM):
-                if slot.proc.poll() is not None or time.monotonic() > up_by:
-                    break
-                time.sleep(0.05)
-        hung, failed = [], []
-        deadline = time.monotonic() + 180
-        for slot in self.slots:
-            if slot.proc is None:
-                continue
-            try:
-                code = slot.proc.wait(max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                hung.append(slot.worker)
-                slot.proc.kill()
-                slot.proc.wait()
-                continue
-            if code != 0 and not self._count_exit(slot, code):
-                failed.append((slot.worker, code))
-        return {"hung_processes": hung, "failed_processes": failed}
+        return stop_slots(self.slots, lambda w: self.kill_worker(w, signal.SIGTERM),
+                          self._count_exit)  # fmt: skip
 
     def _wait_pools_gone(self) -> list[str]:
         """Every pool, its semaphores and its Sender gone (the Senders exit when idle)."""
