@@ -271,6 +271,9 @@ def problems(report: dict[str, Any]) -> list[str]:
     for key in ("hung_processes", "failed_processes", "left_faulty", "fault_notes"):
         if report[key]:
             found.append(f"{key}: {report[key]}")
+    died = {w: e for w, e in report["exits"].items() if set(e) - {"SIGKILL", "clean"}}
+    if died:  # (an app process ended by an exception: its log has the traceback)
+        found.append(f"app processes that died: {died}")
     if not report["caught_up"]:
         found.append("the checker did not read everything back")
     if report["timeline"]["acked_logged"] != counts["acknowledged"]:

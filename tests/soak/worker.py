@@ -322,13 +322,24 @@ def run_transactional(w: Worker) -> None:
         txn += 1
         p.begin_transaction()
         w.history.note(TXN_BEGIN, 0, 0, txn)
+        doomed: KafkaError | None = None
         for seq in w.next_chunk(TXN_RECORDS):
+            if doomed is not None:  # (the rest of the chunk is never sent)
+                w.refused(seq, doomed)
+                continue
             sent_us = int(time.time() * 1e6)
+            try:
+                future = p.send(w.topic, w.value(seq, txn))
+            except KafkaError as exc:  # abortable (its Sender restarted, say): as kafka-
+                doomed = exc  # python's, send() refuses too, and the transaction is aborted
+                w.refused(seq, exc)
+                continue
             w.pending.add(seq)
-            future = p.send(w.topic, w.value(seq, txn))
             future.add_callback(ok, seq, sent_us).add_errback(partial(w.failed, seq))
         w.phase(COMMITTING)
         try:
+            if doomed is not None:
+                raise doomed
             if txn % 5 == 0:
                 p.abort_transaction()
                 w.history.note(TXN_ABORTED, 0, 0, txn)
