@@ -32,6 +32,11 @@ def summary(report: dict[str, Any]) -> dict[str, Any]:
         "broker_errors_sent": report.get("broker_errors_sent"),
         "send_to_ack_ms": {"p50_outside": t["p50_ms_quiet"], "p99_outside": t["p99_ms_quiet"],
                            "p50_during": t["p50_ms_faults"], "p99_during": t["p99_ms_faults"]},
+        "send_to_ack_ms_kafka_python_callbacks": {
+            k: report["timeline_callbacks"][v] for k, v in (
+                ("p50_outside", "p50_ms_quiet"), ("p99_outside", "p99_ms_quiet"),
+                ("p50_during", "p50_ms_faults"), ("p99_during", "p99_ms_faults"))
+        },
         "by_fault": {k: {"count": v["count"], "longest_gap_ms": v["longest_gap_ms"],
                          "max_recovery_ms": v["max_recovery_ms"],
                          "median_recovery_ms": v["median_recovery_ms"]}

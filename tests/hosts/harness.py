@@ -150,6 +150,11 @@ class HostsRun:
             "acked_per_host": self._acked_per_host(host_of),
             "connections": self.connections, "links": self.lab.link_counters(),
             "timeline": timeline(self.dir, self.nemesis.log, host_of, started, ended),
+            # the same from the app processes whose results come at once, on the completion
+            # thread (KafkaProducer's callbacks): the others read theirs once a chunk
+            "timeline_callbacks": timeline(self.dir, self.nemesis.log, {
+                w: h for w, h in host_of.items() if self.slots[w].api == "kafka-python"
+                and self.slots[w].mode in ("callback", "txn")}, started, ended),
         }  # fmt: skip
         with open(os.path.join(self.dir, "report.json"), "w") as f:
             json.dump(report, f, indent=1)

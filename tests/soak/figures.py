@@ -56,6 +56,8 @@ def timeline(directory: str, faults: list[dict[str, Any]], pool_of: dict[int, st
         if not name.endswith(".hist"):
             continue
         worker = int(name[1:4])
+        if worker not in acks:  # (a caller that asked for some workers' figures only)
+            continue
         series = acks[worker]
         for e in read_history(os.path.join(directory, name)):
             if e.kind != ACKED:
