@@ -110,6 +110,39 @@ class HostsRun:
     def run(self) -> dict[str, Any]:
         self._start_broker()
         checker = self._start_checker()
+        try:
+            started, ended, left_faulty, errors_sent, stop = self._faults_and_stop()
+            open(os.path.join(self.dir, "final"), "w").close()
+            checker.wait(900)
+        finally:  # (whatever failed: the checker does not outlive the run)
+            if checker.poll() is None:
+                checker.kill()
+                checker.wait(30)
+        with open(os.path.join(self.dir, "verdict.json")) as f:
+            verdict: dict[str, Any] = json.load(f)
+        host_of = {worker: host.name for worker, host in self.host_of.items()}
+        report = {
+            "seed": self.seed, "options": asdict(self.o), "counts": verdict["counts"],
+            "examples": verdict["examples"], "caught_up": verdict["caught_up"],
+            "faults": dict(self.nemesis.injected), "faults_asked": dict(self.nemesis.asked),
+            "fault_notes": self.nemesis.notes, "left_faulty": left_faulty, **stop,
+            "broker_errors_sent": errors_sent,
+            "exits": {s.worker: dict(s.exits) for s in self.slots},
+            "acked_per_host": self._acked_per_host(host_of),
+            "connections": self.connections, "links": self.lab.link_counters(),
+            "timeline": timeline(self.dir, self.nemesis.log, host_of, started, ended),
+            # the same from the app processes whose results come at once, on the completion
+            # thread (KafkaProducer's callbacks): the others read theirs once a chunk
+            "timeline_callbacks": timeline(self.dir, self.nemesis.log, {
+                w: h for w, h in host_of.items() if self.slots[w].api == "kafka-python"
+                and self.slots[w].mode in ("callback", "txn")}, started, ended),
+        }  # fmt: skip
+        with open(os.path.join(self.dir, "report.json"), "w") as f:
+            json.dump(report, f, indent=1)
+        return report
+
+    def _faults_and_stop(self) -> tuple[int, int, list[str], dict[str, int], dict[str, Any]]:
+        """The app processes started, the faults for ``duration_s``, then the clean stop."""
         for slot in self.slots:
             self.start_worker(slot)
         time.sleep(5)  # (every worker up and sending before the first fault)
@@ -134,31 +167,7 @@ class HostsRun:
         errors_sent = {str(k): v for k, v in self.control("errors_sent").items()}
         time.sleep(3)
         self.supervise()
-        stop = self._stop_workers()
-        open(os.path.join(self.dir, "final"), "w").close()
-        checker.wait(900)
-        with open(os.path.join(self.dir, "verdict.json")) as f:
-            verdict: dict[str, Any] = json.load(f)
-        host_of = {worker: host.name for worker, host in self.host_of.items()}
-        report = {
-            "seed": self.seed, "options": asdict(self.o), "counts": verdict["counts"],
-            "examples": verdict["examples"], "caught_up": verdict["caught_up"],
-            "faults": dict(self.nemesis.injected), "faults_asked": dict(self.nemesis.asked),
-            "fault_notes": self.nemesis.notes, "left_faulty": left_faulty, **stop,
-            "broker_errors_sent": errors_sent,
-            "exits": {s.worker: dict(s.exits) for s in self.slots},
-            "acked_per_host": self._acked_per_host(host_of),
-            "connections": self.connections, "links": self.lab.link_counters(),
-            "timeline": timeline(self.dir, self.nemesis.log, host_of, started, ended),
-            # the same from the app processes whose results come at once, on the completion
-            # thread (KafkaProducer's callbacks): the others read theirs once a chunk
-            "timeline_callbacks": timeline(self.dir, self.nemesis.log, {
-                w: h for w, h in host_of.items() if self.slots[w].api == "kafka-python"
-                and self.slots[w].mode in ("callback", "txn")}, started, ended),
-        }  # fmt: skip
-        with open(os.path.join(self.dir, "report.json"), "w") as f:
-            json.dump(report, f, indent=1)
-        return report
+        return started, ended, left_faulty, errors_sent, self._stop_workers()
 
     def _acked_per_host(self, host_of: dict[int, str]) -> dict[str, int]:
         acked: Counter[str] = Counter()
