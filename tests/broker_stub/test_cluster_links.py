@@ -91,3 +91,41 @@ def test_the_majority_side_keeps_its_leaders_when_one_follower_is_cut() -> None:
     cluster.set_links(_cut(follower), 0)
     cluster.set_links(_cut(follower), 5000)
     assert cluster.fenced == {follower} and p.leader == leader and follower not in p.isr
+
+
+def test_after_every_node_was_fenced_only_the_last_in_sync_replica_leads() -> None:
+    """The last member of an ISR stays in it when it is fenced, so that only it leads the
+    partition again: a replica that was behind never does, and no acknowledged record goes
+    with a stale leader."""
+    cluster = _cluster(session_timeout_ms=1000)
+    p = cluster.topics["t"][0]
+    stale = next(r for r in p.replicas if r != p.leader)
+    cluster.set_links(_cut(stale), 0)
+    cluster.set_links(_cut(stale), 1000)
+    assert cluster.fenced == {stale}
+    last = _append(cluster, "t", _batch(3), now=1000) + 2
+    cluster.replicate(1000)
+    assert cluster.ack_state(p, last, p.leader, p.leader_epoch) == ErrorCode.NONE
+    cluster.set_links(set(), 2000)  # every node cut off from every other
+    cluster.set_links(set(), 3000)
+    assert cluster.fenced == {1, 2, 3} and p.leader == -1 and len(p.isr) == 1
+    (keeper,) = p.isr
+    cluster.set_links(ALL, 4000)
+    assert not cluster.fenced and p.leader == keeper and p.leader_log.leo == 3
+    cluster.replicate(4000)
+    assert p.logs[stale].leo == 3 and p.leader_log.hw == 3  # the stale one caught up
+
+
+def test_a_fenced_node_killed_and_restarted_is_judged_by_its_links_again() -> None:
+    cluster = _cluster(session_timeout_ms=1000)
+    p = cluster.topics["t"][0]
+    node = p.leader
+    cluster.set_links(_cut(node), 0)
+    cluster.set_links(_cut(node), 1000)
+    assert cluster.fenced == {node} and p.leader != node
+    cluster.kill_node(node)
+    cluster.restart_node(node)
+    assert node not in cluster.fenced  # (until its links say otherwise)
+    cluster.set_links(_cut(node), 1100)
+    cluster.set_links(_cut(node), 2200)
+    assert cluster.fenced == {node} and p.leader != node and node not in p.isr

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tests.hosts.harness import HostsRun
-    from tests.hosts.lab import Node
+    from tests.hosts.lab import Node, Rule
 
 NETEM = ("delay", "loss", "duplicate", "reorder", "corrupt")
 KINDS = (*NETEM, "cut_node", "isolate_leader", "partition", "flap", "node_kill",
@@ -156,6 +156,7 @@ class HostsNemesis:
                 finally:
                     lab.impair(node)
                 self.counted(kind, start, self.run_.now_ms(), node.name)
+                self._back_in_quorum()  # (its probes may have failed: one broker at a time)
             finally:
                 self._broker_lock.release()
             return
@@ -177,7 +178,13 @@ class HostsNemesis:
 
     def partition(self) -> None:
         def make(host: Node) -> Callable[[], None]:
-            rules = [r for b in self.run_.brokers for r in self.run_.lab.cut(host, b.address)]
+            rules: list[Rule] = []
+            try:
+                for broker in self.run_.brokers:
+                    rules += self.run_.lab.cut(host, broker.address)
+            except Exception:  # (never half a partition left behind)
+                self.run_.lab.heal(rules)
+                raise
             return lambda: self.run_.lab.heal(rules)
 
         self._on_a_host("partition", make)
@@ -192,9 +199,11 @@ class HostsNemesis:
             start = self.run_.now_ms()
             until = time.monotonic() + self.rng.uniform(*self.run_.o.fault_s)
             while time.monotonic() < until and not self._stop.is_set():
-                rules = [r for b in self.run_.brokers for r in lab.cut(host, b.address)]
-                flaps += 1
+                rules: list[Rule] = []
                 try:
+                    for broker in self.run_.brokers:
+                        rules += lab.cut(host, broker.address)
+                    flaps += 1
                     self._stop.wait(self.rng.uniform(0.2, 1.0))
                 finally:
                     lab.heal(rules)
@@ -215,8 +224,11 @@ class HostsNemesis:
                 return
             node = run.brokers[leader - 1]
             start = run.now_ms()
-            rules = [r for b in run.brokers if b is not node for r in lab.cut(node, b.address)]
+            rules: list[Rule] = []
             try:
+                for other in run.brokers:
+                    if other is not node:
+                        rules += lab.cut(node, other.address)
                 fenced = self._until(lambda: leader in run.control("fenced"), 15)
                 if fenced:
                     self._hold()
@@ -229,6 +241,9 @@ class HostsNemesis:
                 self.notes.append(f"isolate_leader: node {leader} still fenced 30 s after")
         finally:
             self._broker_lock.release()
+
+    def _back_in_quorum(self) -> bool:
+        return self._until(lambda: not self.run_.control("fenced"), 30)
 
     def _until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -306,7 +321,6 @@ class HostsNemesis:
         """What is still faulty after every fault's thread ended (nothing, normally)."""
         left = [f"rule {r}" for r in self.run_.lab.rules]
         left += [f"stopped Sender {pid}" for pid in self._stopped]
-        fenced = self.run_.control("fenced")
-        if fenced:
-            left.append(f"fenced nodes {fenced}")
+        if not self._back_in_quorum():  # (a node just healed is let catch up first)
+            left.append(f"fenced nodes {self.run_.control('fenced')}")
         return left

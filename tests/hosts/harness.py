@@ -237,12 +237,13 @@ class HostsRun:
                     self.start_worker(slot)
 
     def running_worker(self, rng: random.Random) -> int | None:
-        up = [s.worker for s in self.slots if s.proc is not None and s.proc.poll() is None
-              and self.board.phase(s.worker) != IDLE]  # fmt: skip
+        with self._slot_lock:  # (supervise() replaces a dead one's process meanwhile)
+            up = [s.worker for s in self.slots if s.proc is not None and s.proc.poll() is None
+                  and self.board.phase(s.worker) != IDLE]  # fmt: skip
         return rng.choice(up) if up else None
 
     def signal_worker(self, worker: int, signum: int) -> bool:
-        proc = self.slots[worker].proc
+        proc = self.slots[worker].proc  # (one read: supervise() may replace it)
         if proc is None or proc.poll() is not None:
             return False
         try:

@@ -181,8 +181,12 @@ class NetLab:
         """Packets between ``node`` and ``address`` (one port of it, or all) dropped."""
         out = ("-d", address, *(("-p", "tcp", "--dport", str(port)) if port else ()))
         back = ("-s", address, *(("-p", "tcp", "--sport", str(port)) if port else ()))
-        return [self.add_rule(Rule(node, "OUTPUT", (*out, "-j", "DROP"))),
-                self.add_rule(Rule(node, "INPUT", (*back, "-j", "DROP")))]  # fmt: skip
+        first = self.add_rule(Rule(node, "OUTPUT", (*out, "-j", "DROP")))
+        try:
+            return [first, self.add_rule(Rule(node, "INPUT", (*back, "-j", "DROP")))]
+        except Exception:  # (never half a cut left behind)
+            self.remove_rule(first)
+            raise
 
     def lose(self, node: Node, probability: float) -> list[Rule]:
         """Each packet in or out of ``node`` dropped with ``probability``."""
@@ -228,7 +232,8 @@ class NetLab:
         for process in self.processes:
             if process.poll() is None:
                 process.kill()
-                process.wait(30)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(30)
             for pipe in (process.stdin, process.stdout, process.stderr):
                 if pipe is not None:
                     pipe.close()

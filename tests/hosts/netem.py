@@ -186,7 +186,10 @@ class Switch:
                 pending += data
                 while b"\n" in pending:
                     line, pending = pending.split(b"\n", 1)
-                    answer = self.command(line.decode())
+                    try:
+                        answer = self.command(line.decode())
+                    except Exception as exc:  # noqa: BLE001 - the caller is told, the lab goes on
+                        answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
                     sys.stdout.write(json.dumps(answer) + "\n")
                     sys.stdout.flush()
 

@@ -524,3 +524,31 @@ def test_closing_mid_transaction_aborts_it(peer: Peer, pool_name: str) -> None:
         p.close()
         batches = log_of(c, peer, topic, 0, 1)
     assert outcomes(batches) == [("ABORT", [b"open"])]
+
+
+def test_a_record_that_fails_while_waiting_for_its_topic_makes_the_commit_abortable(
+    pool_name: str,
+) -> None:
+    """As librdkafka: a record of the transaction that fails before it is sent (here its
+    topic never exists, and message.timeout.ms passes) makes the commit fail with
+    txn_requires_abort instead of committing without it; the abort then goes through."""
+    import confluent_kafka
+
+    from shmkafka.broker_stub.server import BrokerStub
+    from shmkafka.confluent_kafka import Producer
+
+    with BrokerStub(nodes=1, auto_create_topics=False) as stub:
+        reports: list[Any] = []
+        p = Producer({"bootstrap.servers": stub.bootstrap, "transactional.id": _txn_id("nt"),
+                      "message.timeout.ms": 800, "shmkafka.pool": pool_name})  # fmt: skip
+        try:
+            p.init_transactions(30)
+            p.begin_transaction()
+            p.produce("no-such-topic", b"lost", on_delivery=lambda e, m: reports.append(e))
+            with pytest.raises(confluent_kafka.KafkaException) as failed:
+                p.commit_transaction(30)
+            assert failed.value.args[0].txn_requires_abort()
+            assert [e.code() for e in reports] == [confluent_kafka.KafkaError._MSG_TIMED_OUT]
+            p.abort_transaction(30)
+        finally:
+            p.close()

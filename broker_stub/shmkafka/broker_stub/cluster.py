@@ -173,7 +173,7 @@ class Cluster:
         for index in indexes:
             first = (self._next_leader + index) % len(self.node_ids)
             replicas = [self.node_ids[(first + k) % len(self.node_ids)] for k in range(factor)]
-            live = [r for r in replicas if r in self.live]
+            live = [r for r in replicas if self.serving(r)]
             leader = live[0] if live else NO_LEADER
             partition = Partition(name, index, replicas, leader, 0, isr=live)
             partition.logs = {r: self._new_log(r, name, index) for r in replicas}
@@ -312,16 +312,19 @@ class Cluster:
     def fence_node(self, node: int) -> None:
         """Out of the quorum: leadership and ISR places go to the others."""
         self.fenced.add(node)
-        self._step_down(node)
+        self._step_down(node, keep_last=True)
 
     def unfence_node(self, node: int) -> None:
+        """Back in the quorum: it leads a leaderless partition only from its ISR (a clean
+        election), and truncates to the leader of the others."""
         self.fenced.discard(node)
         for parts in self.topics.values():
             for p in parts:
                 if node not in p.replicas:
                     continue
                 if p.leader == NO_LEADER:
-                    self._become_leader(p, node)
+                    if node in p.isr:
+                        self._become_leader(p, node)
                 else:
                     self._truncate_by_epoch(p, node)
 
@@ -329,7 +332,7 @@ class Cluster:
 
     def move_leader(self, topic: str, index: int, to: int) -> None:
         p = self.topics[topic][index]
-        if to not in p.replicas or to not in self.live:
+        if to not in p.replicas or not self.serving(to):
             raise ValueError(f"node {to} is not a live replica of {topic}-{index}")
         self._become_leader(p, to)
 
@@ -345,6 +348,7 @@ class Cluster:
             if replica != node:
                 self._truncate_by_epoch(p, replica)
         p.isr = [r for r in p.replicas if self.serving(r) and p.logs[r].leo == log.leo]
+        p.caught_up_ms.clear()  # (the lag of each is counted from the next round)
         if node not in p.isr:
             p.isr.insert(0, node)
         self._advance_hw(p)
@@ -360,12 +364,17 @@ class Cluster:
 
     def kill_node(self, node: int) -> None:
         self.live.discard(node)
+        self.fenced.discard(node)  # (a restarted node is judged by its links anew)
+        self._out_of_quorum.pop(node, None)
         self._step_down(node)
 
-    def _step_down(self, node: int) -> None:
+    def _step_down(self, node: int, keep_last: bool = False) -> None:
+        """``node`` leaves every ISR and leadership; with ``keep_last`` (a fenced node, as
+        Kafka's controller does) it stays the last member of an ISR it alone is left in, so
+        that only it, never a stale replica, can lead that partition again."""
         for parts in self.topics.values():
             for p in parts:
-                if node in p.isr:
+                if node in p.isr and not (keep_last and p.isr == [node]):
                     p.isr.remove(node)
                 if p.leader == node:
                     candidates = [r for r in p.isr if self.serving(r)]

@@ -60,8 +60,8 @@ class PeerLinks:
         while True:
             try:
                 await self._probe_over_one_connection(a, b)
-            except (OSError, TimeoutError, EOFError) as exc:
-                log.debug("link %d→%d: %s", a, b, exc)
+            except Exception as exc:  # noqa: BLE001 - any failure is a link down, never the end
+                log.debug("link %d→%d: %s: %s", a, b, type(exc).__name__, exc)
             await asyncio.sleep(self.period_s)
 
     async def _probe_over_one_connection(self, a: int, b: int) -> None:
@@ -71,10 +71,10 @@ class PeerLinks:
         loop = asyncio.get_running_loop()
         try:
             await asyncio.wait_for(loop.sock_connect(sock, (host, port)), self.timeout_s)
+            reader, writer = await asyncio.open_connection(sock=sock)
         except BaseException:
             sock.close()
             raise
-        reader, writer = await asyncio.open_connection(sock=sock)
         decoder = FrameDecoder()
         try:
             for correlation_id in itertools.count():

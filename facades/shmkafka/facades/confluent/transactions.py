@@ -21,6 +21,7 @@ from collections import deque
 from threading import RLock
 from typing import Any
 
+from shmkafka.facades.confluent.records import serve_waiting
 from shmkafka.facades.confluent.types import KafkaError, KafkaException
 from shmkafka.facades.entry_switch import EntrySwitch
 from shmkafka.producer.topics import metadata_poll_s
@@ -103,7 +104,7 @@ class ConfluentTransactions(EntrySwitch):
     _handle: Any
     _unassigned: deque[Any]
     _unassigned_lock: RLock
-    _serve_unassigned: Any
+    _append: Any
     _fail_now: Any
     poll: Any
 
@@ -142,8 +143,10 @@ class ConfluentTransactions(EntrySwitch):
     def commit_transaction(self, timeout: float = -1) -> None:
         txn = self._transactions()
         self._txn_fast(False)
-        self._run(txn, txn.commit, _seconds(timeout), self._place_waiting)
-        self.poll(0)  # (as librdkafka's commit, which flushes: the reports are served)
+        try:
+            self._run(txn, txn.commit, _seconds(timeout), self._place_waiting)
+        finally:
+            self.poll(0)  # (as librdkafka's commit, which flushes: the reports are served)
 
     def abort_transaction(self, timeout: float = -1) -> None:
         txn = self._transactions()
@@ -157,8 +160,18 @@ class ConfluentTransactions(EntrySwitch):
         librdkafka's commit flushes its unassigned queue, or the commit times out (resumed by
         calling it again)."""
         began = time.monotonic()
+        failed: list[Any] = []
+
+        def fail(record: Any, error: Any) -> None:  # (timed out, or its topic refused)
+            failed.append(error)
+            self._fail_now(record, error)
+
         while self._unassigned:
-            self._serve_unassigned(self._handle)
+            with self._unassigned_lock:
+                serve_waiting(self._unassigned, self._handle, self._append, fail)
+            if failed:  # as librdkafka: a record of the transaction failed, it must abort
+                raise TxnCallError(board.ABORTABLE, 0, "a record of the transaction failed "
+                                   f"before it was sent: {failed[0]}")  # fmt: skip
             if not self._unassigned:
                 return
             if deadline is not None and time.monotonic() >= deadline:
