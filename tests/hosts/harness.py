@@ -36,10 +36,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import psutil
-
 from tests.hosts.faults import HostsNemesis
-from tests.hosts.lab import NetLab, Node
+from tests.hosts.lab import NetLab, Node, command_of
 from tests.soak.figures import DEFECTS, timeline
 from tests.soak.harness import Slot, control, start_checker, stop_slots, write_private
 from tests.soak.history import ACKED, read_history
@@ -296,19 +294,12 @@ def problems(report: dict[str, Any]) -> list[str]:
     return found
 
 
-def _command(pid: int) -> list[str]:
-    try:
-        return psutil.Process(pid).cmdline()
-    except psutil.Error:
-        return []
-
-
 def _is_sender(pid: int) -> bool:
-    return "shmkafka.sender" in _command(pid)  # (python -m shmkafka.sender --pool ...)
+    return "shmkafka.sender" in command_of(pid)  # (python -m shmkafka.sender --pool ...)
 
 
 def _holder(pid: int) -> str:
-    command = _command(pid)
+    command = command_of(pid)
     if "shmkafka.sender" not in command:
         return "apps"
     pool = command[command.index("--pool") + 1] if "--pool" in command else ""

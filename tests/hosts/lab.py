@@ -39,7 +39,8 @@ TOOLS = ("ip", "iptables", "unshare", "nsenter", "ss")
 PRIVATE_SHM = 'mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm && exec "$@"'
 
 
-def _command_of(pid: int) -> list[str]:
+def command_of(pid: int) -> list[str]:
+    """A process's command line ([] once it is gone)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return [part.decode() for part in f.read().split(b"\0") if part]
@@ -140,7 +141,7 @@ class NetLab:
         )  # fmt: skip
         self.processes.append(holder)
         for _ in range(200):  # (until its /dev/shm is mounted: then it is sleep)
-            if _command_of(holder.pid)[:1] == ["sleep"]:
+            if command_of(holder.pid)[:1] == ["sleep"]:
                 break
             time.sleep(0.01)
         else:

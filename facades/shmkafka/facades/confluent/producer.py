@@ -500,8 +500,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
         del blocking
         self._check_open()
         if in_queue:
-            while self._unassigned:
-                self._fail_now(self._unassigned.popleft(), KafkaError(KafkaError._PURGE_QUEUE))
+            self._purge_unassigned()
         handle = self._handle
         if handle is None:
             return

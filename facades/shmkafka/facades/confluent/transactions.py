@@ -179,14 +179,18 @@ class ConfluentTransactions(EntrySwitch):
                                    "metadata of the transaction's topics")  # fmt: skip
             time.sleep(metadata_poll_s(time.monotonic() - began))
 
-    def _purge_waiting(self, txn: TransactionClient) -> None:
-        """An abort purges the records still waiting for their topic, as librdkafka's does
-        (their reports: _PURGE_QUEUE), so that none is appended after it."""
-        if txn.state not in ("IN_TRANSACTION", "ABORTING_TRANSACTION"):
-            return
+    def _purge_unassigned(self) -> None:
+        """The records still waiting for their topic's metadata fail with _PURGE_QUEUE
+        (the Producer's purge(), and an abort: none is appended after it)."""
         with self._unassigned_lock:
             while self._unassigned:
                 self._fail_now(self._unassigned.popleft(), KafkaError(KafkaError._PURGE_QUEUE))
+
+    def _purge_waiting(self, txn: TransactionClient) -> None:
+        """An abort purges the records still waiting for their topic, as librdkafka's does
+        (their reports: _PURGE_QUEUE), so that none is appended after it."""
+        if txn.state in ("IN_TRANSACTION", "ABORTING_TRANSACTION"):
+            self._purge_unassigned()
 
     def _check_transactional_produce(self) -> None:
         if self._txn is not None:
