@@ -25,11 +25,16 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # The reliability tests tally what they checked (kills, records, catalogue cases) in a
-# ledger; its totals are printed after the run (tests/ledger.py).
+# ledger; its totals are printed after the run (tests/ledger.py). Every process of the run
+# validates the lock order (shm/lockdep.py); a violation anywhere, in a Sender or a worker
+# whose exception nobody reads too, lands in .lockdep-report and fails the run.
+LOCKDEP := SHMKAFKA_LOCKDEP=1 SHMKAFKA_LOCKDEP_REPORT=$(CURDIR)/.lockdep-report
 unit: $(STAMP) spin netlab
-	rm -f .ledger-test.jsonl
-	SHMKAFKA_LEDGER=$(CURDIR)/.ledger-test.jsonl $(BIN)/pytest -n auto -m "not stress"
+	rm -f .ledger-test.jsonl .lockdep-report
+	$(LOCKDEP) SHMKAFKA_LEDGER=$(CURDIR)/.ledger-test.jsonl $(BIN)/pytest -n auto -m "not stress"
 	$(BIN)/python -m tests.ledger .ledger-test.jsonl
+	@if [ -s .lockdep-report ]; then cat .lockdep-report; \
+		echo "lock order violated (shm/lockdep.py): see above" >&2; exit 1; fi
 
 # The model checker for the model of the batch lifecycle (tests/pool/
 # test_batch_lifecycle.py): Debian's spin, installed here when we are root.
@@ -44,14 +49,16 @@ spin:
 # passes with kafka-python fails with shmkafka (tests/conformance/run.py; about 15 s). Its
 # transactional tests again on broker_stub, which has what they read back (Tansu has not).
 conformance: $(STAMP)
-	$(BIN)/python -m tests.conformance.run
-	$(BIN)/python -m tests.conformance.run --broker broker_stub -k transactional
+	rm -f .lockdep-report
+	$(LOCKDEP) $(BIN)/python -m tests.conformance.run
+	$(LOCKDEP) $(BIN)/python -m tests.conformance.run --broker broker_stub -k transactional
+	@if [ -s .lockdep-report ]; then cat .lockdep-report; exit 1; fi
 
 # The long reliability runs: crash loops at full size, 8 pools in parallel for
 # SHMKAFKA_STRESS_SECONDS (default 30) each.
 stress: $(STAMP) spin
 	rm -f .ledger-stress.jsonl
-	SHMKAFKA_LEDGER=$(CURDIR)/.ledger-stress.jsonl $(BIN)/pytest -n auto -m stress
+	$(LOCKDEP) SHMKAFKA_LEDGER=$(CURDIR)/.ledger-stress.jsonl $(BIN)/pytest -n auto -m stress
 	$(BIN)/python -m tests.ledger .ledger-stress.jsonl
 
 # The combined soak (not in CI; its 2-minute smoke run is in `make test`): every fault at

@@ -19,13 +19,13 @@ MODEL = Path(__file__).parents[2] / "pool/shmkafka/pool/batch_lifecycle.pml"
 BOUND_S = 600
 
 
-def _check(tmp_path: Path, *defines: str) -> str:
-    """spin's verifier's report for the model with ``defines``."""
+def _check(tmp_path: Path, *defines: str, source: Path = MODEL) -> str:
+    """spin's verifier's report for the model ``source`` with ``defines``."""
     spin, cc = shutil.which("spin"), shutil.which("gcc") or shutil.which("cc")
     if spin is None or cc is None:
         pytest.fail("the model check needs spin and gcc: apt-get install spin gcc")
-    model = tmp_path / MODEL.name
-    shutil.copy(MODEL, model)
+    model = tmp_path / source.name
+    shutil.copy(source, model)
     subprocess.run([spin, "-a", *defines, model.name], cwd=tmp_path, check=True,
                    capture_output=True, timeout=60)  # fmt: skip
     subprocess.run([cc, "-O2", "-w", "-DSAFETY", "-DCOLLAPSE", "-o", "pan", "pan.c"],

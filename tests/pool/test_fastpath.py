@@ -77,7 +77,7 @@ def test_a_failed_init_releases_what_it_took(args: tuple[Any, ...]) -> None:
 
 
 def test_argument_errors_name_the_function_and_the_argument(args: tuple[Any, ...]) -> None:
-    view, names, layout, pool_lock = args
+    view, names, layout, pool_lock = args[:4]
     cases: list[tuple[Any, type[Exception], str]] = [
         (lambda: FastAppend(), TypeError, r"FastAppend\(\) missing required argument 'buffer'"),
         (
@@ -169,6 +169,9 @@ def test_argument_errors_name_the_function_and_the_argument(args: tuple[Any, ...
 
 
 def test_the_methods_have_signatures() -> None:
-    assert str(inspect.signature(FastAppend)) == "(buffer, semaphores, layout, pool_lock)"
+    assert (
+        str(inspect.signature(FastAppend))
+        == "(buffer, semaphores, layout, pool_lock, lockdep=None)"
+    )
     assert str(inspect.signature(FastAppend.send_kv)) == "(self, route, partition, key, value, /)"
     assert str(inspect.signature(FastAppend.offsets)) == "(self, /)"

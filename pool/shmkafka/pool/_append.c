@@ -58,6 +58,9 @@ hit_tuple(int appended, const Hit *hit)
 {
     PyObject *items[5];
 
+    if (appended < 0) {
+        return NULL;
+    }
     if (appended != APPENDED) {
         Py_RETURN_NONE;
     }
@@ -387,13 +390,14 @@ static PyMethodDef FastAppend_methods[] = {
 };
 
 PyDoc_STRVAR(FastAppend__doc__,
-"FastAppend(buffer, semaphores, layout, pool_lock)\n"
+"FastAppend(buffer, semaphores, layout, pool_lock, lockdep=None)\n"
 "--\n"
 "\n"
 "The append fast path over a pool segment (see accumulator.py): buffer is\n"
 "the segment, semaphores the stripe locks' names, layout\n"
 "fastpath.fast_path_offsets plus slot, pid, started and record_batch_header,\n"
-"pool_lock the pool lock's name.");
+"pool_lock the pool lock's name, lockdep shm/lockdep.py's PoolLockHook\n"
+"(told of every lock taken and dropped) or None.");
 
 static PyTypeObject FastAppendType = {
     PyVarObject_HEAD_INIT(NULL, 0)

@@ -1,6 +1,11 @@
 class FastAppend:
     def __init__(
-        self, buffer: memoryview, semaphores: list[str], layout: dict[str, int], pool_lock: str
+        self,
+        buffer: memoryview,
+        semaphores: list[str],
+        layout: dict[str, int],
+        pool_lock: str,
+        lockdep: object | None = None,
     ) -> None: ...
     def append(
         self, deque_id: int, timestamp_ms: int, tail: bytes, now_ms: int, version: int

@@ -77,6 +77,9 @@ typedef struct FastAppend {
     Py_ssize_t record_batch_header;
     int32_t slot, pid;
     int64_t started;
+    /* SHMKAFKA_LOCKDEP=1: shm/lockdep.py's PoolLockHook, told of every take
+     * and drop with its call site; NULL otherwise (one branch per lock). */
+    PyObject *lockdep;
 } FastAppend;
 
 /* Loads and stores of the segment's fields (little-endian, unaligned). */

@@ -176,6 +176,7 @@ FastAppend_release(FastAppend *self)
         PyBuffer_Release(&self->view);
         self->has_view = 0;
     }
+    Py_CLEAR(self->lockdep);
 }
 
 void
@@ -316,7 +317,7 @@ open_semaphores(FastAppend *self, PyObject *names, PyObject *pool_lock)
     return 0;
 }
 
-/* FastAppend(buffer, semaphores, layout, pool_lock). Runs once: a second
+/* FastAppend(buffer, semaphores, layout, pool_lock, lockdep=None). Runs once: a second
  * call would leak the first one's buffer view and semaphores, so it raises
  * RuntimeError and leaves the object as it was. A failed call releases what
  * it took. */
@@ -324,16 +325,17 @@ int
 FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"buffer", "semaphores", "layout", "pool_lock",
-                             NULL};
-    PyObject *buffer, *names, *layout, *pool_lock;
+                             "lockdep", NULL};
+    PyObject *buffer, *names, *layout, *pool_lock, *lockdep = Py_None;
 
     if (self->initialized) {
         PyErr_SetString(PyExc_RuntimeError,
                         "FastAppend.__init__() called twice");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO:FastAppend", kwlist,
-                                     &buffer, &names, &layout, &pool_lock))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|O:FastAppend", kwlist,
+                                     &buffer, &names, &layout, &pool_lock,
+                                     &lockdep))
     {
         return -1;
     }
@@ -370,6 +372,10 @@ FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds)
     if (open_semaphores(self, names, pool_lock) < 0) {
         FastAppend_release(self);
         return -1;
+    }
+    if (lockdep != Py_None) {
+        Py_INCREF(lockdep);
+        self->lockdep = lockdep;
     }
     self->initialized = 1;
     return 0;

@@ -16,16 +16,56 @@
 
 
 
+/* Tell lockdep (shm/lockdep.py) of a take at `site`, before it is tried:
+ * 0, or -1 with LockOrderError set when it goes against the lock order. */
+static int
+lockdep_acquiring(FastAppend *self, Py_ssize_t index, const char *site)
+{
+    PyObject *r = PyObject_CallMethod(self->lockdep, "acquiring", "ns",
+                                      index, site);
+
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+static void
+lockdep_released(FastAppend *self, Py_ssize_t index)
+{
+    PyObject *r = PyObject_CallMethod(self->lockdep, "released", "n", index);
+
+    if (r == NULL) {
+        PyErr_WriteUnraisable(self->lockdep);
+    }
+    Py_XDECREF(r);
+}
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#ifndef __FILE_NAME__
+#define __FILE_NAME__ __FILE__
+#endif
+/* take_lock with its caller's file and line, for lockdep's report. */
+#define TAKE_LOCK(self, index, sem, fn) \
+    take_lock((self), (index), (sem), \
+              fn " (" __FILE_NAME__ ":" STR(__LINE__) ")")
+
 /* Take pool lock ``index`` as LockSet.acquire does (intent byte, semaphore,
  * owner record), spinning briefly: 1 when taken, 0 when busy (the caller
- * falls back to Python). */
+ * falls back to Python), -1 with an exception set when lockdep refuses it.
+ * Use TAKE_LOCK, which names the call site. */
 static int
-take_lock(FastAppend *self, Py_ssize_t index, sem_t *sem)
+take_lock(FastAppend *self, Py_ssize_t index, sem_t *sem, const char *site)
 {
     char *buf = (char *)self->view.buf;
     char *intent = buf + self->intent_at0 + index;
 
+    if (self->lockdep != NULL && lockdep_acquiring(self, index, site) < 0) {
+        return -1;
+    }
     if (*intent) {
+        if (self->lockdep != NULL) {
+            lockdep_released(self, index);
+        }
         return 0;  /* another thread of this process holds or wants it */
     }
     *intent = 1;
@@ -43,6 +83,9 @@ take_lock(FastAppend *self, Py_ssize_t index, sem_t *sem)
         cpu_relax();
     }
     *intent = 0;
+    if (self->lockdep != NULL) {
+        lockdep_released(self, index);
+    }
     return 0;
 }
 
@@ -57,6 +100,9 @@ drop_lock(FastAppend *self, Py_ssize_t index, sem_t *sem)
     wr64(owner + self->lock_owner_start, 0);
     sem_post(sem);
     buf[self->intent_at0 + index] = 0;
+    if (self->lockdep != NULL) {
+        lockdep_released(self, index);
+    }
 }
 
 /* A record's bytes before its tail: length, attributes, timestamp delta,
@@ -219,7 +265,8 @@ free_slabs(const char *freemap, Py_ssize_t num_slabs)
  * shorter one) as BufferPool.allocate does in its common case (nobody queued
  * for memory, nothing pending in our slot), recording it as pending in our
  * slot first. Returns the first slab and sets *count, or -1 (Python
- * allocates: it may wait for the run it wants, RUN_PATIENCE_S, or queue). */
+ * allocates: it may wait for the run it wants, RUN_PATIENCE_S, or queue), or
+ * -2 with an exception set (lockdep). */
 static Py_ssize_t
 take_run(FastAppend *self, Py_ssize_t want, Py_ssize_t *count)
 {
@@ -229,8 +276,9 @@ take_run(FastAppend *self, Py_ssize_t want, Py_ssize_t *count)
     if (rd32(buf + self->pending_first_at) != (uint32_t)self->no_slab) {
         return -1;  /* another thread of ours is allocating */
     }
-    if (!take_lock(self, self->pool_lock, self->pool_sem)) {
-        return -1;
+    int taken = TAKE_LOCK(self, self->pool_lock, self->pool_sem, "take_run");
+    if (taken <= 0) {
+        return taken < 0 ? -2 : -1;
     }
     if (rd64(buf + self->waitq_head_at) == rd64(buf + self->waitq_tail_at)) {
         char *freemap = buf + self->freemap_at;
@@ -306,7 +354,7 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
     Py_ssize_t slab = take_run(self, run_wanted(self, deque, grow_to),
                                &slab_count);
     if (slab < 0) {
-        return NEEDS_NEW_BATCH;
+        return slab == -2 ? -1 : NEEDS_NEW_BATCH;
     }
     int64_t capacity = (int64_t)slab_count * self->slab_size;
     char *records = buf + self->slabs_at + slab * self->slab_size;
@@ -375,7 +423,7 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
  * of ``pieces`` (opening a batch for it when ``may_open`` and the last one
  * has no room), publish, unlock. Returns APPENDED with ``hit`` filled, or
  * BUSY (also: the directory moved) / NEEDS_NEW_BATCH when Python must take
- * the slow path. The version is read under the lock: a topic is retired,
+ * the slow path (-1 with an exception: lockdep). The version is read under the lock: a topic is retired,
  * its deques given back, only under their stripe locks and with a new
  * version (directory.py), so no record reaches a deque given back. */
 int
@@ -390,8 +438,9 @@ fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t version,
     }
     Py_ssize_t stripe = deque_id % self->n_sems;
     Py_ssize_t lock = self->first_stripe + stripe;
-    if (!take_lock(self, lock, self->sems[stripe])) {
-        return BUSY;
+    int taken = TAKE_LOCK(self, lock, self->sems[stripe], "fast_append");
+    if (taken <= 0) {
+        return taken < 0 ? -1 : BUSY;
     }
     if (version >= 0
         && rd64((const char *)self->view.buf + self->directory_version_at)

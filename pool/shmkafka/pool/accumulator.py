@@ -348,40 +348,51 @@ class RecordAccumulator:
 
     def drain(self, deque_ids: Iterable[int], max_bytes: int) -> list[DrainedBatch]:
         """Seal and pop the first batch of each given deque until ``max_bytes`` is reached
-        (the first batch is always taken, so an oversized batch is never stuck)."""
+        (the first batch is always taken, so an oversized batch is never stuck). The slabs
+        the drained batches did not fill go back after the stripe locks are let go: the
+        pool lock is never waited for under a stripe that drains."""
         owner = self.pool.directory.owner
         out: list[DrainedBatch] = []
+        tails: list[SlabRun] = []
         total = 0
-        for deque_id in deque_ids:
-            found = owner(deque_id)
-            if found is None:
-                continue
-            with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
-                first = self.pool.deques.first(deque_id)
-                if first is None:
+        try:
+            for deque_id in deque_ids:
+                found = owner(deque_id)
+                if found is None:
                     continue
-                queued = self.pool.batches.read(first)
-                if queued.state not in (OPEN, SEALED) or self._queued_elsewhere(queued, deque_id):
-                    # A damaged ring entry names a batch that is not queued here (free, in
-                    # flight, another deque's): sending it would resend or steal records.
+                with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
+                    first = self.pool.deques.first(deque_id)
+                    if first is None:
+                        continue
+                    queued = self.pool.batches.read(first)
+                    if queued.state not in (OPEN, SEALED) or self._queued_elsewhere(
+                        queued, deque_id
+                    ):
+                        # A damaged ring entry names a batch that is not queued here (free,
+                        # in flight, another deque's): sending it would resend or steal
+                        # records.
+                        self.pool.deques.pop_first(deque_id)
+                        continue
+                    size = queued.write_pos
+                    if out and total + size > max_bytes:
+                        break
+                    self.pool.batches.set_state(first, SEALED)
                     self.pool.deques.pop_first(deque_id)
-                    continue
-                size = queued.write_pos
-                if out and total + size > max_bytes:
-                    break
-                self.pool.batches.set_state(first, SEALED)
-                self.pool.deques.pop_first(deque_id)
-                info = self._trim(self.pool.batches.read(first))
-            out.append(DrainedBatch(*found, info))
-            total += size
+                    info = self._trim(self.pool.batches.read(first), tails)
+                out.append(DrainedBatch(*found, info))
+                total += size
+        finally:
+            if tails:
+                self.pool.buffers.deallocate_many(tails)
         return out
 
-    def _trim(self, info: BatchInfo) -> BatchInfo:
+    def _trim(self, info: BatchInfo, tails: list[SlabRun]) -> BatchInfo:
         """A batch just sealed (stripe lock held): size its partition's next batch from
         what this one held (the slabs it filled; twice as many if it filled its whole run,
         so a busy partition's batches keep growing and an idle one's stay one slab), and
-        give back the slabs it did not fill. The descriptor shrinks before the tail is
-        freed (a kill between leaks slabs for the next Sender to reclaim, never shares)."""
+        add the slabs it did not fill to ``tails``, for the caller to free. The descriptor
+        shrinks before the tail is freed (a kill between leaks slabs for the next Sender to
+        reclaim, never shares)."""
         used = -(-info.write_pos // self._slab_size)
         if info.attempts == 0 and info.parent_batch == NO_PARENT:
             room = info.slab_count * self._slab_size - info.write_pos
@@ -392,7 +403,7 @@ class RecordAccumulator:
             return info
         self.pool.batches.set_slab_count(info.batch_id, used)
         faultpoints.reached("drain.after_shrink")
-        self.pool.buffers.trim(SlabRun(info.first_slab, info.slab_count), used)
+        tails.append(SlabRun(info.first_slab + used, info.slab_count - used))
         return self.pool.batches.read(info.batch_id)
 
     def _queued_elsewhere(self, info: BatchInfo, deque_id: int) -> bool:

@@ -191,12 +191,6 @@ class BufferPool:
                 self._mark(run, 0)
             self._wake_head()
 
-    def trim(self, run: SlabRun, keep: int) -> None:
-        """Give back the slabs of ``run`` after its first ``keep`` (the owner's descriptor
-        must already name only those: a kill in between leaks the tail, never shares it)."""
-        if 1 <= keep < run.count:
-            self.deallocate(SlabRun(run.first + keep, run.count - keep))
-
     # ------------------------------------------------------------------ under the pool lock
 
     def _take(self, count: int, want: int | None = None, least: int = 0) -> SlabRun | None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from shmkafka.pool import native
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.records import HEADER_SIZE
+from shmkafka.shm import lockdep
 from shmkafka.shm.layout import (
     B_ATTEMPTS,
     B_BASE_SEQUENCE,
@@ -98,7 +99,10 @@ def fast_path_for(pool: SharedPool) -> FastAppend | None:
         semaphore_name(pool.name, "l", FIRST_STRIPE_LOCK + i)
         for i in range(pool.config.lock_stripes)
     ]
-    return FastAppend(pool.segment.buf, names, offsets, semaphore_name(pool.name, "l", POOL_LOCK))
+    hook = lockdep.PoolLockHook() if lockdep.ENABLED else None
+    return FastAppend(
+        pool.segment.buf, names, offsets, semaphore_name(pool.name, "l", POOL_LOCK), hook
+    )
 
 
 def fast_path_offsets(layout: Layout, slot: int) -> dict[str, int]:

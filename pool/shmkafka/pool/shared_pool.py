@@ -4,13 +4,15 @@ Rules:
 - ``SharedPool.open`` creates the pool if it does not exist (or attaches), claims a process
   slot and reclaims the slots of dead processes. ``detach`` frees the slot and unmaps;
   ``destroy`` also unlinks the segment and semaphores (see segment.py for who may).
-- Lock order: the pool lock may be taken before a stripe lock (reclaiming), never after.
+- Lock order (shm/lockdep.py): a stripe lock may be held when the pool lock is taken
+  (reclaiming a dead process's allocation checks its batch under both), never the reverse.
 - A handle belongs to the process that opened it: after a fork the child opens its own.
 """
 
 from __future__ import annotations
 
 import os
+from contextlib import AbstractContextManager, nullcontext
 
 from shmkafka.pool.batches import Batches, BatchInfo, Deques
 from shmkafka.pool.bufferpool import BufferPool, SlabRun
@@ -175,23 +177,39 @@ class SharedPool:
             if buf[self.layout.intent_at(slot, lock)]:
                 with self.locks.held(lock, timeout):
                     buf[self.layout.intent_at(slot, lock)] = 0
-        with self.locks.held(POOL_LOCK, timeout):
-            first, count = PENDING.unpack_from(buf, self.layout.slot_at(slot) + S_PENDING)
+        # The dead process's pending record changes no more. Its first slab's batch is
+        # checked under the stripe lock of its deque, then the pool lock (the lock order).
+        first, count = PENDING.unpack_from(buf, self.layout.slot_at(slot) + S_PENDING)
+        stripe = self._stripe_of_open_batch(first)
+        held: AbstractContextManager[object] = (
+            self.locks.held(stripe, timeout) if stripe >= 0 else nullcontext()
+        )
+        with held, self.locks.held(POOL_LOCK, timeout):
             if first != NO_SLAB and count:
-                self._release_pending(slot, first, count, timeout)
+                self._release_pending(slot, first, count, stripe)
             PENDING.pack_into(buf, self.layout.slot_at(slot) + S_PENDING, NO_SLAB, 0)
             self.buffers.remove_waiter(slot)
             self.buffers._wake_head()
         self.slots.free(slot)
 
-    def _release_pending(self, slot: int, first: int, count: int, timeout: float) -> None:
+    def _stripe_of_open_batch(self, batch_id: int) -> int:
+        """The stripe lock of the deque an OPEN batch ``batch_id`` names, or -1."""
+        if batch_id >= self.config.num_slabs:
+            return -1
+        info = self.batches.read(batch_id)
+        if info.state != OPEN or info.deque_id >= self.deques_used():
+            return -1
+        return self.layout.stripe_lock(info.deque_id)
+
+    def _release_pending(self, slot: int, first: int, count: int, stripe: int) -> None:
         """Free what a dead process had allocated and no batch or live allocation owns.
         Its record may be stale (the run was already handed to a batch, even completed and
-        reused), so each slab is checked against every owner. Under the pool lock."""
+        reused), so each slab is checked against every owner. Under the pool lock, and
+        ``stripe`` (-1: none) of the deque its first slab's batch named when it was read."""
         info = self.batches.read(first)
-        if info.state == OPEN and not self._queued(info, timeout):
+        if info.state == OPEN and not self._queued(info, stripe):
             # Opened but never queued: nobody can reach it. (A live process opening a batch
-            # on these slabs holds the stripe lock _queued takes, and its descriptor is whole
+            # on these slabs holds the stripe lock held here, and its descriptor is whole
             # once OPEN; so this is the dead process's batch, or one torn by memory damage.)
             self.batches.clear(first)
         owned = self._owned_slabs(exclude_slot=slot)
@@ -232,11 +250,15 @@ class SharedPool:
                 self.buffers._wake_head()
         return len(leaked)
 
-    def _queued(self, info: BatchInfo, timeout: float) -> bool:
+    def _queued(self, info: BatchInfo, stripe: int) -> bool:
+        """Whether the OPEN batch ``info`` is in its deque, or may be: True when its deque's
+        stripe is not ``stripe``, the one held (it was opened after the first read, by a
+        live process that queues it under that stripe)."""
         if info.deque_id >= self.deques_used():
             return False
-        with self.locks.held(self.layout.stripe_lock(info.deque_id), timeout):
-            return info.batch_id in self.deques.batch_ids(info.deque_id)
+        if self.layout.stripe_lock(info.deque_id) != stripe:
+            return True
+        return info.batch_id in self.deques.batch_ids(info.deque_id)
 
     # ------------------------------------------------------------------ inspection
 

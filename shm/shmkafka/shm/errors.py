@@ -46,3 +46,12 @@ class RecordTooLargeError(ShmError):
 
 class LockTimeoutError(ShmError):
     """A lock stayed held by a live process past the acquire timeout."""
+
+
+class LockOrderError(ShmError):
+    """A lock was taken against the one lock order (shm/lockdep.py), with SHMKAFKA_LOCKDEP=1."""
+
+    def __init__(self, message: str, held: tuple[str, int], taking: tuple[str, int]) -> None:
+        super().__init__(message)
+        self.held = held
+        self.taking = taking

@@ -36,6 +36,7 @@ from contextlib import contextmanager
 
 import posix_ipc
 
+from shmkafka.shm import lockdep
 from shmkafka.shm.errors import LockTimeoutError
 from shmkafka.shm.layout import LOCK, RECOVERY_BYTE, Layout
 from shmkafka.shm.procs import is_alive
@@ -79,6 +80,7 @@ class KernelLock:
     def __init__(self, fd: int, byte: int) -> None:
         self.fd = fd
         self.byte = byte
+        self._class = lockdep.KERNEL_CLASSES.get(byte, "recovery")
         st = os.fstat(fd)
         with KernelLock._guard:
             self._thread_lock = KernelLock._threads.setdefault(
@@ -90,11 +92,15 @@ class KernelLock:
         return cls(segment.fd, byte)
 
     def __enter__(self) -> None:
+        if lockdep.ENABLED:
+            lockdep.acquiring(self._class, self.byte)
         self._thread_lock.acquire()
         try:
             fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, self.byte, os.SEEK_SET)
         except BaseException:
             self._thread_lock.release()
+            if lockdep.ENABLED:
+                lockdep.released(self._class, self.byte)
             raise
 
     def __exit__(self, *exc: object) -> None:
@@ -102,22 +108,32 @@ class KernelLock:
 
     def try_acquire(self) -> bool:
         """Take the lock if nobody (no process, no other thread of ours) holds it."""
-        if not self._thread_lock.acquire(blocking=False):
-            return False
+        if lockdep.ENABLED:
+            lockdep.acquiring(self._class, self.byte)
+        taken = False
         try:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self.byte, os.SEEK_SET)
-            return True
-        except OSError as exc:
-            self._thread_lock.release()
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
+            if not self._thread_lock.acquire(blocking=False):
                 return False
-            raise
+            try:
+                fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self.byte, os.SEEK_SET)
+                taken = True
+                return True
+            except OSError as exc:
+                self._thread_lock.release()
+                if exc.errno in (errno.EAGAIN, errno.EACCES):
+                    return False
+                raise
+        finally:
+            if lockdep.ENABLED and not taken:
+                lockdep.released(self._class, self.byte)
 
     def release(self) -> None:
         try:
             fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.byte, os.SEEK_SET)
         finally:
             self._thread_lock.release()
+            if lockdep.ENABLED:
+                lockdep.released(self._class, self.byte)
 
     def held_by_another(self) -> bool:
         """True if another process holds the lock, without taking it (``F_GETLK``). The
@@ -157,8 +173,11 @@ class LockSet:
 
     def acquire(self, index: int, timeout: float = DEFAULT_TIMEOUT_S) -> bool:
         """Take lock ``index``; True if it was recovered from a dead holder."""
+        if lockdep.ENABLED:
+            lockdep.acquiring(lockdep.pool_lock_class(index), index)
         local = self._local[index]
         if not local.acquire(False) and not local.acquire(timeout=timeout):
+            self._forget(index)
             raise LockTimeoutError(f"lock {index} busy in this process for {timeout} s")
         buf = self.segment.buf
         intent = self._intent_at[index]
@@ -171,6 +190,7 @@ class LockSet:
             except BaseException:
                 buf[intent] = 0
                 local.release()
+                self._forget(index)
                 raise
         LOCK.pack_into(buf, self._owner_at[index], self.slot, self.pid, self.started)
         return recovered
@@ -181,6 +201,12 @@ class LockSet:
         self._sems[index].release()
         buf[self._intent_at[index]] = 0
         self._local[index].release()
+        self._forget(index)
+
+    @staticmethod
+    def _forget(index: int) -> None:
+        if lockdep.ENABLED:
+            lockdep.released(lockdep.pool_lock_class(index), index)
 
     @contextmanager
     def held(self, index: int, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator[bool]:
