@@ -57,10 +57,11 @@ def rig(pool_name: str) -> Iterator[tuple[Client, SharedPool, Sender, int]]:
         assert entries is not None
         yield handle, sender_pool, sender, entries[0].deque_id
     finally:
+        # the test owns its pool until it removes it: an idle pool nobody is attached to
+        # may be swept by another test's Sender as it starts (cleanup.remove_orphans)
         sender.close()
-        sender_pool.detach()
         handle.close(5)
-        SharedPool.open(pool_name).destroy()
+        sender_pool.destroy()
 
 
 def _send(sender: Sender, deque_id: int, sequence: int) -> DrainedBatch:
@@ -125,6 +126,7 @@ def test_unknown_topic_times_out_after_max_block_ms(pool_name: str) -> None:
         start_sender=False,  # nobody answers the topic request
         max_block_ms=300,
     )
+    owner = SharedPool.open(pool_name)  # the test's until it removes it (see rig)
     try:
         started = time.monotonic()
         with pytest.raises(KafkaTimeoutError, match="'nowhere' not present in metadata"):
@@ -133,4 +135,4 @@ def test_unknown_topic_times_out_after_max_block_ms(pool_name: str) -> None:
         assert handle.pool.directory.requested_topics() == ["nowhere"]  # asked the Sender
     finally:
         handle.close(1)
-        SharedPool.open(pool_name).destroy()
+        owner.destroy()

@@ -57,12 +57,14 @@ def cleanup_pool(pool: str) -> CleanupResult:
     except ShmError as exc:
         return CleanupResult(pool, False, str(exc))
     try:
-        live = live_processes(segment)
+        with SlotTable(segment).lock():  # (attaching processes claim slots under it)
+            live = live_processes(segment)
+            if not live and segment.is_current():
+                unlink_segment(pool)
     finally:
         segment.close()
     if live:
         return CleanupResult(pool, False, f"in use by pid {', '.join(map(str, live))}")
-    unlink_segment(pool)
     return CleanupResult(pool, True, "every process of it is dead")
 
 

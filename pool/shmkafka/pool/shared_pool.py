@@ -7,6 +7,11 @@ Rules:
 - Lock order (shm/lockdep.py): a stripe lock may be held when the pool lock is taken
   (reclaiming a dead process's allocation checks its batch under both), never the reverse.
 - A handle belongs to the process that opened it: after a fork the child opens its own.
+- A pool is removed only under its slot-table lock (``unlink_if_unused``, ``destroy``,
+  cleanup.py), and an attaching process checks that its segment is still the pool's, claims
+  its slot and creates the lock semaphores under that lock too: an attach racing a removal
+  either keeps the pool (its live slot is seen) or creates nothing, so no semaphore outlives
+  its segment.
 """
 
 from __future__ import annotations
@@ -59,6 +64,10 @@ from shmkafka.shm.tokens import TokenBoard
 from shmkafka.shm.txn_board import TxnBoard
 
 
+class _Removed(ShmError):
+    """The segment was unlinked while this process attached to it (a private retry)."""
+
+
 class SharedPool:
     def __init__(self, segment: Segment, created: bool) -> None:
         self.segment = segment
@@ -68,8 +77,11 @@ class SharedPool:
         self.name = segment.pool
         self.pid, self.started = my_identity()
         self.slots = SlotTable(segment)
-        self.slot = self.slots.claim(self.pid, self.started)
-        self.locks = LockSet(segment, self.slot, (self.pid, self.started), self.slots.active)
+        with self.slots.lock():
+            if not segment.is_current():
+                raise _Removed(self.name)
+            self.slot = self.slots.claim_held(self.pid, self.started)
+            self.locks = LockSet(segment, self.slot, (self.pid, self.started), self.slots.active)
         self.directory = Directory(segment)
         self.batches = Batches(segment)
         self.deques = Deques(segment)
@@ -107,11 +119,16 @@ class SharedPool:
                 except BaseException:
                     segment.close()
                     raise
-            pool = cls(segment, created)
-            if pool.segment.is_current():
-                pool.reclaim_dead()
-                return pool
-            pool.detach()  # the pool was removed while we attached: attach the new one
+            try:
+                pool = cls(segment, created)
+            except _Removed:
+                segment.close()  # removed while we attached: attach (or make) the new one
+                continue
+            except BaseException:
+                segment.close()
+                raise
+            pool.reclaim_dead()
+            return pool
         raise ShmError(f"pool {name!r} keeps being removed while attaching")
 
     def unlink_if_unused(self) -> bool:
@@ -147,14 +164,17 @@ class SharedPool:
         self.segment.close()
 
     def destroy(self) -> None:
-        """Detach and remove the pool from the system."""
-        name = self.name
-        segment = self.segment
-        self.detach()
-        del segment
+        """Remove the pool from the system (under the slot-table lock), and detach."""
         from shmkafka.shm.segment import unlink_segment
 
-        unlink_segment(name)
+        if not self._closed and self.segment.is_current():
+            with self.slots.lock():
+                unlink_segment(self.name)
+        elif not self._closed:
+            pass  # the name is another pool's now: leave it
+        else:
+            unlink_segment(self.name)
+        self.detach()
 
     def __enter__(self) -> SharedPool:
         return self

@@ -54,18 +54,22 @@ class SlotTable:
 
     def claim(self, pid: int, started: int) -> int:
         """Take a free slot for (pid, started); CapacityError when every slot is live."""
-        buf = self.segment.buf
         with self._lock():
-            high = self.high()
-            for slot in range(high):
-                if U32.unpack_from(buf, self.layout.slot_at(slot) + S_STATE)[0] == FREE_SLOT:
-                    self._take(slot, pid, started)
-                    return slot
-            if high < self.layout.config.max_processes:
-                self.segment.reserve(self.layout.slot_at(high), self.layout.slot_size)
-                self._take(high, pid, started)
-                self.segment.store_u32(H_SLOTS_HIGH, high + 1)  # (after: the slot is whole)
-                return high
+            return self.claim_held(pid, started)
+
+    def claim_held(self, pid: int, started: int) -> int:
+        """``claim``, with the slot-table lock already held by the caller."""
+        buf = self.segment.buf
+        high = self.high()
+        for slot in range(high):
+            if U32.unpack_from(buf, self.layout.slot_at(slot) + S_STATE)[0] == FREE_SLOT:
+                self._take(slot, pid, started)
+                return slot
+        if high < self.layout.config.max_processes:
+            self.segment.reserve(self.layout.slot_at(high), self.layout.slot_size)
+            self._take(high, pid, started)
+            self.segment.store_u32(H_SLOTS_HIGH, high + 1)  # (after: the slot is whole)
+            return high
         raise CapacityError(
             f"all {self.layout.config.max_processes} process slots of pool "
             f"{self.segment.pool!r} are in use (max_processes)"
