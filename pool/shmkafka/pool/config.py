@@ -101,6 +101,10 @@ class SenderConfig:
     oauth_scope: str | None = None
     oauth_unsecured_principal: str = "admin"  # the sub of an unsecured JWT
     oauth_unsecured_lifetime_s: int = 3600
+    # a refused login (SASL or TLS) while no broker connection is up fails every queued
+    # record at once (kafka-python, aiokafka, Java); False: they wait for a login that
+    # works, until delivery_timeout_ms (librdkafka)
+    refused_login_fails_records: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.acks, int) or not -1 <= self.acks <= 1000:
@@ -198,6 +202,8 @@ class SenderConfig:
         fields = dataclasses.asdict(self)
         if not self.sasl:  # (a mechanism's default differs by API, and means nothing here)
             fields["sasl_mechanism"] = None
+        if not (self.sasl or self.tls):  # (no login to refuse: as above)
+            fields["refused_login_fails_records"] = None
         for name in DIGESTED_FIELDS:
             if fields[name] is not None:
                 fields[name] = "scrypt:" + _digest(fields[name])

@@ -23,6 +23,7 @@ from shmkafka.pool.batches import Batches, BatchInfo, Deques
 from shmkafka.pool.bufferpool import BufferPool, SlabRun
 from shmkafka.shm.broker_stats import BrokerTable
 from shmkafka.shm.config import PoolConfig
+from shmkafka.shm.credentials import CredentialsBoard
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.errors import ShmError
 from shmkafka.shm.events import EventRing
@@ -90,6 +91,7 @@ class SharedPool:
         self.events = EventRing(segment)
         self.brokers = BrokerTable(segment)
         self.tokens = TokenBoard(segment)
+        self.credentials = CredentialsBoard(segment)
         self.txn = TxnBoard(segment)
         self._closed = False
 

@@ -287,6 +287,12 @@ class Client(Results, SenderEvents):
             time.sleep(0.01)
         return found
 
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """The SASL username and password for the pool Sender's next authentication (a new
+        connection or a re-authentication), for every producer of the pool: its connections
+        are the pool's. Connections already authenticated stay up."""
+        self.pool.credentials.post(username, password)
+
     @overload
     def send(
         self, topic: str, value: bytes | None = None, key: bytes | None = None,

@@ -35,6 +35,8 @@ from shmkafka.protocol.schema import Message
 
 # (token, its expiry in wall-clock ms) or None while no token is there yet
 TokenSource = Callable[[], tuple[str, int] | None]
+# (username, password) given since the Sender started (set_sasl_credentials), or None
+CredentialsSource = Callable[[], tuple[str, str] | None]
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,13 @@ class SaslSettings:
     username: str | None = None
     password: str | None = None
     token_source: TokenSource | None = None
+    credentials_source: CredentialsSource | None = None
+
+    def credentials(self) -> tuple[str, str]:
+        """The username and password for an authentication starting now: the last given
+        by ``set_sasl_credentials``, else the configured ones."""
+        given = self.credentials_source() if self.credentials_source is not None else None
+        return given if given is not None else (self.username or "", self.password or "")
 
     def __repr__(self) -> str:  # (never the password in a log line)
         return f"SaslSettings(mechanism={self.mechanism!r}, username={self.username!r})"
@@ -75,9 +84,9 @@ class Authenticator:
     def _client(self) -> SaslClient | None:
         s = self.settings
         if s.mechanism == "PLAIN":
-            return PlainClient(s.username or "", s.password or "")
+            return PlainClient(*s.credentials())
         if s.mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-            return ScramClient(s.mechanism, s.username or "", s.password or "")
+            return ScramClient(s.mechanism, *s.credentials())
         assert s.token_source is not None, "OAUTHBEARER needs a token source"
         token = s.token_source()
         return None if token is None else OAuthBearerClient(token[0])

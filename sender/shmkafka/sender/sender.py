@@ -52,7 +52,7 @@ from shmkafka.sender.metadata import Metadata
 from shmkafka.sender.sequences import batch_meta, reset_sequences, resume_in_flight
 from shmkafka.sender.split import split_batch
 from shmkafka.sender.tls import client_context
-from shmkafka.sender.tokens import token_source
+from shmkafka.sender.tokens import given_credentials, token_source
 from shmkafka.sender.transactions import Transactions
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import BufferExhaustedError
@@ -208,7 +208,7 @@ class Sender:
     def _sasl_settings(pool: SharedPool, config: SenderConfig) -> SaslSettings:
         tokens = token_source(config, pool) if config.sasl_mechanism == "OAUTHBEARER" else None
         return SaslSettings(config.sasl_mechanism, config.sasl_username, config.sasl_password,
-                            tokens)  # fmt: skip
+                            tokens, given_credentials(pool))  # fmt: skip
 
     def publish_error(self, code: int, text: str) -> None:
         """An error every producer's app hears of (``error_cb``, its log): a librdkafka
@@ -219,10 +219,16 @@ class Sender:
     def _on_connection_error(self, code: int, text: str) -> None:
         """The network's report of a failed connection. A refused authentication or TLS
         handshake, while no other broker connection is up, also fails every queued batch
-        at once: the apps learn it from their futures and reports in seconds, not at
-        delivery.timeout.ms."""
+        at once when ``refused_login_fails_records`` (kafka-python's and aiokafka's way):
+        the apps learn it from their futures in seconds, not at delivery.timeout.ms.
+        Otherwise (librdkafka's way) the batches wait: the next login may work
+        (``set_sasl_credentials``), and they are expired at delivery.timeout.ms."""
         self.publish_error(code, text)
-        if code not in (AUTHENTICATION, SSL) or self.network.connected():
+        if (
+            code not in (AUTHENTICATION, SSL)
+            or not self.config.refused_login_fails_records
+            or self.network.connected()
+        ):
             return
         failure = ErrorCode.SASL_AUTHENTICATION_FAILED if code == AUTHENTICATION else (
             SSL_HANDSHAKE_FAILED)  # fmt: skip

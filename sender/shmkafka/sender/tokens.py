@@ -11,6 +11,10 @@
 
 A source is called with nothing and answers (token, expiry in wall-clock ms) or None while
 it has none yet; the connection asks again on its next round.
+
+PLAIN's and SCRAM's username and password are the configured ones until an app process
+calls ``set_sasl_credentials``; from then on the pool's credentials board (shm/credentials.py)
+gives them, to every authentication that starts later (``given_credentials``).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import urllib.request
 from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.sasl import unsecured_jwt
-from shmkafka.sender.authentication import TokenSource
+from shmkafka.sender.authentication import CredentialsSource, TokenSource
 
 log = logging.getLogger("shmkafka.sender")
 REFRESH_AT = 0.8  # of a token's lifetime
@@ -129,3 +133,14 @@ def token_source(config: SenderConfig, pool: SharedPool) -> TokenSource:
         return OidcTokens(config.oauth_token_endpoint_url, config.oauth_client_id,
                           config.oauth_client_secret, config.oauth_scope)  # fmt: skip
     return BoardTokens(pool)
+
+
+def given_credentials(pool: SharedPool) -> CredentialsSource:
+    """The SASL username and password last given by ``set_sasl_credentials`` in any process
+    of the pool (its credentials board), or None while none were."""
+
+    def read() -> tuple[str, str] | None:
+        posted = pool.credentials.read()
+        return None if posted is None else (posted[1], posted[2])
+
+    return read

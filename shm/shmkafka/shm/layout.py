@@ -79,7 +79,9 @@ when their holder dies (they guard no bytes of the map; the byte is only a name)
     running Sender for its whole life (one Sender per pool), 3 = held by a producer while it
     checks for a live Sender and starts one (sender_link.py), 4 = held by a producer while
     it answers the OAUTHBEARER token board (tokens.py), 5 = held by a producer while it
-    posts a command on the transaction board (txn_board.py).
+    posts a command on the transaction board (txn_board.py), 6 = held by a producer while it
+    writes the SASL credentials board (credentials.py). Their order with the pool locks is
+    one order, shm/lockdep.py's.
 Region 3 - LOCKS: per lock a LOCK record (16 bytes), written by the holder right after
     acquiring and cleared by it before releasing:
       0  i32 owner_slot (-1 none)         LOCK_OWNER_SLOT
@@ -213,6 +215,11 @@ Region 13 - TOKEN: the OAUTHBEARER token board (tokens.py): u64 asked (the Sende
     number of the token it wants), u64 answered (the producer that wrote the token, last),
     i64 expiry_ms (wall clock), u32 length, 4 pad, TOKEN_MAX bytes of token. Producers
     write under the kernel lock on TOKEN_BYTE. The segment is its owner's only (0600).
+Region 13a - CREDENTIALS: the SASL credentials given by ``set_sasl_credentials``
+    (credentials.py), for the Sender's next authentication: u64 version (0: none given; odd
+    while a producer writes, under the kernel lock on CREDENTIALS_BYTE; stored last), u16
+    username length, u16 password length, 4 pad, CREDENTIALS_MAX bytes: the username's then
+    the password's UTF-8. Secrets: the segment is its owner's only (0600).
 Region 13b - TXN: the transaction board of a transactional pool (txn_board.py): the app's
     commands to the Sender's TransactionManager, its answers and the state it keeps there
     so that a restarted Sender resumes (TXN_HEADER, the answers, TXN_PAYLOAD_MAX bytes of
@@ -247,8 +254,8 @@ MAGIC = b"SHMKAFKA"
 # (reserved on first use), an append-only directory, deques as linked lists, ACTIVE,
 # APPENDERS sized by max_processes, REFUSALS; 6: idle topics retired (RETIRED shapes, saved
 # sequences), their deques reused; appenders check the directory version under the stripe lock;
-# 7: the TXN board
-LAYOUT_VERSION = 8
+# 7: the TXN board; 9: the CREDENTIALS board
+LAYOUT_VERSION = 9
 RING_CAP = 512  # completion entries per process slot at most (a full ring: the Sender retries)
 PAGE = 4096
 
@@ -298,6 +305,7 @@ SENDER_BYTE = 2
 SPAWN_BYTE = 3
 TOKEN_BYTE = 4
 TXN_BYTE = 5
+CREDENTIALS_BYTE = 6
 
 LOCK = struct.Struct("<iiq")  # owner_slot, owner_pid, owner_start
 LOCK_OWNER_SLOT = 0
@@ -338,6 +346,8 @@ BROKER = struct.Struct("<iBBH64s6QIIqqqQq")
 BROKER_SLOTS = 32
 TOKEN_HEADER = struct.Struct("<QQqI4x")  # asked, answered, expiry_ms, length
 TOKEN_MAX = 8192
+CREDENTIALS_HEADER = struct.Struct("<QHH4x")  # version, username length, password length
+CREDENTIALS_MAX = 2048
 # posted, command, generation, owner_pid, payload_len, owner_start, taken, answered, state,
 # started, owner_generation, poster_slot
 TXN_HEADER = struct.Struct("<QIIiIqQQ5xBBxII192x")
@@ -451,6 +461,7 @@ class Layout:
     events_at: int
     brokers_at: int
     token_at: int
+    credentials_at: int
     txn_at: int
     slabs_at: int
     size: int
@@ -480,7 +491,8 @@ class Layout:
         events_at = _align(refusals_at + REFUSAL_SLOTS * REFUSAL.size)
         brokers_at = _align(events_at + EVENT_SLOTS * EVENT.size)
         token_at = _align(brokers_at + BROKER_SLOTS * BROKER.size)
-        txn_at = _align(token_at + TOKEN_HEADER.size + TOKEN_MAX)
+        credentials_at = _align(token_at + TOKEN_HEADER.size + TOKEN_MAX)
+        txn_at = _align(credentials_at + CREDENTIALS_HEADER.size + CREDENTIALS_MAX)
         txn_size = TXN_HEADER.size + TXN_ANSWER_SLOTS * TXN_ANSWER.size + TXN_PAYLOAD_MAX
         slabs_at = _align(txn_at + txn_size, PAGE)
         size = _align(slabs_at + num_slabs * config.slab_size, PAGE)
@@ -488,7 +500,7 @@ class Layout:
             config, n_locks, slot_size, ring_capacity, appenders_size, locks_at, slots_at,
             topics_at, partitions_at, partition_capacity, deques_at, DEQUE_SIZE, active_at,
             batches_at, appenders_at, freemap_at, waitq_at, topic_requests_at, refusals_at,
-            events_at, brokers_at, token_at, txn_at, slabs_at, size,
+            events_at, brokers_at, token_at, credentials_at, txn_at, slabs_at, size,
         )  # fmt: skip
 
     @property

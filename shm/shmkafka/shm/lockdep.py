@@ -7,6 +7,7 @@ when every lock it already holds comes before it in this order (outermost first)
     spawn        kernel lock, SPAWN_BYTE: a producer checking for a Sender and starting one
     txn_board    kernel lock, TXN_BYTE: a producer posting on the transaction board
     token_board  kernel lock, TOKEN_BYTE: a producer answering the OAUTHBEARER board
+    credentials  kernel lock, CREDENTIALS_BYTE: a producer writing the SASL credentials
     slot_table   kernel lock, SLOT_TABLE_BYTE: claiming and freeing process slots
     directory    pool lock 1: the topic directory's writer
     stripe       pool locks 2..: the partition deques' stripes; several are taken in
@@ -44,6 +45,7 @@ from types import FrameType
 
 from shmkafka.shm.errors import LockOrderError
 from shmkafka.shm.layout import (
+    CREDENTIALS_BYTE,
     DIRECTORY_LOCK,
     POOL_LOCK,
     RECOVERY_BYTE,
@@ -62,6 +64,7 @@ ORDER = (
     "spawn",
     "txn_board",
     "token_board",
+    "credentials",
     "slot_table",
     "directory",
     "stripe",
@@ -76,6 +79,7 @@ KERNEL_CLASSES = {
     SPAWN_BYTE: "spawn",
     TXN_BYTE: "txn_board",
     TOKEN_BYTE: "token_board",
+    CREDENTIALS_BYTE: "credentials",
     SLOT_TABLE_BYTE: "slot_table",
     RECOVERY_BYTE: "recovery",
 }

@@ -161,6 +161,9 @@ class Producer(ConfluentTransactions, ProduceEntry):
         out["compression_level"] = None if s["compression_level"] == -1 else s["compression_level"]
         out["bootstrap_servers"] = normalize_bootstrap(s["bootstrap_servers"])
         out.update({key: s[key] for key in confluent_config.SECURITY_KEYS})
+        # librdkafka keeps records through refused logins until message.timeout.ms: the
+        # next login may work (set_sasl_credentials, a password rotated on the broker)
+        out["refused_login_fails_records"] = False
         return out
 
     @staticmethod
@@ -535,10 +538,19 @@ class Producer(ConfluentTransactions, ProduceEntry):
         return None if handle is None else handle.cluster_id(timeout)
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
-        """Accepted: shmkafka connects with PLAINTEXT only, where credentials are unused."""
+        """As librdkafka's: the next authentication (a new connection, or a
+        re-authentication) uses ``username`` and ``password``; connections up stay up. The
+        pool's connections are every producer's of the pool, so it sets them for all."""
         self._check_open("Handle has been closed")
         if not isinstance(username, str) or not isinstance(password, str):
             raise TypeError("username and password must be str")
+        handle = self._handle
+        if handle is None:
+            return  # (no bootstrap.servers: no pool, no connection to authenticate)
+        try:
+            handle.set_sasl_credentials(username, password)
+        except ValueError as exc:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, str(exc))) from None
 
     def close(self, timeout: float = -1) -> bool:
         """Flush, then detach; returns True. As confluent-kafka's, it waits for every record

@@ -257,12 +257,13 @@ def serve_waiting(
     append: Callable[[Any, Unassigned], bool], fail: Callable[[Unassigned, Any], None],
 ) -> None:  # fmt: skip
     """Append the records waiting for their topic whose topic is now known (``append``),
-    fail those refused or waiting too long (``fail``); the others wait on, in order. The
-    caller holds its producer's lock of the queue."""
+    fail those refused or waiting too long (``fail``); the others wait on, in order. A
+    refused login or TLS handshake fails none: as librdkafka's, they wait for a login that
+    works (``set_sasl_credentials``) until ``message.timeout.ms``, while ``error_cb`` hears
+    of each refusal. The caller holds its producer's lock of the queue."""
     now = time.monotonic()
-    failure = handle.connect_failure() if handle is not None else None
     refused: dict[str, Any] = {}  # topics a limit of the pool refused: their records fail
-    if handle is not None and failure is None:
+    if handle is not None:
         for topic in {r.topic for r in unassigned}:
             if (error := handle.topics.still_waiting(topic)) is not None:
                 refused[topic] = kafka_error_of(error)
@@ -277,7 +278,7 @@ def serve_waiting(
         if record.topic in blocked:
             index += 1
             continue
-        if not _serve_one(record, handle, failure, refused, now, append, fail):
+        if not _serve_one(record, handle, refused, now, append, fail):
             blocked.add(record.topic)
             index += 1
             continue
@@ -290,13 +291,11 @@ def serve_waiting(
 
 
 def _serve_one(
-    record: Unassigned, handle: Any, failure: Any, refused: dict[str, Any], now: float,
+    record: Unassigned, handle: Any, refused: dict[str, Any], now: float,
     append: Callable[[Any, Unassigned], bool], fail: Callable[[Unassigned, Any], None],
 ) -> bool:  # fmt: skip
     """Append or fail one waiting record; False if it waits on."""
-    if failure is not None:  # a refused login or TLS handshake: no metadata comes
-        fail(record, kafka_error_of(failure))
-    elif record.topic in refused:
+    if record.topic in refused:
         fail(record, refused[record.topic])
     else:
         try:
