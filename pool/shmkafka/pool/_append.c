@@ -1,8 +1,11 @@
 /*
- * The append fast path in C: lock the partition's stripe, append one framed
- * record to the last OPEN batch of its deque, publish, unlock -- the same
- * steps, in the same order, as RecordAccumulator._try_append under
- * LockSet.acquire/release (its Python twin: pool/accumulator.py, and
+ * The append fast path in C: choose the partition (send_kv: murmur2 of the
+ * key, or the sticky partition), lock its stripe, append one framed record to
+ * the last OPEN batch of its deque or, when that has no room, open a batch on
+ * a run of free slabs (the pool lock taken under the stripe: a try-lock, in
+ * the lock order of shm/lockdep.py), publish, unlock -- the same steps, in
+ * the same order, as RecordAccumulator._try_append and _append_new_batch
+ * under LockSet.acquire/release (its Python twin: pool/accumulator.py, and
  * shm/locks.py), which stay the reference and the fallback. The other C
  * parts call it through the capsule _append.h describes.
  *

@@ -3,9 +3,11 @@
 Contract (as Kafka's BufferPool, across processes):
 - ``allocate(size, max_block_ms, want)`` returns a run of contiguous slabs holding ``size``
   bytes: ``want`` slabs when such a run is free (a batch sized for its partition's load),
-  else the longest free run that still holds ``size`` (first fit over the free map). A size
-  above ``buffer_memory`` can never be served: ``RecordTooLargeError`` at once.
-- ``trim(run, keep)`` gives back a run's tail (a drained batch's unused slabs).
+  else the longest free run that still holds ``size`` (next fit: the first such run from the
+  allocation cursor on, see ``_take``). A size above ``buffer_memory`` can never be served:
+  ``RecordTooLargeError`` at once.
+- ``deallocate_many(runs)`` gives back runs in one hold of the pool lock (a drain's unused
+  tails, after it let go of its stripes).
 - When memory is short the caller blocks (never while holding a deque lock) until memory is
   freed, or raises ``BufferExhaustedError`` after ``max_block_ms``.
 - Fairness: waiting processes are served in arrival order (a FIFO of process slots in shared

@@ -1,7 +1,9 @@
 """``ready()`` and ``drain()``: which nodes have sendable data, and which batches to send.
 
 As the Java client's RecordAccumulator.ready, over the shared accumulator's partition
-states. Pure functions of their inputs and ``now_ms``, so tests step a clock.
+states. ``ready`` is a pure function of its inputs and ``now_ms``, so tests step a clock;
+``Drainer.drain`` writes shared memory (through ``RecordAccumulator.drain``, which seals and
+pops the batches it takes).
 
 Rules:
 - A partition is sendable when its first batch is full (or more than one batch is queued),

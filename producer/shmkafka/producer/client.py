@@ -7,9 +7,12 @@ Rules:
   resolves all its futures at once. A completion may arrive before ``send`` registered its
   future (the Sender is fast), so a wait outlives its completion by ``RETIRE_S`` seconds
   and a late registration finds the outcome there.
-- The common send (no headers, no explicit timestamp, bytes key/value) is one C call
-  (``FastAppend.send_kv``): partition, timestamps and append, against the directory version
-  this process last read; anything else, or a moved directory, takes the Python path.
+- The common record (bytes key and value, no timestamp, at most 8 headers) never reaches
+  this class: the facades' C entry (producer/_tracker_entry.c) checks it, appends it through
+  the append's capsule and registers its future in one call. ``send`` serves the others
+  (serializers, timestamps, a moved directory, a record the entry handed over); its own
+  common case is one C call too (``FastAppend.send_kv``: partition, timestamps and append,
+  against the directory version this process last read).
 - The producer makes sure a live Sender serves the pool (supervisor.py).
 - Errors of the shared-memory pool leave this class only as Kafka errors (``kafka_error``):
   the facades above see nothing but the ``KafkaError`` tree.

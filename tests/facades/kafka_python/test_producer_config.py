@@ -53,9 +53,14 @@ def test_kafka_producer_rejects_bad_arguments(kwargs: dict[str, object], message
 
 
 def test_batch_size_is_the_most_a_batch_grows_to() -> None:
+    """config reports kafka-python's default; not given, the pool's batches grow with their
+    load up to 1 MB; given, it is the most a batch holds."""
+    import kafka
+
     from shmkafka.facades.kafka_python.producer import resolved_config, settings_for
 
-    assert resolved_config({})["batch_size"] == 1_000_000  # (kafka-python: 16384)
+    assert resolved_config({})["batch_size"] == kafka.KafkaProducer.DEFAULT_CONFIG["batch_size"]
+    assert resolved_config({})["batch_size"] == 16384
     assert settings_for({}).pool.batch_size == 1_000_000
     assert settings_for({}).pool.max_run == 61  # from one 16 KiB slab up to 61
     small = settings_for({"batch_size": 16384}).pool

@@ -63,6 +63,7 @@ SENDER_ARGS = (
     "metadata_max_idle_ms", "reconnect_backoff_ms", "reconnect_backoff_max_ms", "max_request_size",
     "transactional_id", "transaction_timeout_ms",
 )  # fmt: skip
+POOL_BATCH_BYTES = 1_000_000  # the pool's batches when batch_size is not given: they grow
 POOL_ARGS = ("batch_size", "buffer_memory", "max_topics", "max_partitions", "max_processes",
              "lock_stripes", "batch_max_records")  # fmt: skip
 DEFAULTS: dict[str, Any] = {
@@ -78,7 +79,7 @@ DEFAULTS: dict[str, Any] = {
     "compression_type": None,
     "compression_level": None,
     "retries": float("inf"),
-    "batch_size": 1_000_000,  # kafka-python: 16384 (a batch grows with its load up to this)
+    "batch_size": 16_384,  # kafka-python's (given: the most a pool's batch holds)
     "linger_ms": 0,
     "partitioner": None,
     "buffer_memory": 32 * 1024 * 1024,
@@ -228,16 +229,20 @@ def _security(config: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _settings(config: dict[str, Any]) -> Config:
+def _settings(config: dict[str, Any], given: set[str]) -> Config:
+    """The pool's and the Sender's settings. Without ``batch_size`` given, the pool's
+    batches grow with their partition's load up to POOL_BATCH_BYTES (``config`` reports
+    kafka-python's 16384, as ``AIOKafkaProducer``'s reports aiokafka's)."""
     sender = {k: config[k] for k in SENDER_ARGS}
     sender.update(_security(config))
     sender["compression_type"] = config["compression_type"] or "none"
     retries = config["retries"]
     sender["retries"] = 2**31 - 1 if retries == float("inf") else retries
     sender["bootstrap_servers"] = normalize_bootstrap(config["bootstrap_servers"])
-    return Config.build(
-        sender, {k: config[k] for k in POOL_ARGS}, config["pool"], config["max_block_ms"]
-    )
+    pool = {k: config[k] for k in POOL_ARGS}
+    if "batch_size" not in given:
+        pool["batch_size"] = POOL_BATCH_BYTES
+    return Config.build(sender, pool, config["pool"], config["max_block_ms"])
 
 
 def resolved_config(configs: dict[str, Any]) -> dict[str, Any]:
@@ -251,7 +256,7 @@ def resolved_config(configs: dict[str, Any]) -> dict[str, Any]:
 def settings_for(configs: dict[str, Any]) -> Config:
     """The pool and Sender settings ``KafkaProducer(**configs)`` asks for (a sidecar Sender
     creates its pool with them, so that such producers attach)."""
-    return _settings(resolved_config(configs))
+    return _settings(resolved_config(configs), set(configs))
 
 
 class KafkaProducer(KafkaTransactions, SendEntry):
@@ -271,7 +276,9 @@ class KafkaProducer(KafkaTransactions, SendEntry):
         chooser = self.config["partitioner"]
         if chooser is not None and not (callable(chooser) or hasattr(chooser, "partition")):
             raise KafkaConfigurationError(f"partitioner must be a Partitioner, got {chooser!r}")
-        self._client = Client.open(_settings(self.config), sender_log=self.config["sender_log"])
+        self._client = Client.open(
+            _settings(self.config, set(configs)), sender_log=self.config["sender_log"]
+        )
         provider = self.config["sasl_oauth_token_provider"]
         if provider is not None:
             self._client.token_provider = lambda: token_and_expiry(provider.token())
