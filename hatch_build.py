@@ -29,7 +29,11 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 # (the extension, its sources, the folders of the other extensions' headers it includes),
 # lowest layer first
 EXTENSIONS = (
-    ("pool/shmkafka/pool/_append", ("_append.c", "_append_setup.c", "_append_write.c"), ()),
+    (
+        "pool/shmkafka/pool/_append",
+        ("_append.c", "_append_setup.c", "_append_locks.c", "_append_write.c"),
+        (),
+    ),
     (
         "producer/shmkafka/producer/_tracker",
         (

@@ -24,7 +24,7 @@ def test_without_the_order_check_the_code_still_never_times_out(tmp_path: Path) 
 
 def test_the_old_reclaim_takes_a_stripe_under_the_pool_lock(tmp_path: Path) -> None:
     report = _check(tmp_path, "-DOLD_DRAIN", "-DOLD_RECLAIM", source=MODEL)
-    assert "pan:1: assertion violated ((mine[me]>>1)==0)" in report, report
+    assert "pan:1: assertion violated ((mine[me]>>2)==0)" in report, report
 
 
 def test_the_old_drain_and_reclaim_wait_on_each_other_until_the_timeout(tmp_path: Path) -> None:

@@ -106,7 +106,7 @@ def test_one_request_per_node_per_round(make_rig: Callable[..., Rig]) -> None:
         for _ in range(12):  # about three 1 KiB batches per partition
             append(acc, "rounds", p, 1, b"k", bytes(200), now_ms=rig.clock.now_ms)
     rounds = 0
-    while acc.partition_states() or any(rig.sender.in_flight.values()):
+    while acc.partition_states() or rig.sender.idempotence.any_in_flight():
         before = len(rig.produce_requests())
         rig.round()
         this_round = rig.produce_requests()[before:]

@@ -17,7 +17,6 @@ from shmkafka.producer.client import Client
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.messages import ProduceResponse
 from shmkafka.protocol.messages.produce import PartitionProduceResponse, TopicProduceResponse
-from shmkafka.protocol.records import BatchMeta
 from shmkafka.sender.connection import ClientResponse
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
@@ -66,12 +65,16 @@ def rig(pool_name: str) -> Iterator[tuple[Client, SharedPool, Sender, int]]:
 
 def _send(sender: Sender, deque_id: int, sequence: int) -> DrainedBatch:
     (batch,) = sender.accumulator.drain([deque_id], 1 << 20)
-    sender.accumulator.finalize(
-        batch, BatchMeta(producer_id=7, producer_epoch=0, base_sequence=sequence)
-    )
+    meta = sender.idempotence.meta(batch, sender_pool_identity(sender))
+    assert meta.base_sequence == sequence
+    sender.accumulator.finalize(batch, meta)
+    sender.idempotence.sent(batch, meta)
     sender.accumulator.mark_in_flight(batch)
-    sender.in_flight[deque_id] += 1
     return sender.accumulator.refresh(batch)
+
+
+def sender_pool_identity(sender: Sender) -> tuple[int, int]:
+    return sender.pool.producer_identity()
 
 
 def test_split_halves_complete_the_original_futures(
@@ -89,13 +92,14 @@ def test_split_halves_complete_the_original_futures(
         (original.batch_id, original.info.generation)
     }
     assert [h.parent_delta for h in halves] == [0, 5]
-    assert [h.base_sequence for h in halves] == [-1, -1]  # new sequences at drain
+    # the halves take the parent's range, under the same producer id and epoch (as Java)
+    assert [h.base_sequence for h in halves] == [0, 5]
+    assert [(h.producer_id, h.producer_epoch) for h in halves] == [(7, 0), (7, 0)]
     assert not any(f.is_done for f in futures)
-    assert sender._reset_producer  # idempotent: sequences restart with a new producer id
-    assert sender._maybe_reset_producer() is False
-    assert sender_pool.producer_identity() == (-1, -1)
+    assert not sender.idempotence.reset_pending and sender.idempotence.reset_due() is False
+    assert sender_pool.producer_identity() == (7, 0)
+    assert sender_pool.deques.next_sequence(deque_id) == 10
 
-    sender_pool.set_producer_identity(8, 0)
     _answer(sender, _send(sender, deque_id, 0), 0, 100)
     _answer(sender, _send(sender, deque_id, 5), 0, 200)
     assert [f.get(5).offset for f in futures] == [100, 101, 102, 103, 104, 200, 201, 202, 203, 204]

@@ -174,7 +174,7 @@ def test_supported_confluent_properties_drive_a_setting() -> None:
 
 def test_the_sender_level_confluent_settings_reach_the_sender() -> None:
     settings, _, _ = confluent_config.parse({"bootstrap.servers": "h:1"})
-    sender = Producer._sender_settings({**settings, "pool": None})
+    sender = confluent_config.sender_settings({**settings, "pool": None})
     assert set(sender) <= SENDER_FIELDS
 
 

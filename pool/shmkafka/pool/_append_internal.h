@@ -1,8 +1,9 @@
 /*
  * The C append's parts, shared by its files (and by no other extension):
  * _append.c (the type's methods, the capsule and the module), _append_setup.c
- * (construction, the memory map it is given, argument checks) and
- * _append_write.c (the append itself: locks, records, batches). The Python
+ * (construction, the memory map it is given, argument checks), _append_locks.c
+ * (the pool's locks, and lockdep) and _append_write.c (the append itself:
+ * records, batches). The Python
  * twin of the whole is pool/accumulator.py's append.
  */
 #ifndef SHMKAFKA_APPEND_INTERNAL_H
@@ -162,6 +163,21 @@ void FastAppend_release(FastAppend *self);
 void FastAppend_dealloc(FastAppend *self);
 int FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds);
 PyObject *FastAppend_offsets(FastAppend *self, PyObject *ignored);
+
+/* _append_locks.c: a pool lock taken as LockSet.acquire takes it, spinning
+ * briefly: 1 taken, 0 busy, -1 with an exception set (lockdep refused it).
+ * Take through TAKE_LOCK, which names the call site for lockdep's report. */
+int take_lock(FastAppend *self, Py_ssize_t index, sem_t *sem,
+              const char *site);
+void drop_lock(FastAppend *self, Py_ssize_t index, sem_t *sem);
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#ifndef __FILE_NAME__
+#define __FILE_NAME__ __FILE__
+#endif
+#define TAKE_LOCK(self, index, sem, fn) \
+    take_lock((self), (index), (sem), \
+              fn " (" __FILE_NAME__ ":" STR(__LINE__) ")")
 
 /* _append_write.c: the append under the stripe lock (see its doc), and a
  * record's key, value and headers encoded as its pieces (append_kv: no

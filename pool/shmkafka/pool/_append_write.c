@@ -1,7 +1,7 @@
 /*
  * The append itself, as RecordAccumulator._try_append and _append_new_batch
  * do it (pool/accumulator.py, the reference): the stripe lock taken as
- * LockSet.acquire takes it, the record framed into the last OPEN batch of its
+ * LockSet.acquire takes it (_append_locks.c), the record framed into the last OPEN batch of its
  * deque or into a batch opened on a run of free slabs, published, unlocked;
  * and a record's key, value and headers as its pieces, as records.py encodes
  * them. Part of the _append extension (_append_internal.h).
@@ -13,97 +13,6 @@
 /* ------------------------------------------------------------------------
  * The fast path.
  */
-
-
-
-/* Tell lockdep (shm/lockdep.py) of a take at `site`, before it is tried:
- * 0, or -1 with LockOrderError set when it goes against the lock order. */
-static int
-lockdep_acquiring(FastAppend *self, Py_ssize_t index, const char *site)
-{
-    PyObject *r = PyObject_CallMethod(self->lockdep, "acquiring", "ns",
-                                      index, site);
-
-    Py_XDECREF(r);
-    return r == NULL ? -1 : 0;
-}
-
-static void
-lockdep_released(FastAppend *self, Py_ssize_t index)
-{
-    PyObject *r = PyObject_CallMethod(self->lockdep, "released", "n", index);
-
-    if (r == NULL) {
-        PyErr_WriteUnraisable(self->lockdep);
-    }
-    Py_XDECREF(r);
-}
-
-#define STR_(x) #x
-#define STR(x) STR_(x)
-#ifndef __FILE_NAME__
-#define __FILE_NAME__ __FILE__
-#endif
-/* take_lock with its caller's file and line, for lockdep's report. */
-#define TAKE_LOCK(self, index, sem, fn) \
-    take_lock((self), (index), (sem), \
-              fn " (" __FILE_NAME__ ":" STR(__LINE__) ")")
-
-/* Take pool lock ``index`` as LockSet.acquire does (intent byte, semaphore,
- * owner record), spinning briefly: 1 when taken, 0 when busy (the caller
- * falls back to Python), -1 with an exception set when lockdep refuses it.
- * Use TAKE_LOCK, which names the call site. */
-static int
-take_lock(FastAppend *self, Py_ssize_t index, sem_t *sem, const char *site)
-{
-    char *buf = (char *)self->view.buf;
-    char *intent = buf + self->intent_at0 + index;
-
-    if (self->lockdep != NULL && lockdep_acquiring(self, index, site) < 0) {
-        return -1;
-    }
-    if (*intent) {
-        if (self->lockdep != NULL) {
-            lockdep_released(self, index);
-        }
-        return 0;  /* another thread of this process holds or wants it */
-    }
-    *intent = 1;
-    /* Critical sections last about a microsecond: spin briefly before giving
-     * up to the slow path, whose blocking wait costs a context switch. */
-    for (int spin = 0; spin < SPIN_TRIES; spin++) {
-        if (sem_trywait(sem) == 0) {
-            char *owner = buf + self->locks_at + index * self->lock_stride;
-
-            wr32(owner + self->lock_owner_slot, (uint32_t)self->slot);
-            wr32(owner + self->lock_owner_pid, (uint32_t)self->pid);
-            wr64(owner + self->lock_owner_start, (uint64_t)self->started);
-            return 1;
-        }
-        cpu_relax();
-    }
-    *intent = 0;
-    if (self->lockdep != NULL) {
-        lockdep_released(self, index);
-    }
-    return 0;
-}
-
-static void
-drop_lock(FastAppend *self, Py_ssize_t index, sem_t *sem)
-{
-    char *buf = (char *)self->view.buf;
-    char *owner = buf + self->locks_at + index * self->lock_stride;
-
-    wr32(owner + self->lock_owner_slot, (uint32_t)-1);
-    wr32(owner + self->lock_owner_pid, 0);
-    wr64(owner + self->lock_owner_start, 0);
-    sem_post(sem);
-    buf[self->intent_at0 + index] = 0;
-    if (self->lockdep != NULL) {
-        lockdep_released(self, index);
-    }
-}
 
 /* A record's bytes before its tail: length, attributes, timestamp delta,
  * offset delta. */

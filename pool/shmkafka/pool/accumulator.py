@@ -469,7 +469,7 @@ class RecordAccumulator:
             )
             ids = deques.batch_ids(deque_id)
             sealed = [b for b in ids if batches.state(b) == SEALED]
-            before = [b for b in sealed if batches.read(b).base_sequence < batch.info.base_sequence]
+            before = [b for b in sealed if batches.read(b).base_sequence < info.base_sequence]
             if before:
                 deques.replace(
                     deque_id, [*before, batch.batch_id, *[b for b in ids if b not in before]]
@@ -573,16 +573,6 @@ class RecordAccumulator:
         batches.set_state(run.first, SEALED)
         self.pool.buffers.commit(run)
         return batches.read(run.first)
-
-    def forget_sequences(self) -> None:
-        """Every partition's sequence from 0, and no queued batch keeping one (a new
-        producer id: the caller waited until nothing is in flight)."""
-        used = self.pool.deques_used()
-        for deque_id in range(used):
-            self._deques.set_next_sequence(deque_id, 0)
-        for deque_id in self._deques.active(used):
-            for batch_id in self._deques.batch_ids(deque_id):
-                self.pool.batches.set_producer_state(batch_id, -1, -1, -1)
 
     @staticmethod
     def completion_for(

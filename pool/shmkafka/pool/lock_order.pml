@@ -9,20 +9,24 @@
  * commit. Each path names its function (file:function).
  *
  * Locks (their ids are their places in the order; shm/lockdep.py):
+ *     SLOT the slot table's kernel lock  (SLOT_TABLE_BYTE)
  *     DIR  the directory writer lock     (pool lock 1)
  *     S0   a stripe lock                 (pool locks 2..: ascending only)
  *     S1   the next stripe lock
  *     POOL the pool lock                 (pool lock 0)
- * The kernel record locks (slot table, Sender, spawn, boards, recovery) are
- * not here: none is held while a pool lock is waited for except recovery,
- * a leaf taken by a waiter that holds nothing of the lock it recovers.
+ * The other kernel record locks (Sender, spawn, boards, recovery) are not
+ * here: none is held while a pool lock is waited for, but the Sender's (held
+ * for its life, outermost) and recovery, a leaf taken by a waiter.
  *
  * Paths (each a process; they run concurrently, once each):
  *  Drain       the Sender's drain: stripe, seal and shrink, let go; then the
  *              pool lock to free the tails   accumulator.py:drain/_trim
- *  Reclaim     a producer attaching reclaims a dead process's allocation:
- *              the stripe of its OPEN batch, then the pool lock
- *                                            shared_pool.py:_reclaim
+ *  Reclaim     a producer attaching (or the Sender) reclaims a dead
+ *              process: the slot table for the whole reclaim, the stripe of
+ *              its OPEN batch, then the pool lock
+ *                                            shared_pool.py:reclaim_dead/_reclaim
+ *  Attach      a process claims a slot under the slot table
+ *                                            shared_pool.py:SharedPool, slots.py
  *  AppendC     the C append opening a batch: stripe (try), then the pool
  *              lock (try) for a run; busy -> Python's path
  *                                            _append_write.c:fast_append/take_run
@@ -50,16 +54,18 @@
  *                 (L2); the code's, no switch, holds both.
  */
 
-#define DIR  0
-#define S0   1
-#define S1   2
-#define POOL 3
+#define SLOT 0
+#define DIR  1
+#define S0   2
+#define S1   3
+#define POOL 4
+#define NLOCKS 5
 #define NOBODY 255
 
-byte holder[4] = NOBODY;    /* who holds each lock */
-byte mine[5];               /* each process's held locks, a bit per lock id */
+byte holder[NLOCKS] = NOBODY;   /* who holds each lock */
+byte mine[6];                   /* each process's held locks, a bit per lock id */
 byte timeouts = 0;
-bool failed[5];             /* a process whose wait timed out (it raised) */
+bool failed[6];                 /* a process whose wait timed out (it raised) */
 
 /* lockdep (shm/lockdep.py:acquiring): nothing held at or after l */
 inline check_order(me, l)
@@ -109,7 +115,7 @@ inline release_all(me)
 {
     byte i = 0;
     do
-    :: i < 4 -> if :: holder[i] == me -> holder[i] = NOBODY :: else -> skip fi; i++
+    :: i < NLOCKS -> if :: holder[i] == me -> holder[i] = NOBODY :: else -> skip fi; i++
     :: else -> break
     od;
     mine[me] = 0
@@ -134,6 +140,7 @@ end:
 
 proctype Reclaim(byte me)
 {
+    lock(me, SLOT);     /* one reclaimer at a time; no claim meanwhile */
 #ifdef OLD_RECLAIM
     lock(me, POOL);
     lock(me, S0);       /* _queued */
@@ -145,6 +152,15 @@ proctype Reclaim(byte me)
     unlock(me, POOL);
     unlock(me, S0);
 #endif
+    unlock(me, SLOT);   /* (slots.free_held before it) */
+end:
+    skip
+}
+
+proctype Attach(byte me)
+{
+    lock(me, SLOT);     /* claim_held, the lock semaphores */
+    unlock(me, SLOT)
 end:
     skip
 }
@@ -198,7 +214,8 @@ init
         run Reclaim(1);
         run AppendC(2);
         run AppendPy(3);
-        run Retire(4)
+        run Retire(4);
+        run Attach(5)
     };
     (_nr_pr == 1);
     assert(timeouts == 0)   /* L2 */

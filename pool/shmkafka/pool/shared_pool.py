@@ -187,10 +187,14 @@ class SharedPool:
     # ------------------------------------------------------------------ recovery
 
     def reclaim_dead(self, timeout: float = DEFAULT_TIMEOUT_S) -> int:
-        """Recover the locks, memory and slot of every dead process; returns how many."""
-        dead = self.slots.dead()
-        for slot in dead:
-            self._reclaim(slot, timeout)
+        """Recover the locks, memory and slot of every dead process; returns how many.
+        Under the slot-table lock: one reclaimer at a time, and no slot is claimed anew
+        while it is reclaimed (two reclaimers of one dead slot, the second after a new
+        process took it, would free the live process's slot and its allocation)."""
+        with self.slots.lock():
+            dead = self.slots.dead()
+            for slot in dead:
+                self._reclaim(slot, timeout)
         return len(dead)
 
     def _reclaim(self, slot: int, timeout: float) -> None:
@@ -212,7 +216,7 @@ class SharedPool:
             PENDING.pack_into(buf, self.layout.slot_at(slot) + S_PENDING, NO_SLAB, 0)
             self.buffers.remove_waiter(slot)
             self.buffers._wake_head()
-        self.slots.free(slot)
+        self.slots.free_held(slot)
 
     def _stripe_of_open_batch(self, batch_id: int) -> int:
         """The stripe lock of the deque an OPEN batch ``batch_id`` names, or -1."""

@@ -7,9 +7,9 @@ injected, so tests run the Sender on an in-memory broker and step the clock.
 
 Rules:
 - The Sender is the only process that drains, sends, completes and frees batches.
-- Idempotence: sequences are assigned at drain, per partition, from the deque's
-  ``next_sequence`` in shared memory; a batch keeps its sequence across retries and across
-  a Sender restart (re-sent batches are de-duplicated by the broker).
+- Idempotence (sequences, batches in flight, what an error means for them) is
+  idempotence.py's: a batch takes its sequence when it is first sent and keeps it across
+  retries, splits and a Sender restart (re-sent batches are de-duplicated by the broker).
 - A retried batch goes back to the front of its deque in sequence order and is sent again
   only when no other batch of its partition is in flight, which keeps order.
 - Completion codes: Kafka's error codes, 0 for success; the local ``DELIVERY_TIMEOUT`` when
@@ -46,10 +46,10 @@ from shmkafka.protocol.records import HEADER_SIZE
 from shmkafka.sender.authentication import SaslSettings
 from shmkafka.sender.compressors import Compressors
 from shmkafka.sender.connection import ClientResponse, Network, NetworkClient
+from shmkafka.sender.idempotence import Idempotence
 from shmkafka.sender.idle import IdleTopics
 from shmkafka.sender.integrity import quarantine_damaged
 from shmkafka.sender.metadata import Metadata
-from shmkafka.sender.sequences import batch_meta, reset_sequences, resume_in_flight
 from shmkafka.sender.split import split_batch
 from shmkafka.sender.tls import client_context
 from shmkafka.sender.tokens import given_credentials, token_source
@@ -69,8 +69,6 @@ from shmkafka.shm.sender_counters import SenderCounters
 log = logging.getLogger("shmkafka.sender")
 
 CLOCK_SKEW_MS = 60_000  # a batch time further ahead than this is corrupt
-PRODUCER_STATE_LOST = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID)
-OUT_OF_ORDER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 QUARANTINE_INTERVAL_MS = 100  # how often damaged deques are looked for
 MAX_POLL_MS = 100
 BROKER_STATS_MS = 100  # how often the per-broker counters are published (statistics)
@@ -114,26 +112,23 @@ class Sender:
         self.compression_ratio = CompressionRatio()
         self.compressors = Compressors()
         self.stats = SenderCounters()
-        self.in_flight: dict[int, int] = defaultdict(int)  # deque id → batches in flight
-        self.in_flight_sequences: dict[int, set[int]] = defaultdict(set)
+        self.idempotence = Idempotence(
+            pool, self.accumulator, config, transactional=config.transactional_id is not None
+        )
         self._pending: list[_Pending] = []
         self._next_quarantine_ms = 0
         self._next_broker_stats_ms = 0
         self._requests_published = 0
         self._init_pid_in_flight = False
-        self._reset_producer = False
         self._bootstrap = [
             (-1 - i, host, port) for i, (host, port) in enumerate(config.bootstrap_addresses())
         ]
         self.network.on_event = self._on_connection_error
         self.network.set_nodes(self._bootstrap)
-        self._max_in_flight_per_partition = (
-            5 if config.enable_idempotence else config.max_in_flight_requests_per_connection
-        )
         if (leaked := pool.reclaim_unowned()) > 0:
             log.info("reclaimed %d slabs a killed Sender left unowned", leaked)
         self.idle = IdleTopics(pool, config.metadata_max_idle_ms, self.clock.monotonic_ms())
-        resume_in_flight(pool, self.accumulator)
+        self.idempotence.resume()
         self._new_batches_seen = pool.new_batches()
         self.txn = Transactions(self) if config.transactional_id is not None else None
         pool.set_sender_linger(config.linger_ms)
@@ -151,8 +146,8 @@ class Sender:
             if self.txn is not None:
                 self.txn.sequences_lost()  # (a new epoch, once no transaction is open)
             else:
-                self._reset_producer |= self.config.enable_idempotence
-        if self._maybe_reset_producer() or not self._producer_id_ready(now_ms):
+                self.idempotence.request_reset()
+        if self.idempotence.reset_due() or not self._producer_id_ready(now_ms):
             # (no producer id yet, the cluster unreachable: records still expire in time)
             self._post_pending()
             self._expire(self.accumulator.partition_states(), now_ms)
@@ -239,7 +234,8 @@ class Sender:
     def busy(self) -> bool:
         """Anything queued, in flight or waiting to be posted."""
         return bool(
-            self._pending or any(self.in_flight.values()) or self.accumulator.partition_states()
+            self._pending or self.idempotence.any_in_flight()
+            or self.accumulator.partition_states()
             or (self.txn is not None and self.txn.busy())
         )  # fmt: skip
 
@@ -297,10 +293,7 @@ class Sender:
     def _can_drain(self, state: Any) -> bool:
         if self.txn is not None and not self.txn.can_drain(state.topic, state.partition):
             return False
-        in_flight = self.in_flight[state.deque_id]
-        if state.attempts > 0:
-            return in_flight == 0  # a retry goes alone, in sequence order
-        return in_flight < self._max_in_flight_per_partition
+        return self.idempotence.can_send(state.deque_id, state.attempts)
 
     # ------------------------------------------------------------------ send
 
@@ -312,21 +305,14 @@ class Sender:
             if problem is not None:
                 self._fail_corrupt(batch, problem)
                 continue
-            meta = batch_meta(
-                self.pool, self.config, self.txn is not None, batch, (producer_id, epoch)
-            )
+            meta = self.idempotence.meta(batch, (producer_id, epoch))
             # (the sequence to shm first; the blocks compressed side by side: compressors.py)
             data = self.accumulator.finalize(batch, meta, self.compressors.map)
             size = sum(len(part) for part in data)  # (header and records: never joined)
             self.stats.batch_bytes += size
             self.compression_ratio.observe(batch.info.write_pos, size)
-            if self.config.enable_idempotence and batch.info.base_sequence < 0:
-                self.pool.deques.set_next_sequence(
-                    batch.info.deque_id, meta.base_sequence + batch.info.record_count
-                )
+            self.idempotence.sent(batch, meta)
             self.accumulator.mark_in_flight(batch)
-            self.in_flight[batch.info.deque_id] += 1
-            self.in_flight_sequences[batch.info.deque_id].add(meta.base_sequence)
             by_topic[batch.topic].append(
                 PartitionProduceData(batch.partition, data[0] if len(data) == 1 else data)
             )
@@ -424,8 +410,7 @@ class Sender:
         for batch in batches:
             info, sent = batch.info, response.sent_ms
             view = SenderView(info.attempts + 1, response.node_id, sent - info.created_ms, took)
-            self.in_flight[batch.info.deque_id] -= 1
-            self.in_flight_sequences[batch.info.deque_id].discard(batch.info.base_sequence)
+            self.idempotence.answered(batch)
             if response.error is not None:
                 self._retry_or_fail(batch, response.error, ErrorCode.NETWORK_EXCEPTION, now_ms)
                 continue
@@ -440,7 +425,6 @@ class Sender:
             elif (
                 code == ErrorCode.MESSAGE_TOO_LARGE
                 and batch.info.record_count > 1
-                and self.txn is None  # (a split needs new sequences: a new epoch)
                 and self._split(batch, now_ms)
             ):
                 continue
@@ -451,28 +435,7 @@ class Sender:
         self, batch: DrainedBatch, error: KafkaError, code: int, now_ms: int
     ) -> None:
         info = batch.info
-        retriable = isinstance(error, RetriableError)
-        if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and (
-            self._reset_producer or self._earlier_retry_pending(batch)
-        ):
-            # The gap an earlier failed batch left: it goes first, or (it failed for good)
-            # this one goes again under the new producer id.
-            retriable = True
-        elif self.txn is not None and code in (*PRODUCER_STATE_LOST, OUT_OF_ORDER):
-            # A transactional producer never takes a new epoch on its own: the transaction
-            # fails (abortable, or fenced), and the abort bumps the epoch.
-            retriable = False
-        elif self.config.enable_idempotence and code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            # Head of line: the broker lost batches it had acknowledged (an unclean leader
-            # change). Resending cannot bring them back, so, as the Java client, this batch
-            # fails with the error and the producer continues under a new id and epoch.
-            self._reset_producer = True
-        elif self.config.enable_idempotence and code in PRODUCER_STATE_LOST:
-            # The broker dropped or refused our producer state (its retention removed it, a
-            # restart without its log, a fenced epoch): as the Java client (KIP-360), get a
-            # new producer id and epoch, restart the sequences, and send the batch again.
-            self._reset_producer = True
-            retriable = True
+        retriable = self.idempotence.retriable(batch, code, isinstance(error, RetriableError))
         in_time = now_ms - info.created_ms < self.config.delivery_timeout_ms
         if retriable and in_time and info.attempts < self.config.retries:
             if isinstance(error, InvalidMetadataError):
@@ -485,29 +448,18 @@ class Sender:
         self.stats.errors += 1
         log.warning("batch to %s-%d failed: %s", batch.topic, batch.partition, error)
         final = DELIVERY_TIMEOUT if retriable and not in_time else (code if code else -1)
+        self.idempotence.failed(batch, final)
         self.finish(batch, -1, final, -1, -1)
-
-    def _maybe_reset_producer(self) -> bool:
-        """True while a producer reset is pending: nothing is drained until every in-flight
-        batch has answered, then the id is dropped and all sequences restart at 0."""
-        if not self._reset_producer:
-            return False
-        if any(self.in_flight.values()):
-            return True
-        reset_sequences(self.accumulator)
-        self._reset_producer = False
-        return False
 
     def _split(self, batch: DrainedBatch, now_ms: int) -> bool:
         """MESSAGE_TOO_LARGE with several records: split the batch in two and send the halves
-        (as the Java client, KIP-126). Their sequences are new, so an idempotent producer
-        restarts its sequences first."""
+        (as the Java client, KIP-126), transactional or not. They take the batch's sequences
+        (idempotence.py): no new epoch."""
         try:
             halves = split_batch(self.accumulator, batch, now_ms)
         except BufferExhaustedError:
             return False
-        if self.config.enable_idempotence:
-            self._reset_producer = True
+        self.idempotence.split(batch, halves)
         self.stats.retries += 1
         self.stats.records_retried += batch.info.record_count
         log.info(
@@ -516,18 +468,6 @@ class Sender:
             [h.info.record_count for h in halves],
         )  # fmt: skip
         return True
-
-    def _earlier_retry_pending(self, batch: DrainedBatch) -> bool:
-        # An earlier batch of the partition failed and is queued again: this one failed only
-        # because of the gap it left, and will succeed once that one is through.
-        sequence = batch.info.base_sequence
-        if any(0 <= s < sequence for s in self.in_flight_sequences[batch.info.deque_id]):
-            return True
-        for batch_id in self.pool.deques.batch_ids(batch.info.deque_id):
-            queued = self.pool.batches.read(batch_id)
-            if queued.attempts > 0 and 0 <= queued.base_sequence < sequence:
-                return True
-        return False
 
     def _expire(self, states: list[Any], now_ms: int) -> None:
         """Fail queued batches older than delivery.timeout.ms (the deques are walked only

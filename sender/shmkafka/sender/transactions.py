@@ -39,8 +39,8 @@ from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import APIS, EndTxnRequest
 from shmkafka.protocol.txn_errors import TxnAction
 from shmkafka.sender.connection import ClientResponse, Network
+from shmkafka.sender.idempotence import Idempotence, reset_sequences
 from shmkafka.sender.metadata import Metadata
-from shmkafka.sender.sequences import reset_sequences
 from shmkafka.sender.txn_manager import (
     PendingOffsets,
     State,
@@ -63,7 +63,7 @@ class Host(Protocol):
     accumulator: RecordAccumulator
     network: Network
     metadata: Metadata
-    in_flight: dict[int, int]
+    idempotence: Idempotence
 
     def any_node(self, now_ms: int) -> int | None:
         """A broker ready for a request, or None."""
@@ -276,7 +276,7 @@ class Transactions:
 
     def _progress(self, now_ms: int) -> None:
         sender = self.sender
-        in_flight = sum(sender.in_flight.values())
+        in_flight = sum(sender.idempotence.in_flight.values())
         if self._resetting:
             if in_flight or self.tm.request_in_flight:
                 return  # (a new epoch once nothing of the old one is in flight)

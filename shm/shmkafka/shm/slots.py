@@ -9,9 +9,9 @@ Rules:
   table stops at ``slots_high``, so the table costs memory for the most processes attached at
   once, not for ``max_processes``.
 - A slot whose process is gone, or whose pid now belongs to another process (another start
-  time), is dead. Dead slots are reclaimed by a live process (``SharedPool.reclaim_dead``):
-  first the locks it may hold are recovered, then its memory is returned, then the slot is
-  freed here.
+  time), is dead. Dead slots are reclaimed by a live process (``SharedPool.reclaim_dead``),
+  holding the slot-table lock throughout: first the locks it may hold are recovered, then
+  its memory is returned, then the slot is freed here.
 """
 
 from __future__ import annotations
@@ -90,10 +90,14 @@ class SlotTable:
 
     def free(self, slot: int) -> None:
         with self._lock():
-            at = self.layout.slot_at(slot)
-            self.segment.store_u32(at + S_FLUSHING, 0)  # a dead process may have flushed
-            self.segment.store_u32(at + S_STATE, FREE_SLOT)
-            self.segment.store_u32(at + S_PID, 0)
+            self.free_held(slot)
+
+    def free_held(self, slot: int) -> None:
+        """``free``, with the slot-table lock already held by the caller."""
+        at = self.layout.slot_at(slot)
+        self.segment.store_u32(at + S_FLUSHING, 0)  # a dead process may have flushed
+        self.segment.store_u32(at + S_STATE, FREE_SLOT)
+        self.segment.store_u32(at + S_PID, 0)
 
     def identity(self, slot: int) -> tuple[int, int, int]:
         at = self.layout.slot_at(slot)

@@ -13,7 +13,7 @@ import pytest
 
 from shmkafka import Producer
 from shmkafka.confluent_kafka import KafkaError, KafkaException
-from shmkafka.facades.confluent.config import parse
+from shmkafka.facades.confluent.config import parse, pool_settings
 
 
 def _outcome(make: Any, conf: Any) -> tuple[str, Any, str]:
@@ -138,7 +138,7 @@ def test_batches_are_librdkafkas_by_default_and_as_given() -> None:
     given, ignored, _ = parse({"batch.size": 65536, "batch.num.messages": 100})
     assert (given["batch_size"], given["batch_max_records"]) == (65536, 100)
     assert ignored == []
-    pool = Producer._pool_settings(given)
+    pool = pool_settings(given)
     assert (pool["batch_size"], pool["batch_max_records"]) == (65536, 100)
 
 

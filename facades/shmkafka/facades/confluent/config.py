@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shmkafka.facades.confluent.librdkafka_properties import GLOBAL, TOPIC, Property
+from shmkafka.pool.config import normalize_bootstrap
 
 INT32_MAX = 2**31 - 1
 INFINITE_TIMEOUT_MS = INT32_MAX  # message.timeout.ms=0 (no limit): about 24.8 days
@@ -475,6 +476,34 @@ def _clamped_level(codec: str, level: int) -> int:
     if level == -1 or codec in ("none", "snappy"):
         return -1
     return min(level, {"gzip": 9, "lz4": 12, "zstd": 22}[codec])
+
+
+def sender_settings(s: dict[str, Any]) -> dict[str, Any]:
+    """The Sender's settings (SenderConfig's names) from ``parse``'s."""
+    keys = ("client_id", "acks", "linger_ms", "enable_idempotence", "delivery_timeout_ms",
+            "request_timeout_ms", "retries", "retry_backoff_ms", "retry_backoff_max_ms",
+            "max_in_flight_requests_per_connection", "max_request_size",
+            "metadata_max_age_ms", "metadata_max_idle_ms", "reconnect_backoff_ms",
+            "reconnect_backoff_max_ms", "compression_type", "transactional_id",
+            "transaction_timeout_ms")  # fmt: skip
+    out = {k: s[k] for k in keys}
+    out["compression_level"] = None if s["compression_level"] == -1 else s["compression_level"]
+    out["bootstrap_servers"] = normalize_bootstrap(s["bootstrap_servers"])
+    out.update({key: s[key] for key in SECURITY_KEYS})
+    # librdkafka keeps records through refused logins until message.timeout.ms: the next
+    # login may work (set_sasl_credentials, a password rotated on the broker)
+    out["refused_login_fails_records"] = False
+    return out
+
+
+def pool_settings(s: dict[str, Any]) -> dict[str, Any]:
+    """The pool's sizes from ``parse``'s settings."""
+    return {
+        "batch_size": s["batch_size"], "batch_max_records": s["batch_max_records"],
+        "buffer_memory": s["buffer_kbytes"] * 1024,
+        "max_topics": s["max_topics"], "max_partitions": s["max_partitions"],
+        "max_processes": s["max_processes"],
+    }  # fmt: skip
 
 
 def oauth_token_provider(

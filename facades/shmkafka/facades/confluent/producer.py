@@ -59,7 +59,7 @@ from shmkafka.facades.confluent.reports import serve_reports
 from shmkafka.facades.confluent.stats import statistics
 from shmkafka.facades.confluent.transactions import ConfluentTransactions
 from shmkafka.facades.confluent.types import KafkaError, KafkaException, Message
-from shmkafka.pool.config import Config, normalize_bootstrap
+from shmkafka.pool.config import Config
 from shmkafka.pool.errors import KafkaConfigurationError, KafkaTimeoutError
 from shmkafka.producer import entry
 from shmkafka.producer.callbacks import call_capturing, weakly
@@ -148,32 +148,6 @@ class Producer(ConfluentTransactions, ProduceEntry):
             return Client.open(settings, sender_log=s["sender_log"])
         except ProtocolKafkaError as exc:
             raise confluent_exception(exc) from None
-
-    @staticmethod
-    def _sender_settings(s: dict[str, Any]) -> dict[str, Any]:
-        keys = ("client_id", "acks", "linger_ms", "enable_idempotence", "delivery_timeout_ms",
-                "request_timeout_ms", "retries", "retry_backoff_ms", "retry_backoff_max_ms",
-                "max_in_flight_requests_per_connection", "max_request_size",
-                "metadata_max_age_ms", "metadata_max_idle_ms", "reconnect_backoff_ms",
-                "reconnect_backoff_max_ms", "compression_type", "transactional_id",
-                "transaction_timeout_ms")  # fmt: skip
-        out = {k: s[k] for k in keys}
-        out["compression_level"] = None if s["compression_level"] == -1 else s["compression_level"]
-        out["bootstrap_servers"] = normalize_bootstrap(s["bootstrap_servers"])
-        out.update({key: s[key] for key in confluent_config.SECURITY_KEYS})
-        # librdkafka keeps records through refused logins until message.timeout.ms: the
-        # next login may work (set_sasl_credentials, a password rotated on the broker)
-        out["refused_login_fails_records"] = False
-        return out
-
-    @staticmethod
-    def _pool_settings(s: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "batch_size": s["batch_size"], "batch_max_records": s["batch_max_records"],
-            "buffer_memory": s["buffer_kbytes"] * 1024,
-            "max_topics": s["max_topics"], "max_partitions": s["max_partitions"],
-            "max_processes": s["max_processes"],
-        }  # fmt: skip
 
     def _attach(self, handle: Client) -> Client:
         handle.on_done = weakly(self._queue_reports)
@@ -597,7 +571,8 @@ __all__ = ["Producer"]
 
 
 def _settings_of(s: dict[str, Any], room_wait_ms: int = ROOM_WAIT_MS) -> Config:
-    return Config.build(Producer._sender_settings(s), Producer._pool_settings(s), s["pool"],
+    return Config.build(confluent_config.sender_settings(s), confluent_config.pool_settings(s),
+                        s["pool"],
                         max_block_ms=0, memory_block_ms=room_wait_ms)  # fmt: skip
 
 
