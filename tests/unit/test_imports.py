@@ -32,13 +32,18 @@ ALLOWED = {
     "shm": set(),
     "pool": {"shm", "protocol"},
     "producer": {"pool", "shm", "protocol"},
-    "facades": {"producer", "pool", "shm", "protocol"},
+    "facades": {"producer", "pool", "protocol"},  # of pool, only FACADE_POOL_MODULES
     "sender": {"pool", "shm", "protocol"},
     "broker_stub": {"protocol"},
     "perf": {"facades", "producer", "pool", "shm", "protocol", "broker_stub", "sender"},
-    "otel": {"facades", "producer", "pool", "shm", "protocol"},
+    "otel": {"facades", "producer", "pool", "shm", "protocol"},  # (its pool metrics read pools)
     "cli": {"facades", "producer", "pool", "shm", "protocol", "broker_stub", "perf", "sender"},
 }
+
+
+# The facades stand on the client's public API (producer/: Client, its PoolView, futures,
+# transactions' client side); of the pool only its errors and config.
+FACADE_POOL_MODULES = {"shmkafka.pool.errors", "shmkafka.pool.config"}
 
 
 def package_modules() -> dict[str, str]:
@@ -312,3 +317,27 @@ def test_a_modules_tests_are_found_from_its_path() -> None:
                    for name in names):  # fmt: skip
             strays.append(str(path.relative_to(ROOT)))
     assert strays == []
+
+
+def test_facades_take_only_errors_and_config_of_the_pool() -> None:
+    wrong = []
+    for path in (ROOT / "facades" / "shmkafka").rglob("*.py"):
+        for name in imported_modules(path.read_text(encoding="utf-8")):
+            if layer_of(name) == "pool" and name not in FACADE_POOL_MODULES:
+                wrong.append(f"{path.relative_to(ROOT)}: {name}")
+    assert wrong == []
+
+
+PRIVATE_CALL = re.compile(r"\b(?:instance|producer|wrapped|self\._producer)\.(_[a-z]\w*)\(")
+
+
+def test_otel_calls_no_private_method_of_a_facade() -> None:
+    """otel reads a producer through its public API (``shmkafka_client`` and the client's
+    PoolView), never its private methods."""
+    calls = [
+        f"{path.relative_to(ROOT)}: {m.group(1)}"
+        for path in (ROOT / "otel" / "shmkafka").rglob("*.py")
+        for m in PRIVATE_CALL.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert calls == []
+    assert PRIVATE_CALL.search("client = instance._entry_client()")  # (the check can fail)

@@ -32,6 +32,12 @@ class EntrySwitch:
         """This process's client, or None (not open)."""
         raise NotImplementedError
 
+    @property
+    def shmkafka_client(self) -> Client | None:
+        """This process's shmkafka client under the API, or None (not open): what an
+        instrumentation (otel) reads of the producer, never its private parts."""
+        return self._entry_client()
+
     def _bind_entry(self, client: Client, guard: tuple[Any, int, int] | None = None) -> bool:
         binding = self._entry_binding()
         return binding is not None and client.bind_entry(self, binding, guard)

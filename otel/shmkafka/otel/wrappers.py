@@ -52,11 +52,11 @@ def producer_of(instance: Any) -> Producer:
     known = instance.__dict__.get("_otel_producer")
     if known is not None:
         return known  # type: ignore[no-any-return]
-    client = instance._entry_client()
+    client = instance.shmkafka_client
     config = getattr(client, "config", None)
     if config is None:
         return Producer(None, None)
-    cluster_id = client.pool.cluster_id()
+    cluster_id = client.known_cluster_id()
     facts = Producer(config.sender.client_id, config.sender.bootstrap_addresses()[0],
                      cluster_id)  # fmt: skip
     if cluster_id is not None:

@@ -62,6 +62,7 @@ from shmkafka.producer.supervisor import (
     SenderSupervisor,
 )
 from shmkafka.producer.topics import TopicRequests, TopicWait
+from shmkafka.producer.views import PoolView
 from shmkafka.protocol.broker_errors import UnknownTopicOrPartitionError
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.protocol.errors import KafkaError
@@ -93,7 +94,7 @@ FULL_POOL_WAIT_S = 0.002
 _inherited: list[Client] = []  # clients of the parent, in a forked child: never used
 
 
-class Client(Results, SenderEvents):
+class Client(Results, SenderEvents, PoolView):
     @classmethod
     def open(cls, config: Config, *, sender_log: str | None = None) -> Client:
         """This process's client of the pool ``config`` names (made if it does not exist),

@@ -30,6 +30,20 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+TIMESTAMP_CREATE, TIMESTAMP_LOG_APPEND = 0, 1  # a record's timestamp type (Kafka's)
+
+
+class Delivery(NamedTuple):
+    """A record's result once it is done (``Future.delivery``): where the broker put it, or
+    the error it failed with."""
+
+    offset: int  # -1 when failed, or when the broker gave none (acks=0, some duplicates)
+    timestamp: int  # the log-append time when the topic keeps it, else the create time
+    timestamp_type: int  # TIMESTAMP_CREATE or TIMESTAMP_LOG_APPEND
+    log_start_offset: int  # -1 when the broker gave none
+    error: KafkaError | None
+
+
 class RecordMetadata(NamedTuple):
     """What a successful send returns, field for field as kafka-python's."""
 
@@ -242,6 +256,22 @@ class Future(FutureBase):
             c.log_append_time if c.log_append_time >= 0 else self.timestamp, None,
             self.key_size, self.value_size, self.header_size,
         )  # fmt: skip
+
+    def delivery(self) -> Delivery | None:
+        """The record's result (offset, timestamp and its type, log start offset, error),
+        or None while it is not done: what every API builds its own result from."""
+        outcome = self._outcome()
+        if outcome is None:
+            return None
+        c, error = outcome
+        if error is not None:
+            return tuple.__new__(Delivery, (-1, self.timestamp, TIMESTAMP_CREATE, -1, error))
+        appended = c.log_append_time
+        stamp, kind = (appended, TIMESTAMP_LOG_APPEND) if appended >= 0 else (
+            self.timestamp, TIMESTAMP_CREATE)  # fmt: skip
+        return tuple.__new__(
+            Delivery, (c.offset_of(self.offset_delta), stamp, kind, c.log_start_offset, None)
+        )
 
     def retriable(self) -> bool:
         error = self.exception

@@ -49,6 +49,10 @@ class TxnCallError(Exception):
     """A transactional call's outcome other than success (``kind``: one of the board's
     actions, TIMEOUT or CONFLICT); each facade raises its peer's error for it."""
 
+    # the board's actions (shm/txn_board.py), and the client's own outcomes
+    RETRIABLE, ABORTABLE, FENCED, FATAL, STATE = (
+        board.RETRIABLE, board.ABORTABLE, board.FENCED, board.FATAL, board.STATE,
+    )  # fmt: skip
     TIMEOUT = 100
     CONFLICT = 101
     NOT_OWNER = 102
@@ -198,6 +202,10 @@ class TransactionClient:
     @property
     def sender_state(self) -> int:
         return board.UNINITIALIZED if self.board is None else self.board.state()
+
+    def in_fatal_error(self) -> bool:
+        """The Sender's transaction manager is in its fatal error state."""
+        return self.sender_state == board.FATAL_ERROR
 
     # ------------------------------------------------------------------ inside
 

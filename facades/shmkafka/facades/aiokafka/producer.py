@@ -304,7 +304,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         partition: int | None, timestamp_ms: int | None, header_list: list[tuple[str, bytes]],
     ) -> asyncio.Future[Any]:  # fmt: skip
         handle = self._live_handle()
-        entries = handle.pool.directory.partitions(topic)
+        entries = handle.partitions(topic)
         if entries is not None and topic in self._checked and not self._waiting_sends:
             return await self._append(handle, topic, value_bytes, key_bytes, partition,
                                       timestamp_ms, header_list, len(entries))  # fmt: skip
@@ -424,7 +424,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         its metadata; KafkaTimeoutError after ``request_timeout_ms``."""
         handle = self._handle
         assert handle is not None
-        entries = handle.pool.directory.partitions(topic)
+        entries = handle.partitions(topic)
         if entries is not None:
             return len(entries)
         wait = handle.topic_wait(topic, fail_on_connect=True)
@@ -465,11 +465,13 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
             pending.discard(future)
             if future.done():
                 continue
-            completion, error = record._outcome() or (None, None)
-            if error is not None:
-                future.set_exception(aio_types.aiokafka_error(error))
+            result = record.delivery()
+            if result is None:
+                continue  # (not done: handed over only once it is)
+            if result.error is not None:
+                future.set_exception(aio_types.aiokafka_error(result.error))
             else:
-                future.set_result(None if acks_zero else metadata(record, completion))
+                future.set_result(None if acks_zero else metadata(record, result))
 
     def _fail_pending(self, error: BaseException) -> None:
         for future in list(self._pending):

@@ -22,17 +22,19 @@ from shmkafka.facades.aiokafka import types as aio_types
 from shmkafka.facades.entry_switch import EntrySwitch
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
 from shmkafka.protocol.broker_errors import for_code
-from shmkafka.shm import txn_board as board
 
 
 def aiokafka_txn_error(exc: TxnCallError, state: str = "", target: str = "") -> BaseException:
     errors: Any = aio_types.errors()
     made: BaseException
-    if exc.kind == board.FENCED:
+    if exc.kind == TxnCallError.FENCED:
         made = errors.ProducerFenced()
-    elif exc.kind in (board.ABORTABLE, board.FATAL, board.RETRIABLE) and exc.code > 0:
+    elif (
+        exc.kind in (TxnCallError.ABORTABLE, TxnCallError.FATAL, TxnCallError.RETRIABLE)
+        and exc.code > 0
+    ):
         made = aio_types.aiokafka_error(for_code(exc.code)(exc.message))
-    elif exc.kind == board.STATE and target:
+    elif exc.kind == TxnCallError.STATE and target:
         made = AssertionError(
             f"Invalid state transition TransactionState.{state} -> TransactionState.{target}"
         )
@@ -91,7 +93,7 @@ class AIOTransactions(EntrySwitch):
         await self._in_executor(txn.send_offsets, _payload(offsets, group_id), None)
 
     def _fatal(self) -> bool:
-        return self._txn is not None and self._txn.sender_state == board.FATAL_ERROR
+        return self._txn is not None and self._txn.in_fatal_error()
 
     def _check_transactional_send(self) -> None:
         if self._txn is None:
@@ -99,7 +101,7 @@ class AIOTransactions(EntrySwitch):
         try:
             self._txn.check_send()
         except TxnCallError as exc:
-            if exc.kind in (board.STATE, TxnCallError.NOT_OWNER):
+            if exc.kind in (TxnCallError.STATE, TxnCallError.NOT_OWNER):
                 raise aio_types.errors().IllegalOperation(
                     "Can't send messages while not in transaction"
                 ) from None

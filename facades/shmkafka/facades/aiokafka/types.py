@@ -12,7 +12,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, NamedTuple
 
 from shmkafka.pool import errors as shmkafka_errors
-from shmkafka.producer.futures import Future, TopicPartition
+from shmkafka.producer.futures import Delivery, Future, TopicPartition
 from shmkafka.protocol.records import HEADER_SIZE, record_size_bound
 
 TIMESTAMP_CREATE, TIMESTAMP_LOG_APPEND = 0, 1
@@ -129,21 +129,14 @@ class MetadataMaker:
         self._type, self._tp_type = _record_metadata_type()
         self._partitions: dict[tuple[str, int], Any] = {}
 
-    def __call__(self, record: Future, completion: Any) -> Any:
-        """``record``'s metadata, from its batch's ``completion`` (the outcome's first
-        half)."""
+    def __call__(self, record: Future, result: Delivery) -> Any:
+        """``record``'s metadata, from its ``result`` (a success: ``Future.delivery``)."""
         topic, partition = record.topic, record.partition
         key = (topic, partition)
         tp = self._partitions.get(key)
         if tp is None:
             tp = self._partitions[key] = self._tp_type(topic, partition)
-        base = completion.base_offset
-        offset = -1 if base < 0 else base + record.offset_delta - completion.first_delta
-        start = completion.log_start_offset
-        if completion.log_append_time >= 0:
-            stamp, stamp_type = completion.log_append_time, TIMESTAMP_LOG_APPEND
-        else:
-            stamp, stamp_type = record.timestamp, TIMESTAMP_CREATE
+        offset, stamp, stamp_type, start, _ = result
         # (tuple.__new__: the NamedTuple's own __new__ is a Python call per record)
         fields = (topic, partition, tp, offset, stamp, stamp_type, start if start >= 0 else None)
         return tuple.__new__(self._type, fields)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shmkafka.shm.directory_view import DirectorySnapshot
+from shmkafka.producer.views import ClusterView as DirectorySnapshot
 
 
 class PartitionMetadata:

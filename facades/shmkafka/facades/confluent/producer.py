@@ -68,9 +68,9 @@ from shmkafka.producer.entry import EntryBinding, ProduceEntry
 from shmkafka.producer.futures import Future
 from shmkafka.producer.topics import legal_topic, metadata_poll_s
 from shmkafka.producer.transactions import TransactionClient
+from shmkafka.producer.views import SenderEvent
 from shmkafka.protocol.errors import KafkaError as ProtocolKafkaError
 from shmkafka.protocol.records import record_size_bound
-from shmkafka.shm.events import Event
 
 log = logging.getLogger("shmkafka.producer")
 _LOGGED_IGNORED: set[str] = set()
@@ -191,7 +191,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             self._reports.extend(futures)
             self._reports_ready.notify_all()
 
-    def _queue_error(self, event: Event) -> None:
+    def _queue_error(self, event: SenderEvent) -> None:
         """The completion thread's hook for the Sender's errors: ``error_cb`` gets them."""
         with self._reports_ready:
             self._errors.append(KafkaError(event.code, event.text, fatal=event.fatal))
@@ -249,7 +249,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
         handle = self._client
         if handle is None:
             return None
-        return None if handle.pool.forked or handle.on_done is None else handle
+        return None if handle.forked or handle.on_done is None else handle
 
     def _produce_record(self, topic: Any, value: Any, key: Any, partition: Any, callback: Any,
                         timestamp: Any, headers: Any) -> None:  # fmt: skip
@@ -304,7 +304,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
 
     def _append(self, handle: Client, record: Unassigned) -> bool:
         """Append a record whose topic the pool knows; False if it does not know it yet."""
-        entries = handle.pool.directory.partitions(record.topic)
+        entries = handle.partitions(record.topic)
         if entries is None:
             return False
         count = len(entries)
@@ -463,7 +463,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
         pending = 0
         if self._client is not None:
             handle = self._client
-            pending = 0 if handle.pool.forked else handle.undelivered()
+            pending = 0 if handle.forked else handle.undelivered()
         return pending + len(self._reports) + len(self._unassigned)
 
     def __bool__(self) -> bool:
@@ -502,7 +502,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             raise KafkaException(KafkaError(
                 KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure"
             ))  # fmt: skip
-        return cluster_metadata(handle.pool.directory.snapshot(), topic)
+        return cluster_metadata(handle.cluster_view(), topic)
 
     def cluster_id(self, timeout: float = -1) -> str | None:
         """The cluster id from the brokers' metadata (the pool's Sender records it), waiting
@@ -541,7 +541,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             self._fast_disable()
             if self._client is not None:
                 handle = self._client
-                if not handle.pool.forked:
+                if not handle.forked:
                     handle.fail_pending(Purged(KafkaError._PURGE_QUEUE))
                     handle.close(0)
         return True

@@ -205,16 +205,12 @@ def delivered_message(future: Future, key: Any, value: Any, sent_at: float) -> A
     """The ``Message`` of a record delivered without error, read from its outcome directly
     (``message_for``'s result for it, without the RecordMetadata on the way); None when the
     record failed (``message_for`` says how)."""
-    outcome = future._outcome()
-    if outcome is None or outcome[1] is not None:
+    result = future.delivery()
+    if result is None or result.error is not None:
         return None
-    completion = outcome[0]
-    base = completion.base_offset
-    offset = -1 if base < 0 else base + future.offset_delta - completion.first_delta
-    appended = completion.log_append_time
-    stamp = appended if appended >= 0 else future.timestamp
-    return Message(topic=future.topic, partition=future.partition, offset=offset, key=key,
-                   value=value, error=None, timestamp=(TIMESTAMP_CREATE_TIME, stamp),
+    return Message(topic=future.topic, partition=future.partition, offset=result.offset,
+                   key=key, value=value, error=None,
+                   timestamp=(TIMESTAMP_CREATE_TIME, result.timestamp),
                    latency=time.monotonic() - sent_at)  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from shmkafka.pool import native
+from shmkafka.producer.views import native_check
 
 # serve_reports(reports, message_type, serve_other) -> (served, last exception raised)
 ServeReports = Callable[
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     serve_reports = None
 else:
     try:
-        native.check()
+        native_check()
         from shmkafka.facades.confluent._reports import serve_reports
     except ImportError:  # not built
         serve_reports = None

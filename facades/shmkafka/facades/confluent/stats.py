@@ -12,9 +12,9 @@ import os
 import time
 from typing import Any
 
-from shmkafka.pool.stat import segment_stat
+from shmkafka.producer.views import BROKER_STATES as STATES
+from shmkafka.producer.views import BrokerStats
 from shmkafka.protocol.clock import monotonic_ms
-from shmkafka.shm.broker_stats import STATES, BrokerStats
 
 WINDOW_FIELDS = ("min", "max", "avg", "sum", "stddev", "p50", "p75", "p90", "p95", "p99",
                  "p99_99", "outofrange", "hdrsize", "cnt")  # fmt: skip
@@ -66,10 +66,10 @@ def statistics(producer: Any, settings: dict[str, Any]) -> str:
     """One statistics document for ``producer`` (a ``shmkafka.Producer``)."""
     now_us = int(time.monotonic() * 1_000_000)
     handle = producer._handle
-    stat = segment_stat(handle.pool.segment) if handle is not None else None
+    stat = handle.stat() if handle is not None else None
     sender = stat["sender"] if stat else {}
     now_ms = monotonic_ms()
-    brokers = dict(_broker(b, now_ms) for b in handle.pool.brokers.read()) if handle else {}
+    brokers = dict(_broker(b, now_ms) for b in handle.broker_stats()) if handle else {}
     topics: dict[str, Any] = {}
     for p in stat["partitions"] if stat else ():
         topic = topics.setdefault(p["topic"], {

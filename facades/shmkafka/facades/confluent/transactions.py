@@ -26,7 +26,6 @@ from shmkafka.facades.confluent.types import KafkaError, KafkaException
 from shmkafka.facades.entry_switch import EntrySwitch
 from shmkafka.producer.topics import metadata_poll_s
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
-from shmkafka.shm import txn_board as board
 
 # librdkafka's names of the states a call can find (rd_kafka_txn_state2str)
 STATE_NAMES = {
@@ -80,15 +79,15 @@ def confluent_error(exc: TxnCallError, state: str) -> KafkaException:
                            "retry call to resume", retriable=True)  # fmt: skip
     elif kind == TxnCallError.CONFLICT:
         error = KafkaError(KafkaError._CONFLICT, exc.message, retriable=True)
-    elif kind == board.FENCED:
+    elif kind == TxnCallError.FENCED:
         error = KafkaError(KafkaError._FENCED, f"Fatal error: {exc.message}", fatal=True)
-    elif kind == board.FATAL:
+    elif kind == TxnCallError.FATAL:
         error = KafkaError(exc.code if exc.code > 0 else KafkaError._FATAL, exc.message,
                            fatal=True)  # fmt: skip
-    elif kind == board.ABORTABLE:
+    elif kind == TxnCallError.ABORTABLE:
         error = KafkaError(exc.code if exc.code else KafkaError._STATE, exc.message,
                            txn_requires_abort=True)  # fmt: skip
-    elif kind == board.RETRIABLE:
+    elif kind == TxnCallError.RETRIABLE:
         error = KafkaError(exc.code or KafkaError._TRANSPORT, exc.message, retriable=True)
     else:  # STATE, NOT_OWNER
         error = KafkaError(KafkaError._STATE, f"Operation not valid in state {state}")
@@ -170,7 +169,7 @@ class ConfluentTransactions(EntrySwitch):
             with self._unassigned_lock:
                 serve_waiting(self._unassigned, self._handle, self._append, fail)
             if failed:  # as librdkafka: a record of the transaction failed, it must abort
-                raise TxnCallError(board.ABORTABLE, 0, "a record of the transaction failed "
+                raise TxnCallError(TxnCallError.ABORTABLE, 0, "a record of the transaction failed "
                                    f"before it was sent: {failed[0]}")  # fmt: skip
             if not self._unassigned:
                 return
@@ -197,7 +196,7 @@ class ConfluentTransactions(EntrySwitch):
             try:
                 self._txn.check_send()
             except TxnCallError as exc:
-                if exc.kind in (board.STATE, TxnCallError.NOT_OWNER):
+                if exc.kind in (TxnCallError.STATE, TxnCallError.NOT_OWNER):
                     raise KafkaException(KafkaError(
                         KafkaError._STATE, "Unable to produce message: Local: Erroneous state"
                     )) from None  # fmt: skip

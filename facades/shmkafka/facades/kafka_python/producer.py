@@ -43,12 +43,12 @@ from shmkafka.pool.errors import (
     KafkaConfigurationError,
     KafkaTimeoutError,
 )
-from shmkafka.pool.sender_link import sender_alive
 from shmkafka.producer.client import Client
 from shmkafka.producer.entry import PARTITION_MURMUR2, EntryBinding, SendEntry
 from shmkafka.producer.futures import Future
 from shmkafka.producer.topics import check_topic, valid_topics
 from shmkafka.producer.transactions import TransactionClient
+from shmkafka.producer.views import MetricsWindow
 from shmkafka.protocol.broker_errors import MessageSizeTooLargeError, UnknownTopicOrPartitionError
 from shmkafka.protocol.records import record_size_bound
 
@@ -334,7 +334,7 @@ class KafkaProducer(KafkaTransactions, SendEntry):
             # the common record (no serializers, bytes, no headers): a short path; the
             # checks it skips cannot fail for it, and handle.send checks the topic's name
             handle = self._client
-            if topic in valid_topics and not handle.pool.forked:
+            if topic in valid_topics and not handle.forked:
                 future = handle.send(topic, value, key)
                 self._enable_fast(handle)
                 return future
@@ -387,7 +387,7 @@ class KafkaProducer(KafkaTransactions, SendEntry):
         value: Any, value_bytes: bytes | None,
     ) -> int:  # fmt: skip
         count = handle.partitions_for(topic)
-        snapshot = handle.pool.directory.snapshot()
+        snapshot = handle.cluster_view()
         cluster = ClusterView({t: [e.leader for e in es] for t, es in snapshot.topics.items()})
         chosen = choose_partition(
             self.config["partitioner"], topic, key, key_bytes, value, value_bytes, cluster
@@ -447,23 +447,20 @@ class KafkaProducer(KafkaTransactions, SendEntry):
     def bootstrap_connected(self) -> bool:
         """True once the pool's Sender runs and has heard from the cluster (a producer id,
         or topic metadata, in the pool)."""
-        pool = self._handle.pool
-        heard = pool.producer_identity()[0] >= 0 or pool.directory.version() > 0
-        return sender_alive(pool) and heard
+        handle = self._handle
+        return handle.sender_running() and handle.heard_from_cluster()
 
     def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
         """The pool's metrics under the Java client's names (pool/metrics.py), and this
         process's ``records-pending``. Rates and averages are over the calls of the last
         30 s (the first call has none: 0.0)."""
         del raw
-        from shmkafka.pool.metrics import RateWindow, sample
-
         with _METRICS_LOCK:  # (threads may ask; a call is rare and short)
-            window: RateWindow | None = self.__dict__.get("_metrics_window")
+            window: MetricsWindow | None = self.__dict__.get("_metrics_window")
             if window is None:
-                window = self.__dict__["_metrics_window"] = RateWindow()
+                window = self.__dict__["_metrics_window"] = MetricsWindow()
             last = window.samples[-1] if window.samples else None
-            window.add(sample(self._handle.pool.segment, previous=last))
+            window.add(self._handle.metrics_sample(previous=last))
             values = window.metrics()
         values["records-pending"] = float(self._handle.outstanding)
         return {"producer-metrics": {k: float(v) for k, v in values.items()}}

@@ -22,7 +22,6 @@ from shmkafka.pool.errors import IllegalStateError, KafkaTimeoutError
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.errors import KafkaError
-from shmkafka.shm import txn_board as board
 
 
 def offsets_payload(offsets: Any, group: Any) -> dict[str, Any]:
@@ -66,11 +65,11 @@ def kafka_python_error(exc: TxnCallError, timeout_ms: int | None = None) -> Kafk
             f"Timeout expired while initializing transactional state in {timeout_ms} ms."
             if timeout_ms is not None else exc.message
         )  # fmt: skip
-    if exc.kind == board.FENCED:
+    if exc.kind == TxnCallError.FENCED:
         return for_code(90)(exc.message)  # ProducerFencedError
     if exc.kind == TxnCallError.NOT_OWNER:
         return IllegalStateError(exc.message)
-    if exc.kind in (board.ABORTABLE, board.FATAL) and exc.code > 0:
+    if exc.kind in (TxnCallError.ABORTABLE, TxnCallError.FATAL) and exc.code > 0:
         return for_code(exc.code)(exc.message)
     return KafkaError(exc.message)
 
@@ -132,6 +131,6 @@ class KafkaTransactions(EntrySwitch):
             try:
                 self._txn.check_send()
             except TxnCallError as exc:
-                if exc.kind == board.STATE:
+                if exc.kind == TxnCallError.STATE:
                     raise IllegalStateError(exc.message) from None
                 raise kafka_python_error(exc) from None
