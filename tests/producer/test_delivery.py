@@ -15,14 +15,14 @@ pytestmark = pytest.mark.usefixtures("pool_removed")
 
 
 def test_delivery_gives_what_record_metadata_says(pool_name: str) -> None:
-    with BrokerStub(partitions=1, log_append_time_topics=frozenset({"appended"})) as stub:
-        with KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool_name) as producer:
-            created = producer.send("created", b"a", timestamp_ms=1_000)
-            appended = producer.send("appended", b"b", timestamp_ms=1_000)
-            assert created.delivery() is None or created.is_done  # (None until done)
-            producer.flush(10)
-            first, second = created.get(10), appended.get(10)
-            one, two = created.delivery(), appended.delivery()
+    stub = BrokerStub(partitions=1, log_append_time_topics=frozenset({"appended"}))
+    with stub, KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool_name) as producer:
+        created = producer.send("created", b"a", timestamp_ms=1_000)
+        appended = producer.send("appended", b"b", timestamp_ms=1_000)
+        assert created.delivery() is None or created.is_done  # (None until done)
+        producer.flush(10)
+        first, second = created.get(10), appended.get(10)
+        one, two = created.delivery(), appended.delivery()
     assert one is not None and two is not None
     assert (one.offset, one.timestamp, one.timestamp_type) == (
         first.offset, 1_000, TIMESTAMP_CREATE,
@@ -35,10 +35,10 @@ def test_delivery_gives_what_record_metadata_says(pool_name: str) -> None:
 
 
 def test_delivery_of_a_failed_record_carries_its_error(pool_name: str) -> None:
-    with BrokerStub(partitions=1, max_message_bytes=1_000) as stub:
-        with KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool_name) as producer:
-            future = producer.send("small", b"x" * 5_000)
-            producer.flush(10)
+    stub = BrokerStub(partitions=1, max_message_bytes=1_000)
+    with stub, KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool_name) as producer:
+        future = producer.send("small", b"x" * 5_000)
+        producer.flush(10)
     result = future.delivery()
     assert result is not None and isinstance(result.error, MessageSizeTooLargeError)
     assert result.offset == -1
