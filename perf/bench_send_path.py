@@ -1,12 +1,19 @@
 """Instructions per call of the send path, counted by callgrind (stable where times are not).
 
-    .venv/bin/python perf/bench_send_path.py [--records N]
+    .venv/bin/python perf/bench_send_path.py [--records N] [--case common|new-batch]
 
-One process sends N 100-byte records with 16-byte keys through each public API's common
-call (``KafkaProducer.send``, ``Producer.produce``) to broker_stub (its own process, not
+One process sends N records with 16-byte keys through each public API's common call
+(``KafkaProducer.send``, ``Producer.produce``) to broker_stub (its own process, not
 counted), under ``valgrind --tool=callgrind``; the inclusive instructions of the C entry
 (``SendEntry_send``, ``ProduceEntry_produce``) and of the append beneath it
-(``fast_append``), each divided by the calls made. Needs valgrind (Debian's package).
+(``fast_append``), each divided by the calls made, and how many times per call the C append
+tried a lock (``take_lock``). Needs valgrind (Debian's package).
+
+- ``common``: 100-byte records, the producer's defaults: the C entry appends them.
+- ``new-batch``: the record that falls off the C path. ``batch_size`` 1024 (one slab of
+  1 KiB) and one record a batch, 1,500-byte records: each needs a new batch of two slabs,
+  which the C append leaves to Python (a record larger than a slab); what Python does
+  with it, and how many C attempts it makes first, is what is counted.
 """
 
 from __future__ import annotations
@@ -19,20 +26,23 @@ import subprocess
 import sys
 import tempfile
 
-VALUE = b"v" * 100
+VALUES = {"common": b"v" * 100, "new-batch": b"v" * 1500}
 KEYS = [b"k%015d" % i for i in range(10007)]
 WARM = 2000
 FUNCTIONS = {"kafka": "SendEntry_send", "confluent": "ProduceEntry_produce"}
 
 
-def send(api: str, records: int, bootstrap: str) -> None:
+def send(api: str, records: int, bootstrap: str, case: str) -> None:
     """The counted part: WARM records, a flush, then ``records`` more and a flush."""
+    value = VALUES[case]
+    small = case == "new-batch"
     if api == "kafka":
         from shmkafka.kafka import KafkaProducer
 
-        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+        sizes = {"batch_size": 1024, "batch_max_records": 1} if small else {}
+        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **sizes)
         for i in range(WARM + records):
-            producer.send("calls", VALUE, key=KEYS[i % len(KEYS)])
+            producer.send("calls", value, key=KEYS[i % len(KEYS)])
             if i == WARM:
                 producer.flush()
         producer.flush()
@@ -40,10 +50,11 @@ def send(api: str, records: int, bootstrap: str) -> None:
         return
     from shmkafka.confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    conf = {"batch.size": 1024, "batch.num.messages": 1} if small else {}
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
     for i in range(WARM + records):
-        p.produce("calls", VALUE, KEYS[i % len(KEYS)])
-        if i % 10_000 == 0:
+        p.produce("calls", value, KEYS[i % len(KEYS)])
+        if i % 1_000 == 0:
             p.poll(0)
     p.flush(60)
 
@@ -56,13 +67,23 @@ def inclusive(annotated: str, function: str) -> int:
     raise LookupError(f"{function} is not in the profile (is the C extension built?)")
 
 
-def measure(api: str, records: int, bootstrap: str) -> dict[str, float]:
+def calls_of(tree: str, function: str) -> int:
+    """How many times ``function`` was called (callgrind_annotate --tree=caller)."""
+    total = 0
+    for line in tree.splitlines():
+        found = re.search(rf"\((\d[\d,]*)x\)\s.*[:\s]{function} ", line)
+        if found and "<" in line:
+            total += int(found.group(1).replace(",", ""))
+    return total
+
+
+def measure(api: str, records: int, bootstrap: str, case: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "callgrind.out")
         command = [
             "valgrind", "--tool=callgrind", "--trace-children=no", f"--callgrind-out-file={out}",
             sys.executable, __file__, "--send", api, "--records", str(records),
-            "--bootstrap", bootstrap,
+            "--bootstrap", bootstrap, "--case", case,
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
@@ -72,18 +93,25 @@ def measure(api: str, records: int, bootstrap: str) -> dict[str, float]:
             ["callgrind_annotate", "--inclusive=yes", out],
             check=True, capture_output=True, text=True,
         ).stdout  # fmt: skip
+        tree = subprocess.run(
+            ["callgrind_annotate", "--tree=caller", out], check=True, capture_output=True,
+            text=True,
+        ).stdout  # fmt: skip
     calls = WARM + records
-    return {name: inclusive(annotated, name) / calls for name in (FUNCTIONS[api], "fast_append")}
+    counts = {name: inclusive(annotated, name) / calls for name in (FUNCTIONS[api], "fast_append")}
+    counts["take_lock"] = calls_of(tree, "take_lock") / calls
+    return counts
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=60_000)
+    parser.add_argument("--case", choices=sorted(VALUES), default="common")
     parser.add_argument("--send", choices=sorted(FUNCTIONS), help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.send:
-        send(args.send, args.records, args.bootstrap)
+        send(args.send, args.records, args.bootstrap, args.case)
         return
     if shutil.which("valgrind") is None:
         sys.exit("bench_send_path needs valgrind: apt-get install valgrind")
@@ -91,8 +119,11 @@ def main() -> None:
 
     with run_broker_stub() as broker:
         for api in ("kafka", "confluent"):
-            counts = measure(api, args.records, broker.bootstrap)
-            print(f"{api:<10} " + "  ".join(f"{name} {n:,.0f}/call" for name, n in counts.items()))
+            counts = measure(api, args.records, broker.bootstrap, args.case)
+            print(
+                f"{api:<10} {args.case:<9} "
+                + "  ".join(f"{name} {n:,.1f}/call" for name, n in counts.items())
+            )
 
 
 if __name__ == "__main__":
