@@ -222,8 +222,9 @@ PyDoc_STRVAR(FastAppend_send_kv__doc__,
 "busy, or the input needs the Python path.");
 
 /* The whole of a headerless record's send: see send_kv's doc. Returns
- * APPENDED (out filled), NEEDS_NEW_BATCH (out->partition needs one), SEND_SLOW
- * (the Python path's job), or -1 with an exception set. */
+ * APPENDED (out filled), NEEDS_NEW_BATCH (out->partition needs one), BUSY
+ * (out->partition's stripe is taken), SEND_SLOW (the directory moved, or input
+ * the Python path takes), or -1 with an exception set. */
 static int
 fastappend_send_kv(PyObject *fast, PyObject *route, Py_ssize_t partition,
                    PyObject *key, PyObject *value, PyObject *headers,
@@ -289,7 +290,7 @@ fastappend_send_kv(PyObject *fast, PyObject *route, Py_ssize_t partition,
                                 out->timestamp, now_ms, key, value, headers,
                                 header_budget, 1, &out->hit,
                                 &out->header_size);
-    return appended == BUSY ? SEND_SLOW : appended;
+    return appended == DIR_MOVED ? SEND_SLOW : appended;
 }
 
 static Py_ssize_t
@@ -340,8 +341,8 @@ FastAppend_send_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs)
     if (status == NEEDS_NEW_BATCH) {
         return PyLong_FromSsize_t(sent.partition);
     }
-    if (status == SEND_SLOW) {
-        Py_RETURN_NONE;
+    if (status != APPENDED) {
+        Py_RETURN_NONE;  /* (BUSY, SEND_SLOW: the Python path) */
     }
     Hit *hit = &sent.hit;
     PyObject *items[7];

@@ -16,6 +16,7 @@
 #define APPENDED 1
 #define NEEDS_NEW_BATCH 2   /* no open batch with room: Python opens one */
 #define SEND_SLOW 3         /* the directory moved, or input Python handles */
+#define DIR_MOVED 4         /* (fast_append) the directory moved: resolve again */
 
 typedef struct {
     uint32_t batch_id, generation, offset_delta;
@@ -41,7 +42,8 @@ typedef struct {
      * None: none; else a list of at most MAX_C_HEADERS (str, bytes or None)
      * pairs whose size bound, HEADER_ROOM bytes each plus their keys and
      * values, stays under header_budget; anything else SEND_SLOW):
-     * APPENDED, NEEDS_NEW_BATCH, SEND_SLOW, or -1 with an exception set. */
+     * APPENDED, NEEDS_NEW_BATCH or BUSY (both with out->partition), SEND_SLOW,
+     * or -1 with an exception set. */
     int (*send_kv)(PyObject *fast, PyObject *route, Py_ssize_t partition,
                    PyObject *key, PyObject *value, PyObject *headers,
                    Py_ssize_t header_budget, SendResult *out);

@@ -331,8 +331,8 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
  * append one record whose part after the offset delta is the concatenation
  * of ``pieces`` (opening a batch for it when ``may_open`` and the last one
  * has no room), publish, unlock. Returns APPENDED with ``hit`` filled, or
- * BUSY (also: the directory moved) / NEEDS_NEW_BATCH when Python must take
- * the slow path (-1 with an exception: lockdep). The version is read under the lock: a topic is retired,
+ * BUSY (the stripe is taken) / DIR_MOVED / NEEDS_NEW_BATCH when Python must
+ * take the slow path (-1 with an exception: lockdep). The version is read under the lock: a topic is retired,
  * its deques given back, only under their stripe locks and with a new
  * version (directory.py), so no record reaches a deque given back. */
 int
@@ -356,7 +356,7 @@ fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t version,
                != (uint64_t)version)
     {
         drop_lock(self, lock, self->sems[stripe]);
-        return BUSY;
+        return DIR_MOVED;
     }
     char *deque = ((char *)self->view.buf + self->deques_at
                    + deque_id * self->deque_size);

@@ -152,14 +152,16 @@ class RecordAccumulator:
         now_ms: int,
         new_batch: bool = False,
         version: int = -1,
+        c_tried: bool = False,
     ) -> AppendResult:
         """Append one record to the partition's deque, which the caller resolved at directory
         ``version`` (-1: unchecked; see the rules). ``new_batch``: the caller just saw the
         partition without an open batch with room, so go straight to opening one (which
-        still appends to a batch another opened meanwhile)."""
+        still appends to a batch another opened meanwhile). ``c_tried``: the C append had
+        the record and left it: only the Python path (its blocking locks) takes it."""
         if self.pool.forked:
             self.pool.check_owner()
-        fast = self._fast
+        fast = None if c_tried else self._fast
         if fast is not None and not headers and not new_batch:
             # append_kv takes bytes or None (a bytearray or memoryview goes the general way)
             plain = (key is None or type(key) is bytes) and (value is None or type(value) is bytes)
@@ -349,8 +351,7 @@ class RecordAccumulator:
     def drain(self, deque_ids: Iterable[int], max_bytes: int) -> list[DrainedBatch]:
         """Seal and pop the first batch of each given deque until ``max_bytes`` is reached
         (the first batch is always taken, so an oversized batch is never stuck). The slabs
-        the drained batches did not fill go back after the stripe locks are let go: the
-        pool lock is never waited for under a stripe that drains."""
+        the batches did not fill go back once the stripes are let go."""
         owner = self.pool.directory.owner
         out: list[DrainedBatch] = []
         tails: list[SlabRun] = []
@@ -367,10 +368,7 @@ class RecordAccumulator:
                     queued = self.pool.batches.read(first)
                     if queued.state not in (OPEN, SEALED) or self._queued_elsewhere(
                         queued, deque_id
-                    ):
-                        # A damaged ring entry names a batch that is not queued here (free,
-                        # in flight, another deque's): sending it would resend or steal
-                        # records.
+                    ):  # (damaged: it is not queued here; sending it would resend or steal)
                         self.pool.deques.pop_first(deque_id)
                         continue
                     size = queued.write_pos

@@ -250,8 +250,9 @@ PyDoc_STRVAR(Tracker_send__doc__,
 "--\n"
 "\n"
 "FastAppend.send_kv and the record's registration in one step. Returns its\n"
-"future (None when not wanted); an int when Python must take over: -1 the\n"
-"slow path, else the partition that needs a new batch (nothing written).\n"
+"future (None when not wanted); an int when Python must take over, nothing\n"
+"written (the verdict, futures.py's Verdict): p >= 0 partition p needs a new\n"
+"batch; -2 - p partition p's stripe was busy; -1 resolve the record anew.\n"
 "A full batch or one the Sender must hear of calls\n"
 "on_batch(topic, flags, partition).");
 
@@ -308,10 +309,13 @@ tracker_send_headers(PyObject *tracker, PyObject *fast, PyObject *route,
         return NULL;
     }
     if (status == NEEDS_NEW_BATCH) {
-        return PyLong_FromSsize_t(sent.partition);
+        return PyLong_FromSsize_t(sent.partition);  /* the verdict: see _tracker.h */
+    }
+    if (status == BUSY) {
+        return PyLong_FromSsize_t(VERDICT_BUSY - sent.partition);
     }
     if (status != APPENDED) {
-        return PyLong_FromLong(-1);
+        return PyLong_FromLong(VERDICT_RESOLVE);
     }
     Facts facts = {
         .registration = ((uint64_t)sent.hit.batch_id << 32)

@@ -36,6 +36,7 @@ static uint32_t crc32_table[256];
 static PyObject *str_value, *str_key, *str_topic, *str_headers;
 static PyObject *str_partition, *str_timestamp_ms;
 static PyObject *str_on_delivery, *str_callback, *str_send, *str_produce;
+static PyObject *str_send_verdict, *str_produce_verdict;
 
 static void
 child_after_fork(void)
@@ -116,6 +117,37 @@ python_path(Entry *self, PyObject *method, PyObject *const *args,
     }
     PyObject *result = PyObject_Vectorcall(bound, args, nargs, kwnames);
     Py_DECREF(bound);
+    return result;
+}
+
+/* The facade's one Python path for a record the C append left, nothing
+ * written: method(verdict, *args, **kwargs), ``verdict`` being what
+ * tracker_send said (_tracker_internal.h: the partition that needs a new
+ * batch, a busy stripe's, or resolve anew). That path never tries C again. */
+static PyObject *
+python_verdict_path(Entry *self, PyObject *method, PyObject *verdict,
+                    PyObject *const *args, Py_ssize_t nargs,
+                    PyObject *kwnames)
+{
+    Py_ssize_t given = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject *small[12];
+    PyObject **all = small;
+
+    if (given + 1 > (Py_ssize_t)Py_ARRAY_LENGTH(small)) {
+        all = PyMem_New(PyObject *, given + 1);
+        if (all == NULL) {
+            return PyErr_NoMemory();
+        }
+    }
+    all[0] = verdict;
+    memcpy(all + 1, args, (size_t)given * sizeof(PyObject *));
+    PyObject *bound = PyObject_GetAttr((PyObject *)self, method);
+    PyObject *result = bound == NULL
+        ? NULL : PyObject_Vectorcall(bound, all, nargs + 1, kwnames);
+    Py_XDECREF(bound);
+    if (all != small) {
+        PyMem_Free(all);
+    }
     return result;
 }
 
@@ -206,7 +238,11 @@ SendEntry_send(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     if (future == NULL || !PyLong_CheckExact(future)) {
         return future;
     }
-    Py_DECREF(future);  /* not written here: Python's path does it all */
+    /* not written here: Python's one path does it all, with the verdict */
+    PyObject *sent = python_verdict_path(self, str_send_verdict, future, args,
+                                         nargs, kwnames);
+    Py_DECREF(future);
+    return sent;
 python:
     return python_path(self, str_send, args, nargs, kwnames);
 }
@@ -283,7 +319,11 @@ ProduceEntry_produce(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     if (!PyLong_CheckExact(done)) {
         return done;  /* None */
     }
-    Py_DECREF(done);  /* not written here: Python's path does it all */
+    /* not written here: Python's one path does it all, with the verdict */
+    PyObject *left = python_verdict_path(self, str_produce_verdict, done,
+                                         args, nargs, kwnames);
+    Py_DECREF(done);
+    return left;
 python:
     return python_path(self, str_produce, args, nargs, kwnames);
 }
@@ -294,8 +334,9 @@ PyDoc_STRVAR(AppendEntry_fast_append__doc__,
 "\n"
 "Append one keyless or keyed record to the pool's sticky or key's\n"
 "partition and register ``report`` for its outcome (handed to the\n"
-"client's on_done); False when nothing was written and the facade's\n"
-"Python path must take the record (AIOKafkaProducer's common send).");
+"client's on_done): True. Nothing written, the facade's Python path\n"
+"takes the record: False when C did not try it, else the verdict (an int:\n"
+"Tracker.send's) for its one path (AIOKafkaProducer's common send).");
 
 static PyObject *
 AppendEntry_fast_append(Entry *self, PyObject *const *args, Py_ssize_t nargs)
@@ -323,9 +364,11 @@ AppendEntry_fast_append(Entry *self, PyObject *const *args, Py_ssize_t nargs)
     if (done == NULL) {
         return NULL;
     }
-    int written = !PyLong_CheckExact(done);
+    if (PyLong_CheckExact(done)) {
+        return done;  /* the verdict */
+    }
     Py_DECREF(done);
-    return PyBool_FromLong(written);
+    Py_RETURN_TRUE;
 }
 
 #define ENTRY_COMMON_METHODS \
@@ -397,6 +440,8 @@ intern_names(void)
         {&str_timestamp_ms, "timestamp_ms"},
         {&str_on_delivery, "on_delivery"}, {&str_callback, "callback"},
         {&str_send, "_send"}, {&str_produce, "_produce"},
+        {&str_send_verdict, "_send_verdict"},
+        {&str_produce_verdict, "_produce_verdict"},
     };
     for (size_t i = 0; i < Py_ARRAY_LENGTH(names); i++) {
         if (*names[i].slot == NULL

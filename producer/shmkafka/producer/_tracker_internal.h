@@ -70,6 +70,12 @@ int delta_arg(PyObject *arg, uint32_t *out);
 
 /* _tracker.c */
 extern const AppendAPI *append_api;    /* shmkafka.pool._append's */
+/* What tracker_send says when it wrote nothing, for Python's one path
+ * (producer/futures.py's verdict_of, its twin): p >= 0 partition p needs a
+ * new batch; VERDICT_BUSY - p partition p's stripe was taken; VERDICT_RESOLVE
+ * the record is resolved anew (the directory moved, or input C leaves). */
+#define VERDICT_RESOLVE (-1)
+#define VERDICT_BUSY (-2)
 extern PyTypeObject TrackerType;
 void clear_cache(Tracker *self);
 BatchWait *wait_for(Tracker *self, uint64_t registration);

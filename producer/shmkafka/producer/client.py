@@ -51,7 +51,7 @@ from shmkafka.pool.errors import (
 )
 from shmkafka.pool.sender_link import sender_semaphore, wake
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.producer.entry import EntryBinding
+from shmkafka.producer.entry import EntryBinding, verdict_of
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
 from shmkafka.producer.process_slot import ProcessSlot
 from shmkafka.producer.results import Results
@@ -281,16 +281,6 @@ class Client(Results, SenderEvents, PoolView):
         failure = self.connect_failure if fail_on_connect else None
         return TopicWait(self.topics, topic, self.cluster_reachable, failure)
 
-    def cluster_id(self, timeout: float | None) -> str | None:
-        """The cluster id the pool's Sender read from the brokers, waiting up to ``timeout``
-        s (None or negative: without end); None if it is not known by then."""
-        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
-        while (found := self.pool.cluster_id()) is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            time.sleep(0.01)
-        return found
-
     def set_sasl_credentials(self, username: str, password: str) -> None:
         """The SASL username and password for the pool Sender's next authentication (a new
         connection or a re-authentication), for every producer of the pool: its connections
@@ -302,13 +292,14 @@ class Client(Results, SenderEvents, PoolView):
         self, topic: str, value: bytes | None = None, key: bytes | None = None,
         headers: Sequence[HeaderInput] = (), partition: int | None = None,
         timestamp_ms: int | None = None, report: Any = None, want_future: Literal[True] = True,
+        verdict: int | None = None,
     ) -> Future: ...  # fmt: skip
 
     @overload
     def send(
         self, topic: str, value: bytes | None, key: bytes | None,
         headers: Sequence[HeaderInput], partition: int | None, timestamp_ms: int | None,
-        report: Any, want_future: bool,
+        report: Any, want_future: bool, verdict: int | None = None,
     ) -> Future | None: ...  # fmt: skip
 
     def send(
@@ -321,14 +312,20 @@ class Client(Results, SenderEvents, PoolView):
         timestamp_ms: int | None = None,
         report: Any = None,
         want_future: bool = True,
+        verdict: int | None = None,
     ) -> Future | None:
         """Append one record; its future (None when ``want_future`` is False: ``report``,
-        if not None, is still handed to ``on_done`` once the record is done)."""
+        if not None, is still handed to ``on_done`` once the record is done). ``verdict``:
+        the C entry had the record and left it (entry.py's Verdict): one Python path takes
+        it, without a second C attempt."""
         if self._closed:
             raise KafkaError("the producer is closed")
         if not self._serving:
             self.start()
         try:
+            if verdict is not None:
+                return self._send_left(topic, value, key, headers, partition, timestamp_ms,
+                                       report, want_future, verdict)  # fmt: skip
             route = self._routes.get(topic)
             fast = self._fast
             if fast is not None and route is not None and not headers and timestamp_ms is None:
@@ -341,13 +338,34 @@ class Client(Results, SenderEvents, PoolView):
                                              report, want_future)  # fmt: skip
                     if type(hit) is not int:
                         return hit  # type: ignore[no-any-return]
-                    if hit >= 0:  # no open batch with room in partition ``hit``
-                        return self._send_slow(topic, value, key, headers, hit, None, report,
-                                               want_future, new_batch=True)  # fmt: skip
+                    return self._send_left(topic, value, key, headers, partition, timestamp_ms,
+                                           report, want_future, hit)  # fmt: skip
             return self._send_slow(topic, value, key, headers, partition, timestamp_ms, report,
                                    want_future)  # fmt: skip
         except SHM_ERRORS as exc:  # (a try costs nothing unless something is raised)
             raise kafka_error(exc) from exc
+
+    def _send_left(
+        self, topic: str, value: bytes | None, key: bytes | None,
+        headers: Sequence[HeaderInput], partition: int | None, timestamp_ms: int | None,
+        report: Any, want_future: bool, verdict: int,
+    ) -> Future | None:  # fmt: skip
+        """A record the C append left (nothing written): the Python path with C's verdict,
+        its partition kept while the route C used holds, and no second C attempt."""
+        chosen, new_batch = verdict_of(verdict)
+        return self._send_slow(
+            topic,
+            value,
+            key,
+            headers,
+            partition,
+            timestamp_ms,
+            report,
+            want_future,
+            new_batch=new_batch,
+            chosen=chosen,
+            c_tried=True,
+        )
 
     def _report_came_first(self, future: Future) -> None:
         """The tracker's hook for a record with a report whose completion was handled before
@@ -393,9 +411,13 @@ class Client(Results, SenderEvents, PoolView):
         want_future: bool = True,
         *,
         new_batch: bool = False,
+        chosen: int | None = None,
+        c_tried: bool = False,
     ) -> Future | None:
         partition_arg = partition
         timestamp = wall_ms() if timestamp_ms is None else timestamp_ms
+        # the partition C chose holds while the directory stays at the route C used
+        route_c_used = self._routes.get(topic) if chosen is not None else None
         while True:  # (again when the directory moved under the append: StaleRouteError)
             snapshot = self.pool.directory.snapshot()
             entries = snapshot.topics.get(topic)
@@ -404,7 +426,13 @@ class Client(Results, SenderEvents, PoolView):
                 continue
             self._routes[topic] = (snapshot.version, tuple(e.deque_id for e in entries))
             count = len(entries)
-            if partition_arg is None:
+            if (
+                route_c_used is not None
+                and route_c_used[0] == snapshot.version
+                and (len(route_c_used[1]) == count)
+            ):
+                partition = partition_arg if partition_arg is not None else chosen
+            elif partition_arg is None:
                 if key is not None:
                     partition = murmur2_partition(key, count)
                 else:
@@ -418,10 +446,11 @@ class Client(Results, SenderEvents, PoolView):
                 result = self.accumulator.append_to(
                     entries[partition].deque_id, timestamp, key, value, headers,
                     now_ms=monotonic_ms(), new_batch=new_batch, version=snapshot.version,
+                    c_tried=c_tried,
                 )  # fmt: skip
                 break
             except StaleRouteError:
-                new_batch = False
+                new_batch, route_c_used = False, None
         if key is None and partition_arg is None and result.batch_is_full:
             self._next_sticky(topic, partition)
         facts = (

@@ -80,10 +80,26 @@ class PyProduceEntry(_PyEntry):
 
 
 class PyAppendEntry(_PyEntry):
-    def _fast_append(self, topic: str, value: Any, key: Any, report: Any) -> bool:
-        """Append the common record in C; False: nothing written, the Python path takes
-        it (always, without the extension)."""
+    def _fast_append(self, topic: str, value: Any, key: Any, report: Any) -> bool | int:
+        """Append the common record in C: True. Nothing written, the Python path takes it:
+        False (not tried: always, without the extension), or C's verdict (an int)."""
         return False
+
+
+# What the C append says of a record it left, nothing written (_tracker_internal.h's
+# VERDICT_*, its twin): p >= 0 partition p needs a new batch; -2 - p partition p's stripe
+# was taken; -1 resolve the record anew (the directory moved, or input C leaves to Python).
+VERDICT_RESOLVE = -1
+VERDICT_BUSY = -2
+
+
+def verdict_of(verdict: int) -> tuple[int | None, bool]:
+    """(the partition C chose, or None; whether it needs a new batch)."""
+    if verdict >= 0:
+        return verdict, True
+    if verdict <= VERDICT_BUSY:
+        return VERDICT_BUSY - verdict, False
+    return None, False
 
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ The types they need to name come from here too: ``ClusterView`` (a directory sna
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from shmkafka.pool import native
@@ -71,6 +72,16 @@ class PoolView:
         """The Sender has had an answer from the cluster: a producer id or metadata."""
         pool = self.pool
         return pool.producer_identity()[0] >= 0 or pool.directory.version() > 0
+
+    def cluster_id(self, timeout: float | None) -> str | None:
+        """The cluster id the pool's Sender read from the brokers, waiting up to ``timeout``
+        s (None or negative: without end); None if it is not known by then."""
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while (found := self.pool.cluster_id()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+        return found
 
     def known_cluster_id(self) -> str | None:
         """The cluster id, if the Sender has read it yet (no wait)."""

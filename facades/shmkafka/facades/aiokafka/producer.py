@@ -281,14 +281,18 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
     ) -> asyncio.Future[Any]:  # fmt: skip
         """Append one record; returns an asyncio future of its RecordMetadata (None with
         acks=0)."""
+        verdict: int | None = None  # (the C append tried the record and left it: entry.py)
         if (partition is None and timestamp_ms is None and headers is None and self._plain
                 and not self._waiting_sends):  # fmt: skip
             loop = self._loop
             if loop is not None:  # (the common record: one C call, which checks the rest)
                 future = loop.create_future()
-                if self._fast_append(topic, value, key, future):
+                written = self._fast_append(topic, value, key, future)
+                if written is True:
                     self._pending.add(future)
                     return future
+                if written is not False:
+                    verdict = written
         if value is None and key is None:
             raise AssertionError("Need at least one: key or value")
         self._live_handle()
@@ -296,18 +300,19 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         key_bytes = key if self._key_serializer is None else self._key_serializer(key)
         value_bytes = value if self._value_serializer is None else self._value_serializer(value)
         return await self._send_bytes(
-            topic, value_bytes, key_bytes, partition, timestamp_ms, list(headers or [])
+            topic, value_bytes, key_bytes, partition, timestamp_ms, list(headers or []), verdict
         )
 
     async def _send_bytes(
         self, topic: str, value_bytes: bytes | None, key_bytes: bytes | None,
         partition: int | None, timestamp_ms: int | None, header_list: list[tuple[str, bytes]],
+        verdict: int | None = None,
     ) -> asyncio.Future[Any]:  # fmt: skip
         handle = self._live_handle()
         entries = handle.partitions(topic)
         if entries is not None and topic in self._checked and not self._waiting_sends:
             return await self._append(handle, topic, value_bytes, key_bytes, partition,
-                                      timestamp_ms, header_list, len(entries))  # fmt: skip
+                                      timestamp_ms, header_list, len(entries), verdict)  # fmt: skip
         # A send that waits for its topic, and every send made meanwhile, go through the
         # gate in call order: as aiokafka's, whose waiters resume in order on one metadata
         # future, a later send never lands ahead of an earlier one.
@@ -327,7 +332,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
     async def _append(
         self, handle: Any, topic: str, value_bytes: bytes | None, key_bytes: bytes | None,
         partition: int | None, timestamp_ms: int | None, header_list: list[tuple[str, bytes]],
-        count: int,
+        count: int, verdict: int | None = None,
     ) -> asyncio.Future[Any]:  # fmt: skip
         """Append one record to a topic of ``count`` partitions (waiting, never blocking,
         for room in a full pool)."""
@@ -345,7 +350,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         while True:
             try:
                 handle.send(topic, value_bytes, key_bytes, header_list, partition,
-                            timestamp_ms, future, False)  # fmt: skip
+                            timestamp_ms, future, False, verdict)  # fmt: skip
                 break
             except MemoryExhaustedError:  # a full pool: wait for room, never block the loop
                 if time.monotonic() > deadline:

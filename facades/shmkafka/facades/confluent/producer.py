@@ -215,9 +215,12 @@ class Producer(ConfluentTransactions, ProduceEntry):
         callback: Callable[..., Any] | None = None,
         timestamp: int = 0,
         headers: Any = None,
+        *,
+        verdict: int | None = None,
     ) -> None:
         # The common record (bytes, no headers, no partition or timestamp, a topic the pool
         # knows) takes a short path; anything else, or any doubt, takes the full one.
+        # (``verdict``: the C entry tried it and left it, see ``_produce_verdict``.)
         if (headers is None and partition == -1 and not timestamp and type(value) is bytes
                 and (key is None or type(key) is bytes) and not self._closed
                 and not self._unassigned and self._txn is None):  # fmt: skip
@@ -236,12 +239,17 @@ class Producer(ConfluentTransactions, ProduceEntry):
                 if report is not None:  # (else no report: nobody would read it)
                     report = (report, key, value, time.monotonic())
                 try:  # (the completion thread queues the report, exactly once)
-                    handle.send(topic, value, key, (), chosen, None, report, False)
+                    handle.send(topic, value, key, (), chosen, None, report, False, verdict)
                 except ProtocolKafkaError as exc:
                     raise confluent_exception(exc) from None
                 return
         self._produce_record(topic, value, key, partition, callback or on_delivery, timestamp,
-                             headers)  # fmt: skip
+                             headers, verdict)  # fmt: skip
+
+    def _produce_verdict(self, verdict: int, *args: Any, **kwargs: Any) -> None:
+        """The record the C entry tried and left, nothing written (``verdict``: what it
+        found, entry.py): ``produce``'s Python path, which does not try C again."""
+        self._produce(*args, verdict=verdict, **kwargs)
 
     @property
     def _fast_handle(self) -> Client | None:
@@ -251,8 +259,10 @@ class Producer(ConfluentTransactions, ProduceEntry):
             return None
         return None if handle.forked or handle.on_done is None else handle
 
-    def _produce_record(self, topic: Any, value: Any, key: Any, partition: Any, callback: Any,
-                        timestamp: Any, headers: Any) -> None:  # fmt: skip
+    def _produce_record(
+        self, topic: Any, value: Any, key: Any, partition: Any, callback: Any, timestamp: Any,
+        headers: Any, verdict: int | None = None,
+    ) -> None:  # fmt: skip
         if not isinstance(topic, str):
             raise TypeError(f"argument 1 must be str, not {type(topic).__name__}")
         check_value(value)
@@ -285,7 +295,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             if handle is None:
                 self._unassigned.append(record)
                 return
-            if not self._unassigned and self._append(handle, record):
+            if not self._unassigned and self._append(handle, record, verdict):
                 return
             with self._unassigned_lock:
                 self._serve_unassigned(handle)
@@ -302,7 +312,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
         except ProtocolKafkaError as exc:
             raise confluent_exception(exc) from None
 
-    def _append(self, handle: Client, record: Unassigned) -> bool:
+    def _append(self, handle: Client, record: Unassigned, verdict: int | None = None) -> bool:
         """Append a record whose topic the pool knows; False if it does not know it yet."""
         entries = handle.partitions(record.topic)
         if entries is None:
@@ -316,7 +326,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             return True
         report = record.report if record.report[0] is not None else None
         handle.send(record.topic, record.value, record.key, record.headers, chosen,
-                    record.timestamp or None, report, False)  # fmt: skip
+                    record.timestamp or None, report, False, verdict)  # fmt: skip
         return True
 
     def _fail_now(self, record: Unassigned, error: KafkaError) -> None:

@@ -324,9 +324,11 @@ class KafkaProducer(KafkaTransactions, SendEntry):
         headers: list[tuple[str, bytes]] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
+        *,
+        verdict: int | None = None,
     ) -> Future:
         """``send`` (entry.py: the common record is done in C): append one record; returns
-        a future of RecordMetadata (kafka-python's)."""
+        a future of RecordMetadata (kafka-python's). ``verdict``: see ``_send_verdict``."""
         if self._plain and headers is None and partition is None and timestamp_ms is None and (
             type(value) is bytes and (key is None or type(key) is bytes) and not self._closed
             and len(value) + (len(key) if key is not None else 0) < self._size_precheck
@@ -335,7 +337,7 @@ class KafkaProducer(KafkaTransactions, SendEntry):
             # checks it skips cannot fail for it, and handle.send checks the topic's name
             handle = self._client
             if topic in valid_topics and not handle.forked:
-                future = handle.send(topic, value, key)
+                future = handle.send(topic, value, key, verdict=verdict)
                 self._enable_fast(handle)
                 return future
         if self._closed:
@@ -354,13 +356,19 @@ class KafkaProducer(KafkaTransactions, SendEntry):
         if partition is None and self._custom_partitioner:
             partition = self._custom_partition(handle, topic, key, key_bytes, value, value_bytes)
         try:
-            future = handle.send(topic, value_bytes, key_bytes, headers, partition, timestamp_ms)
+            future = handle.send(topic, value_bytes, key_bytes, headers, partition, timestamp_ms,
+                                 verdict=verdict)  # fmt: skip
             self._enable_fast(handle)
             return future
         except UnknownTopicOrPartitionError:
             raise IllegalArgumentError(
                 f"Unrecognized partition {partition} for topic {topic}"
             ) from None
+
+    def _send_verdict(self, verdict: int, *args: Any, **kwargs: Any) -> Future:
+        """The record the C entry tried and left, nothing written (``verdict``: what it
+        found, entry.py): ``send``'s Python path, which does not try C again."""
+        return self._send(*args, verdict=verdict, **kwargs)
 
     def _enable_fast(self, handle: Client) -> None:
         """Let the C entry take the common record (entry.py), with this process's client."""
