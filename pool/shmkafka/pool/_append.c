@@ -127,6 +127,29 @@ FastAppend_append(FastAppend *self, PyObject *const *args, Py_ssize_t nargs)
                                  &piece, 1, 0, &hit), &hit);
 }
 
+PyDoc_STRVAR(FastAppend_note_new_batch__doc__,
+"note_new_batch($self, now_ms, /)\n"
+"--\n"
+"\n"
+"A batch the Python path opened: count it for the Sender as the C append\n"
+"counts its own (atomically, then a full fence), and return whether the\n"
+"Sender must be woken (it would otherwise sleep past linger.ms).");
+
+static PyObject *
+FastAppend_note_new_batch(FastAppend *self, PyObject *const *args,
+                          Py_ssize_t nargs)
+{
+    int64_t now_ms;
+
+    if (check_nargs("note_new_batch", nargs, 1) < 0
+        || check_open(self, "note_new_batch") < 0
+        || int64_arg("note_new_batch", "now_ms", args[0], &now_ms) < 0)
+    {
+        return NULL;
+    }
+    return PyBool_FromLong(sender_needs_wake(self, now_ms));
+}
+
 PyDoc_STRVAR(FastAppend_append_kv__doc__,
 "append_kv($self, deque_id, timestamp_ms, key, value, now_ms, version, /)\n"
 "--\n"
@@ -384,6 +407,8 @@ static PyMethodDef FastAppend_methods[] = {
      METH_FASTCALL, FastAppend_append__doc__},
     {"append_kv", (PyCFunction)(void (*)(void))FastAppend_append_kv,
      METH_FASTCALL, FastAppend_append_kv__doc__},
+    {"note_new_batch", (PyCFunction)(void (*)(void))FastAppend_note_new_batch,
+     METH_FASTCALL, FastAppend_note_new_batch__doc__},
     {"send_kv", (PyCFunction)(void (*)(void))FastAppend_send_kv,
      METH_FASTCALL, FastAppend_send_kv__doc__},
     {"offsets", (PyCFunction)FastAppend_offsets, METH_NOARGS,

@@ -182,6 +182,10 @@ void drop_lock(FastAppend *self, Py_ssize_t index, sem_t *sem);
 /* _append_write.c: the append under the stripe lock (see its doc), and a
  * record's key, value and headers encoded as its pieces (append_kv: no
  * headers; append_kvh: SEND_SLOW for headers the C path does not take). */
+/* A new batch counted for the Sender (new_batches, atomically, then a full
+ * fence): whether the Sender must be woken for it (it would otherwise sleep
+ * past linger.ms). */
+int sender_needs_wake(FastAppend *self, int64_t now_ms);
 int fast_append(FastAppend *self, Py_ssize_t deque_id, int64_t version,
                 int64_t timestamp, int64_t now_ms, const Piece *pieces,
                 int n_pieces, int may_open, Hit *hit);

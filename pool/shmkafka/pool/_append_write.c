@@ -228,7 +228,7 @@ run_wanted(FastAppend *self, const char *deque, Py_ssize_t grow_to)
  * sleeps), or it sleeps until no later than now + linger. The counter store
  * and the wake_at load are ordered by a full fence, as the Sender orders its
  * wake_at store and counter load (Dekker-style). */
-static int
+int
 sender_needs_wake(FastAppend *self, int64_t now_ms)
 {
     char *buf = (char *)self->view.buf;

@@ -170,26 +170,20 @@ class RecordAccumulator:
                     self._too_large(size)
                 hit = fast.append_kv(deque_id, timestamp_ms, key, value, now_ms, version)
                 if hit is not None:
-                    batch_id, generation, offset_delta, full, queued = hit
-                    return AppendResult(
-                        batch_id, generation, offset_delta, bool(full) or queued > 1, False
-                    )
+                    batch_id, generation, offset_delta, full, _ = hit
+                    return AppendResult(batch_id, generation, offset_delta, bool(full), False)
         tail = encode_record_tail(key, value, headers)
         needed = HEADER_SIZE + RECORD_OVERHEAD + len(tail)
         if needed > self._limit:
             self._too_large(needed)
         stripe = FIRST_STRIPE_LOCK + deque_id % self._stripes
         if new_batch:
-            return self._append_new_batch(
-                deque_id, stripe, timestamp_ms, tail, needed, now_ms, version
-            )
+            return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, now_ms, version)
         if fast is not None:
             hit = fast.append(deque_id, timestamp_ms, tail, now_ms, version)
             if hit is not None:
-                batch_id, generation, offset_delta, full, queued = hit
-                return AppendResult(
-                    batch_id, generation, offset_delta, bool(full) or queued > 1, False
-                )
+                batch_id, generation, offset_delta, full, _ = hit
+                return AppendResult(batch_id, generation, offset_delta, bool(full), False)
         locks = self._locks
         locks.acquire(stripe)
         try:
@@ -199,7 +193,7 @@ class RecordAccumulator:
             locks.release(stripe)
         if result is not None:
             return result
-        return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, needed, now_ms, version)
+        return self._append_new_batch(deque_id, stripe, timestamp_ms, tail, now_ms, version)
 
     def _check_version(self, version: int) -> None:
         """Under the stripe lock: the directory is still at the caller's ``version``."""
@@ -213,11 +207,12 @@ class RecordAccumulator:
         )
 
     def _append_new_batch(
-        self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, needed: int,
-        now_ms: int, version: int = -1,
+        self, deque_id: int, stripe: int, timestamp_ms: int, tail: bytes, now_ms: int,
+        version: int = -1,
     ) -> AppendResult:  # fmt: skip
         buffers = self.pool.buffers
-        run = buffers.allocate(needed, self.max_block_ms, self._run_wanted(deque_id))
+        first = HEADER_SIZE + len(frame_record(0, 0, tail))  # (the batch it opens: exact)
+        run = buffers.allocate(first, self.max_block_ms, self._run_wanted(deque_id))
         faultpoints.reached("append.after_allocate")
         committed = False
         try:
@@ -242,7 +237,8 @@ class RecordAccumulator:
         last, _ = self._deques.last_and_length(deque_id)
         if last is not None:
             info = self.pool.batches.read(last)
-            if info.state == OPEN and info.first_slab == last:
+            full_by_bytes = info.record_count < self._max_records  # (by count: the hint)
+            if info.state == OPEN and info.first_slab == last and full_by_bytes:
                 return min(self._max_run, 2 * info.slab_count)
         return self._deques.run_hint(deque_id)
 
@@ -258,21 +254,15 @@ class RecordAccumulator:
         except BaseException:
             batches.clear(run.first)
             raise
-        full = result.batch_is_full or self._deques.last_and_length(deque_id)[1] > 1
-        return AppendResult(run.first, generation, 0, full, True)
+        return AppendResult(run.first, generation, 0, result.batch_is_full, True)
 
     def _try_append(
         self, deque_id: int, timestamp_ms: int, tail: bytes, now_ms: int
     ) -> AppendResult | None:
-        last, length = self._deques.last_and_length(deque_id)
+        last, _ = self._deques.last_and_length(deque_id)
         if last is None:
             return None
-        result = self._try_append_to(last, timestamp_ms, tail, now_ms)
-        if result is not None and length > 1 and not result.batch_is_full:
-            return AppendResult(
-                result.batch_id, result.generation, result.offset_delta, True, False
-            )
-        return result
+        return self._try_append_to(last, timestamp_ms, tail, now_ms)
 
     def _try_append_to(
         self, batch_id: int, timestamp_ms: int, tail: bytes, now_ms: int

@@ -208,8 +208,13 @@ class BufferPool:
         if first < 0:
             first = freemap.find(bytes(length))
         if first < 0 and length > count:
+            # the longest shorter run; of equal ones the first from the cursor on (next fit,
+            # as the C append's find_run)
             runs = [m.span() for m in _FREE_RUN.finditer(freemap)]
-            first, end = max(runs, key=lambda r: r[1] - r[0], default=(-1, -1))
+            n, at = self.num_slabs, cursor if cursor < self.num_slabs else 0
+            first, end = max(
+                runs, key=lambda r: (r[1] - r[0], -((r[0] - at) % n)), default=(-1, -1)
+            )
             length = end - first
         if first < 0 or length < max(count, least):
             return None

@@ -451,11 +451,15 @@ class Client(Results, SenderEvents, PoolView):
                 break
             except StaleRouteError:
                 new_batch, route_c_used = False, None
-        if key is None and partition_arg is None and result.batch_is_full:
-            self._next_sticky(topic, partition)
+        # The one wake policy, the C append's (_append_write.c): wake the Sender for a full
+        # batch, and for a new one only when it would otherwise sleep past linger.ms
+        full, new = result.batch_is_full, result.new_batch_created
+        wake = full or (new and self._new_batch_needs_wake())
+        if full:
+            self._next_sticky(topic, partition)  # (if it is the sticky one, as _on_batch)
         facts = (
             (result.batch_id << 32) | result.generation,
-            FULL * result.batch_is_full + NEW_BATCH * result.new_batch_created, partition,
+            FULL * full + NEW_BATCH * new + WAKE * wake, partition,
             result.offset_delta, timestamp,
             len(key) if key is not None else -1, len(value) if value is not None else -1,
             sum(len(k.encode()) + len(v or b"") for k, v in headers) if headers else -1,
@@ -463,9 +467,16 @@ class Client(Results, SenderEvents, PoolView):
         # (the facade's ``report`` goes with the registration, so the completion thread
         # queues it exactly once)
         future = self._tracker.track(topic, facts, report, want_future)  # (on_came_first)
-        if result.batch_is_full or result.new_batch_created:
+        if wake:
             self._wake_sender()
         return future if want_future else None
+
+    def _new_batch_needs_wake(self) -> bool:
+        """A batch opened by the Python path: counted for the Sender, and whether it must be
+        woken (the C append's own check, FastAppend.note_new_batch). Without the C append,
+        always (Python has no atomic add on shared memory): the one named difference."""
+        fast = self._fast
+        return True if fast is None else fast.note_new_batch(monotonic_ms())
 
     def known_route(self, topic: str) -> tuple[int, tuple[int, ...]] | None:
         """The topic's route (directory version, deque ids) as this client last resolved it,

@@ -1,0 +1,260 @@
+"""The C append and its Python twin, driven side by side: two pools made equal, random
+sequences of sends (keyed by murmur2, or to a partition), drains, completions, allocations
+that fragment the memory, run hints and wake settings; the C append (``FastAppend.send_kv``)
+on one pool and the Python reference (``RecordAccumulator.append_to`` without C) on the
+other. After every step the two segments hold the same bytes, but for what is each pool's
+own (its creation time) and a lock's owner record never taken (0) or released (-1): the
+C functions and their twins agree (docs/internals.md, "C and Python twins").
+
+The times the C send reads itself (its record's timestamp, the monotonic clock) are replayed
+on the Python side from what it wrote."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shmkafka.pool import fastpath
+from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.pool.bufferpool import SlabRun
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE
+from shmkafka.protocol.hashing import murmur2_partition
+from shmkafka.shm.config import SLAB_SIZE, PoolConfig
+from shmkafka.shm.errors import BufferExhaustedError
+from shmkafka.shm.layout import H_ALLOC_CURSOR, H_SENDER_LINGER, H_SENDER_WAKE_AT, LOCK
+
+PARTITIONS = 3
+CONFIGS = {
+    # batches that grow from one 16 KiB slab to four; 16 slabs in all
+    "growing": PoolConfig(batch_size=4 * SLAB_SIZE, buffer_memory=16 * SLAB_SIZE,
+                          max_request_size=4 * SLAB_SIZE, max_topics=4, max_partitions=8,
+                          max_processes=4, lock_stripes=2),
+    # and full by count too
+    "by-count": PoolConfig(batch_size=4 * SLAB_SIZE, buffer_memory=16 * SLAB_SIZE,
+                           max_request_size=4 * SLAB_SIZE, max_topics=4, max_partitions=8,
+                           max_processes=4, lock_stripes=2, batch_max_records=3),
+}  # fmt: skip
+CREATED_MS = slice(56, 64)  # the header's created_ms: each pool's own
+
+
+@dataclass
+class Twins:
+    c: SharedPool
+    py: SharedPool
+    acc_c: RecordAccumulator
+    acc_py: RecordAccumulator
+    fast_c: fastpath.FastAppend
+    fast_py: fastpath.FastAppend  # (only its new-batch count and wake check: one policy)
+    drained: list[tuple[DrainedBatch, DrainedBatch]] = field(default_factory=list)
+    held: list[tuple[SlabRun, SlabRun]] = field(default_factory=list)
+    clock: int = 1_000
+
+    def route(self, pool: SharedPool) -> tuple[int, tuple[int, ...]]:
+        snapshot = pool.directory.snapshot()
+        return snapshot.version, tuple(e.deque_id for e in snapshot.topics["t"])
+
+
+@pytest.fixture(params=sorted(CONFIGS))
+def config(request: pytest.FixtureRequest) -> PoolConfig:
+    return CONFIGS[request.param]
+
+
+@pytest.fixture
+def make_twins(config: PoolConfig) -> Iterator[object]:
+    made: list[SharedPool] = []
+
+    def make() -> Twins:
+        for pool in made:
+            pool.destroy()
+        made.clear()
+        c, py = (SharedPool.open(f"twin{uuid.uuid4().hex[:12]}", config) for _ in range(2))
+        made.extend((c, py))
+        for pool in (c, py):
+            with pool.locks.held(1):
+                from shmkafka.shm.directory_view import PartitionLeader
+
+                pool.directory.publish({"t": [PartitionLeader(1, 0)] * PARTITIONS})
+            pool.set_sender_linger(5)
+        fast_c, fast_py = fastpath.fast_path_for(c), fastpath.fast_path_for(py)
+        assert fast_c is not None and fast_py is not None, "the C append is not built"
+        acc_c = RecordAccumulator(c, max_block_ms=0)
+        acc_py = RecordAccumulator(py, max_block_ms=0, fast_path=False)
+        return Twins(c, py, acc_c, acc_py, fast_c, fast_py)
+
+    yield make
+    for pool in made:
+        pool.destroy()
+
+
+def _normalized(pool: SharedPool) -> bytearray:
+    data = bytearray(pool.segment.buf[: pool.layout.size])
+    data[CREATED_MS] = bytes(8)
+    for i in range(pool.layout.n_locks):
+        at = pool.layout.lock_at(i)
+        if LOCK.unpack_from(data, at) == (0, 0, 0):  # (never taken: as released)
+            LOCK.pack_into(data, at, -1, 0, 0)
+    return data
+
+
+def _same(t: Twins, step: str) -> None:
+    a, b = _normalized(t.c), _normalized(t.py)
+    if a != b:
+        at = next(i for i in range(len(a)) if a[i] != b[i])
+        ours, theirs = bytes(a[at : at + 16]).hex(), bytes(b[at : at + 16]).hex()
+        pytest.fail(f"after {step}: the pools differ from offset {at} (C {ours} / Python {theirs})")
+
+
+# ----------------------------------------------------------------------- the steps
+
+
+def _send(t: Twins, partition: int, size: int, keyed: bool, n: int) -> str:
+    key = b"key-%d" % n if keyed else None
+    value = bytes([n % 251]) * size
+    route_c, route_py = t.route(t.c), t.route(t.py)
+    t.clock += 1
+    hit = t.fast_c.send_kv(route_c, -1 if keyed else partition, key, value)
+    if isinstance(hit, tuple):  # written in C: replay its times on the Python side
+        registration, flags, chosen, _, timestamp, _, _ = hit
+        info = t.c.batches.read(registration >> 32)
+        now_ms, new = info.last_append_ms, bool(flags & NEW_BATCH)
+        result = t.acc_py.append_to(route_py[1][chosen], timestamp, key, value, now_ms=now_ms,
+                                    version=route_py[0])  # fmt: skip
+        full = result.batch_is_full
+        wake = full or (result.new_batch_created and t.fast_py.note_new_batch(now_ms))
+        assert (bool(flags & FULL), bool(flags & NEW_BATCH), bool(flags & WAKE)) == (
+            full, result.new_batch_created, wake,
+        ), "flags"  # fmt: skip
+        assert new == result.new_batch_created and registration & 0xFFFFFFFF == result.generation
+        if keyed:
+            assert chosen == murmur2_partition(key, PARTITIONS)  # murmur2's twins
+        return f"send {size} B to {chosen} in C"
+    assert isinstance(hit, int), hit  # nothing written: C left it (a new batch Python opens)
+    chosen = hit
+    refused = []
+    for pool, acc, route, c_tried in ((t.c, t.acc_c, route_c, True),
+                                      (t.py, t.acc_py, route_py, False)):  # fmt: skip
+        try:
+            result = acc.append_to(
+                route[1][chosen], t.clock, key, value, now_ms=t.clock, new_batch=c_tried,
+                version=route[0], c_tried=c_tried,
+            )  # fmt: skip
+        except BufferExhaustedError:  # (no run holds it, in both: checked below)
+            refused.append(pool)
+            continue
+        assert result.new_batch_created
+        fast = t.fast_c if pool is t.c else t.fast_py
+        if not result.batch_is_full:
+            fast.note_new_batch(t.clock)  # (the client's wake check counts it)
+    assert refused in ([], [t.c, t.py])
+    return f"send {size} B to {chosen}, a new batch by Python" + (" (no room)" if refused else "")
+
+
+def _drain(t: Twins, partition: int) -> str:
+    got = []
+    for pool, acc in ((t.c, t.acc_c), (t.py, t.acc_py)):
+        got.append(acc.drain([t.route(pool)[1][partition]], 1 << 20))
+    assert [b.batch_id for b in got[0]] == [b.batch_id for b in got[1]]
+    t.drained.extend(zip(got[0], got[1], strict=True))
+    return f"drain {partition}"
+
+
+def _complete(t: Twins) -> str:
+    if not t.drained:
+        return "nothing to complete"
+    a, b = t.drained.pop(0)
+    t.acc_c.complete(a)
+    t.acc_py.complete(b)
+    return f"complete {a.batch_id}"
+
+
+def _hold(t: Twins, slabs: int) -> str:
+    runs = []
+    for pool in (t.c, t.py):
+        try:
+            run = pool.buffers.allocate(slabs * pool.config.slab_size, 0)
+        except Exception:  # noqa: BLE001 (no room: the same on both, checked below)
+            runs.append(None)
+            continue
+        pool.buffers.commit(run)  # (owned by nobody: memory taken by "another process")
+        runs.append(run)
+    assert runs[0] == runs[1]
+    if runs[0] is not None and runs[1] is not None:
+        t.held.append((runs[0], runs[1]))
+    return f"hold {slabs} slabs at {runs[0]}"
+
+
+def _free(t: Twins, index: int) -> str:
+    if not t.held:
+        return "nothing held"
+    a, b = t.held.pop(index % len(t.held))
+    t.c.buffers.deallocate(a)
+    t.py.buffers.deallocate(b)
+    return f"free {a}"
+
+
+def _settings(t: Twins, partition: int, hint: int, wake_at: int) -> str:
+    for pool in (t.c, t.py):
+        deque = t.route(pool)[1][partition]
+        with pool.locks.held(pool.layout.stripe_lock(deque)):
+            pool.deques.set_run_hint(deque, hint)
+        pool.segment.store_u64(H_SENDER_WAKE_AT, wake_at)
+        pool.segment.store_u64(H_SENDER_LINGER, 5)
+    return f"hint {hint} for {partition}, wake_at {wake_at}"
+
+
+STEPS = st.one_of(
+    st.tuples(st.just("send"), st.integers(0, PARTITIONS - 1),
+              st.sampled_from([10, 900, 5_000, 15_000, 16_300, 30_000]), st.booleans()),
+    st.tuples(st.just("drain"), st.integers(0, PARTITIONS - 1)),
+    st.tuples(st.just("complete")),
+    st.tuples(st.just("hold"), st.integers(1, 3)),
+    st.tuples(st.just("free"), st.integers(0, 5)),
+    st.tuples(st.just("settings"), st.integers(0, PARTITIONS - 1), st.integers(1, 4),
+              st.sampled_from([0, 1, 10**12])),
+)  # fmt: skip
+
+
+def _shape(t: Twins, used: list[bool], cursor: int) -> None:
+    """Both pools' memory fragmented alike: ``used`` slabs taken by nobody (as memory
+    another process holds), the allocation cursor at ``cursor``."""
+    for pool in (t.c, t.py):
+        at = pool.layout.freemap_at
+        pool.segment.buf[at : at + len(used)] = bytes(used)
+        pool.segment.store_u32(H_ALLOC_CURSOR, cursor)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(STEPS, min_size=1, max_size=40),
+    used=st.lists(st.booleans(), min_size=16, max_size=16),
+    cursor=st.integers(0, 15),
+)
+def test_the_c_append_and_its_python_twin_leave_the_same_bytes(
+    make_twins: object, steps: list[tuple[object, ...]], used: list[bool], cursor: int
+) -> None:
+    t: Twins = make_twins()  # type: ignore[operator]
+    _shape(t, used, cursor)
+    _same(t, "the start")
+    for n, step in enumerate(steps):
+        kind, *args = step
+        if kind == "send":
+            done = _send(t, args[0], args[1], args[2], n)  # type: ignore[arg-type]
+        elif kind == "drain":
+            done = _drain(t, args[0])  # type: ignore[arg-type]
+        elif kind == "complete":
+            done = _complete(t)
+        elif kind == "hold":
+            done = _hold(t, args[0])  # type: ignore[arg-type]
+        elif kind == "free":
+            done = _free(t, args[0])  # type: ignore[arg-type]
+        else:
+            done = _settings(t, *args)  # type: ignore[arg-type]
+        _same(t, f"step {n}: {done}")
