@@ -42,6 +42,7 @@ from shmkafka.protocol.messages.produce import (
     TopicProduceResponse,
 )
 from shmkafka.protocol.primitives import Reader
+from tests.reliability.proxy import Proxy
 
 
 @dataclass
@@ -52,19 +53,14 @@ class _Asked:
     refused: list[tuple[str, int]]
 
 
-class SizeProxy:
+class SizeProxy(Proxy):
     def __init__(self, target: tuple[str, int], max_message_bytes: int) -> None:
-        self.target = target
         self.max_message_bytes = max_message_bytes
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.host, self.port = "127.0.0.1", self.listener.getsockname()[1]
+        self.host = "127.0.0.1"
         self.refused = 0  # partitions' batches refused as too large
         self.lost = 0  # Produce responses lost
         self._to_lose = 0
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self._stop = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(target)
 
     @property
     def bootstrap(self) -> str:
@@ -74,40 +70,20 @@ class SizeProxy:
         with self._lock:
             self._to_lose += count
 
-    def close(self) -> None:
-        self._stop = True
-        self.listener.close()
-        with self._lock:
-            for s in self._sockets:
-                with contextlib.suppress(OSError):
-                    s.close()
-
     def __enter__(self) -> SizeProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ------------------------------------------------------------------ connections
-
-    def _accept(self) -> None:
-        while not self._stop:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._sockets += [client, upstream]
-            asked: deque[_Asked] = deque()
-            threading.Thread(target=self._requests, args=(client, upstream, asked),
-                             daemon=True).start()  # fmt: skip
-            threading.Thread(target=self._responses, args=(upstream, client, asked),
-                             daemon=True).start()  # fmt: skip
+    def _serve(self, client: socket.socket, upstream: socket.socket) -> None:
+        """Requests and responses each in a thread, with the connection's requests asked
+        and not answered yet between them (responses come in their order)."""
+        asked: deque[_Asked] = deque()
+        threading.Thread(target=self._requests, args=(client, upstream, asked),
+                         daemon=True).start()  # fmt: skip
+        threading.Thread(target=self._responses, args=(upstream, client, asked),
+                         daemon=True).start()  # fmt: skip
 
     def _requests(
         self, client: socket.socket, upstream: socket.socket, asked: deque[_Asked]

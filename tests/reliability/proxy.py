@@ -57,8 +57,12 @@ class Proxy:
                 continue
             with self._lock:
                 self._sockets += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+            self._serve(client, upstream)
+
+    def _serve(self, client: socket.socket, upstream: socket.socket) -> None:
+        """Forward one connection both ways (a thread each)."""
+        threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+        threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, responses: bool) -> None:
         try:
