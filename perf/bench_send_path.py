@@ -6,7 +6,8 @@ One process sends N records with 16-byte keys through each public API's common c
 (``KafkaProducer.send``, ``Producer.produce``) to broker_stub (its own process, not
 counted), under ``valgrind --tool=callgrind``; the inclusive instructions of the C entry
 (``SendEntry_send``, ``ProduceEntry_produce``) and of the append beneath it
-(``fast_append``), each divided by the calls made, and how many times per call the C append
+(``fast_append``), each per call (the difference of a run of N and one of 2N calls, so the
+first calls' cost cancels out), and how many times per call the C append
 tried a lock (its calls of ``sem_trywait``: one a take while nobody holds it). Needs
 valgrind (Debian's package).
 
@@ -109,12 +110,22 @@ def measure(api: str, records: int, bootstrap: str, case: str) -> dict[str, floa
             ["callgrind_annotate", "--tree=caller", out], check=True, capture_output=True,
             text=True,
         ).stdout  # fmt: skip
-    calls = WARM + records
-    counts = {name: inclusive(annotated, name) / calls for name in (FUNCTIONS[api], "fast_append")}
+    counts: dict[str, float] = {
+        name: inclusive(annotated, name) for name in (FUNCTIONS[api], "fast_append")
+    }
     # the C append's lock tries: libc's sem_trywait called from the C append's object, so
     # counted even where the compiler inlined take_lock (uncontended, a take is one try)
-    counts["C lock tries"] = calls_of(tree, "sem_trywait", "_append.cpython") / calls
+    counts["C lock tries"] = calls_of(tree, "sem_trywait", "_append.cpython")
     return counts
+
+
+def per_call(api: str, records: int, bootstrap: str, case: str) -> dict[str, float]:
+    """Each count per call, from two runs of ``records`` and ``2 * records`` calls after the
+    warm-up: the difference, so what the first calls cost (the Sender's start, the wait for
+    metadata, imports) cancels out."""
+    once = measure(api, records, bootstrap, case)
+    twice = measure(api, 2 * records, bootstrap, case)
+    return {name: (twice[name] - once[name]) / records for name in once}
 
 
 def main() -> None:
@@ -133,7 +144,7 @@ def main() -> None:
 
     with run_broker_stub() as broker:
         for api in ("kafka", "confluent"):
-            counts = measure(api, args.records, broker.bootstrap, args.case)
+            counts = per_call(api, args.records, broker.bootstrap, args.case)
             print(
                 f"{api:<10} {args.case:<9} "
                 + "  ".join(f"{name} {n:,.1f}/call" for name, n in counts.items())
