@@ -323,49 +323,32 @@ class Client(Results, SenderEvents, PoolView):
         if not self._serving:
             self.start()
         try:
-            if verdict is not None:
-                return self._send_left(topic, value, key, headers, partition, timestamp_ms,
-                                       report, want_future, verdict)  # fmt: skip
             route = self._routes.get(topic)
             fast = self._fast
-            if fast is not None and route is not None and not headers and timestamp_ms is None:
+            if (
+                verdict is None
+                and fast is not None
+                and route is not None
+                and not headers
+                and (timestamp_ms is None and not self.pool.forked)
+            ):
                 if partition is None:
                     partition_arg = -1 if key is not None else self._sticky_for(topic, route)
                 else:
                     partition_arg = partition if partition >= 0 else len(route[1])  # → slow path
-                if not self.pool.forked:
-                    hit = self._tracker.send(fast, route, topic, partition_arg, key, value,
-                                             report, want_future)  # fmt: skip
-                    if type(hit) is not int:
-                        return hit  # type: ignore[no-any-return]
-                    return self._send_left(topic, value, key, headers, partition, timestamp_ms,
-                                           report, want_future, hit)  # fmt: skip
+                hit = self._tracker.send(fast, route, topic, partition_arg, key, value,
+                                         report, want_future)  # fmt: skip
+                if type(hit) is not int:
+                    return hit  # type: ignore[no-any-return]
+                verdict = hit
+            # a record C left, nothing written: its verdict keeps C's partition while the
+            # route C used holds, and this path does not try C again
+            chosen, new_batch = (None, False) if verdict is None else verdict_of(verdict)
             return self._send_slow(topic, value, key, headers, partition, timestamp_ms, report,
-                                   want_future)  # fmt: skip
+                                   want_future, new_batch=new_batch, chosen=chosen,
+                                   c_tried=verdict is not None)  # fmt: skip
         except SHM_ERRORS as exc:  # (a try costs nothing unless something is raised)
             raise kafka_error(exc) from exc
-
-    def _send_left(
-        self, topic: str, value: bytes | None, key: bytes | None,
-        headers: Sequence[HeaderInput], partition: int | None, timestamp_ms: int | None,
-        report: Any, want_future: bool, verdict: int,
-    ) -> Future | None:  # fmt: skip
-        """A record the C append left (nothing written): the Python path with C's verdict,
-        its partition kept while the route C used holds, and no second C attempt."""
-        chosen, new_batch = verdict_of(verdict)
-        return self._send_slow(
-            topic,
-            value,
-            key,
-            headers,
-            partition,
-            timestamp_ms,
-            report,
-            want_future,
-            new_batch=new_batch,
-            chosen=chosen,
-            c_tried=True,
-        )
 
     def _report_came_first(self, future: Future) -> None:
         """The tracker's hook for a record with a report whose completion was handled before
