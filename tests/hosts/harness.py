@@ -144,6 +144,7 @@ class HostsRun:
         for slot in self.slots:
             self.start_worker(slot)
         time.sleep(5)  # (every worker up and sending before the first fault)
+        self._until_connected(60)
         started = self.now_ms()
         until = time.monotonic() + self.o.duration_s
         nemesis = threading.Thread(target=self.nemesis.run,
@@ -261,6 +262,18 @@ class HostsRun:
             return self.board.phase(worker) != IDLE and self.signal_worker(worker, signal.SIGTERM)
 
         return stop_slots(self.slots, sigterm, lambda slot, code: False)
+
+    def _until_connected(self, bound_s: float) -> None:
+        """Until every host's pool Sender holds a broker connection (``bound_s`` at most: on
+        a loaded machine a Sender takes longer than the workers' warm-up to connect, and
+        the first connections sample would catch it before; past the bound the samples'
+        check reports it)."""
+        deadline = time.monotonic() + bound_s
+        while time.monotonic() < deadline:
+            if all(self._connections(h).get("pool_sender", 0) for h in self.hosts):
+                return
+            self.supervise()
+            time.sleep(0.2)
 
     def _connections(self, host: Node) -> dict[str, int]:
         """The host's connections to the brokers, by who holds them: the shared pool's
