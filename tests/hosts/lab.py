@@ -27,15 +27,18 @@ import contextlib
 import json
 import os
 import secrets
+import select
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 TOOLS = ("ip", "iptables", "unshare", "nsenter", "ss")
+SWITCH_ANSWER_S = 30  # the switch answers a command at once; a silence this long is a fault
 PRIVATE_SHM = 'mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm && exec "$@"'
 
 
@@ -93,6 +96,7 @@ class NetLab:
         self.links: dict[str, str] = {}  # node name → its TAP device
         self.holders: dict[str, int] = {}  # host name → the process holding its namespaces
         self.clock_offsets: dict[str, int] = {}
+        self._switch_lock = threading.Lock()
         self.switch = subprocess.Popen([sys.executable, "-m", "tests.hosts.netem"],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
         self.root_link = f"shk{self.id}r"
@@ -101,10 +105,17 @@ class NetLab:
         _run("ip", "link", "set", self.root_link, "up")
 
     def _switch(self, op: str, **args: Any) -> dict[str, Any]:
+        """One command to the switch and its answer. One at a time: the nemesis's thread and
+        the run's both ask (a report's counters while a late fault is healed), and two
+        commands interleaved would each read the other's answer, or wait for ever."""
         assert self.switch.stdin is not None and self.switch.stdout is not None
-        self.switch.stdin.write(json.dumps({"op": op, **args}).encode() + b"\n")
-        self.switch.stdin.flush()
-        answer: dict[str, Any] = json.loads(self.switch.stdout.readline() or b"null")
+        with self._switch_lock:
+            self.switch.stdin.write(json.dumps({"op": op, **args}).encode() + b"\n")
+            self.switch.stdin.flush()
+            ready, _, _ = select.select([self.switch.stdout], [], [], SWITCH_ANSWER_S)
+            if not ready:
+                raise RuntimeError(f"switch {op}: no answer within {SWITCH_ANSWER_S} s")
+            answer: dict[str, Any] = json.loads(self.switch.stdout.readline() or b"null")
         if not answer or not answer.get("ok"):
             raise RuntimeError(f"switch {op} {args}: {answer}")
         return answer
