@@ -20,6 +20,7 @@ from shmkafka.protocol.records import (
     encode_record_tail,
     finalize_batch,
     frame_record,
+    framed_size,
     make_attributes,
     record_size_bound,
 )
@@ -227,3 +228,8 @@ def test_a_compressed_batchs_parts_join_to_finalize_batchs_bytes() -> None:
     # the batch header, then the lz4 frame's: its header, each block with its size, the end
     assert [len(p) for p in parts][:2] == [HEADER_SIZE, 7] and parts[-1] == bytes(4)
     assert [r.value for r in decode_batch(b"".join(parts)).records] == [b"v" * 3000] * 5
+
+
+@pytest.mark.parametrize("tail_len", [0, 1, 60, 61, 62, 8190, 8191, 16380, 16381, 100_000])
+def test_framed_size_is_the_first_records_size(tail_len: int) -> None:
+    assert framed_size(tail_len) == len(frame_record(0, 0, b"x" * tail_len))

@@ -65,16 +65,12 @@ def rig(pool_name: str) -> Iterator[tuple[Client, SharedPool, Sender, int]]:
 
 def _send(sender: Sender, deque_id: int, sequence: int) -> DrainedBatch:
     (batch,) = sender.accumulator.drain([deque_id], 1 << 20)
-    meta = sender.idempotence.meta(batch, sender_pool_identity(sender))
+    meta = sender.idempotence.meta(batch, sender.pool.producer_identity())
     assert meta.base_sequence == sequence
     sender.accumulator.finalize(batch, meta)
     sender.idempotence.sent(batch, meta)
     sender.accumulator.mark_in_flight(batch)
     return sender.accumulator.refresh(batch)
-
-
-def sender_pool_identity(sender: Sender) -> tuple[int, int]:
-    return sender.pool.producer_identity()
 
 
 def test_split_halves_complete_the_original_futures(

@@ -42,6 +42,7 @@ from shmkafka.protocol.records import (
     encode_record_tail,
     finalize_batch,
     frame_record,
+    framed_size,
     record_size_bound,
 )
 from shmkafka.shm import faultpoints
@@ -211,7 +212,7 @@ class RecordAccumulator:
         version: int = -1,
     ) -> AppendResult:  # fmt: skip
         buffers = self.pool.buffers
-        first = HEADER_SIZE + len(frame_record(0, 0, tail))  # (the batch it opens: exact)
+        first = HEADER_SIZE + framed_size(len(tail))  # (the batch it opens: exact)
         run = buffers.allocate(first, self.max_block_ms, self._run_wanted(deque_id))
         faultpoints.reached("append.after_allocate")
         committed = False

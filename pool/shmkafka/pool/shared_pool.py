@@ -169,13 +169,11 @@ class SharedPool:
         """Remove the pool from the system (under the slot-table lock), and detach."""
         from shmkafka.shm.segment import unlink_segment
 
-        if not self._closed and self.segment.is_current():
+        if self._closed:
+            unlink_segment(self.name)
+        elif self.segment.is_current():  # (else the name is another pool's now: left alone)
             with self.slots.lock():
                 unlink_segment(self.name)
-        elif not self._closed:
-            pass  # the name is another pool's now: leave it
-        else:
-            unlink_segment(self.name)
         self.detach()
 
     def __enter__(self) -> SharedPool:

@@ -141,10 +141,7 @@ python_verdict_path(Entry *self, PyObject *method, PyObject *verdict,
     }
     all[0] = verdict;
     memcpy(all + 1, args, (size_t)given * sizeof(PyObject *));
-    PyObject *bound = PyObject_GetAttr((PyObject *)self, method);
-    PyObject *result = bound == NULL
-        ? NULL : PyObject_Vectorcall(bound, all, nargs + 1, kwnames);
-    Py_XDECREF(bound);
+    PyObject *result = python_path(self, method, all, nargs + 1, kwnames);
     if (all != small) {
         PyMem_Free(all);
     }

@@ -245,16 +245,13 @@ class Future(FutureBase):
 
     @property
     def value(self) -> RecordMetadata | None:
-        outcome = self._outcome()
-        if outcome is None or outcome[1] is not None:
+        result = self.delivery()
+        if result is None or result.error is not None:
             return None
-        c = outcome[0]
         partition = self.partition
         return RecordMetadata(
-            self.topic, partition, TopicPartition(self.topic, partition),
-            c.offset_of(self.offset_delta),
-            c.log_append_time if c.log_append_time >= 0 else self.timestamp, None,
-            self.key_size, self.value_size, self.header_size,
+            self.topic, partition, TopicPartition(self.topic, partition), result.offset,
+            result.timestamp, None, self.key_size, self.value_size, self.header_size,
         )  # fmt: skip
 
     def delivery(self) -> Delivery | None:

@@ -135,6 +135,12 @@ def frame_record(offset_delta: int, timestamp_delta: int, tail: bytes) -> bytes:
     return b"".join((prefix, b"\x00", ts, off, tail))
 
 
+def framed_size(tail_len: int) -> int:
+    """The size of ``frame_record(0, 0, tail)`` (a batch's first record), not building it."""
+    size = 3 + tail_len  # attributes and the two zero deltas
+    return size + (len(_ZIGZAG[size + 1]) if size < _SMALL_LIMIT else len(_varint(size)))
+
+
 def encode_record(
     offset_delta: int,
     timestamp_delta: int,

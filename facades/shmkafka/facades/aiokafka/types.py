@@ -15,8 +15,6 @@ from shmkafka.pool import errors as shmkafka_errors
 from shmkafka.producer.futures import Delivery, Future, TopicPartition
 from shmkafka.protocol.records import HEADER_SIZE, record_size_bound
 
-TIMESTAMP_CREATE, TIMESTAMP_LOG_APPEND = 0, 1
-
 
 class RecordMetadata(NamedTuple):
     """aiokafka.structs.RecordMetadata, field for field."""
