@@ -4,12 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions bench-otel soak-hosts netlab clean
+.PHONY: fuse spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions bench-otel soak-hosts netlab clean
 
 C_SOURCES := $(wildcard pool/shmkafka/pool/_*.[ch] producer/shmkafka/producer/_*.[ch] \
 		facades/shmkafka/facades/confluent/_*.[ch])
 
-$(STAMP): pyproject.toml hatch_build.py $(C_SOURCES)
+$(STAMP): pyproject.toml hatch_build.py $(C_SOURCES) | fuse
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
@@ -35,6 +35,14 @@ unit: $(STAMP) spin netlab
 	$(BIN)/python -m tests.ledger .ledger-test.jsonl
 	@if [ -s .lockdep-report ]; then cat .lockdep-report; \
 		echo "lock order violated (shm/lockdep.py): see above" >&2; exit 1; fi
+
+# The power-cut tests' file system (tests/powercut/cutfs.py) needs FUSE: Debian's fuse3, and
+# libfuse3-dev with pkg-config to build pyfuse3 (a test extra), installed here when we are
+# root. Without them the power-cut tests fail, saying so.
+fuse:
+	@command -v fusermount3 >/dev/null 2>&1 && pkg-config --exists fuse3 2>/dev/null \
+		|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && { apt-get update -qq \
+		&& apt-get install -y -qq fuse3 libfuse3-dev pkg-config; } >/dev/null 2>&1; }; true
 
 # The model checker for the model of the batch lifecycle (tests/pool/
 # test_batch_lifecycle.py): Debian's spin, installed here when we are root.
