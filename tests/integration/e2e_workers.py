@@ -34,9 +34,14 @@ def produce(
     out: Any,
     seconds: float = 0.0,
     pad: int = 0,
+    kills: tuple[Any, int, Any] | None = None,
 ) -> None:
     """Send ``count`` records (spread over about ``seconds``, so that Sender kills land
-    mid-run; each value ``pad`` bytes longer) and report how every future ended."""
+    mid-run; each value ``pad`` bytes longer) and report how every future ended.
+    ``kills`` (killed, total, done): the records are spread over the kills instead, however
+    long a Sender takes to come back: chunk c of 50 waits until the shared ``killed`` count
+    reached c * total / 50; the producer stays attached (its Senders restarted) until
+    ``done`` is set. Every wait is bounded."""
     import time
 
     handle = Client(pool, config, sender_idle_exit_ms=500)
@@ -44,6 +49,8 @@ def produce(
         futures = []
         chunk = max(1, count // 50)
         for seq in range(count):
+            if kills is not None and seq % chunk == 0:
+                _wait_for_count(kills[0], seq // chunk * kills[1] // 50, 60)
             key, value, headers = record(proc, seq)
             futures.append(handle.send(topic, value + bytes(pad), key, headers))
             if seconds and seq % chunk == chunk - 1:
@@ -52,8 +59,18 @@ def produce(
         results, errors = _outcome(futures)
         sender = handle.pool.sender()[0]
         out.put({"proc": proc, "results": results, "errors": errors, "sender": sender})
+        if kills is not None:
+            kills[2].wait(180)
     finally:
         handle.close(30)
+
+
+def _wait_for_count(counter: Any, target: int, seconds: float) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while counter.value < target and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def send_then_die(pool: str, config: dict[str, Any], topic: str, count: int, out: Any) -> None:

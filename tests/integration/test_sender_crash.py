@@ -77,9 +77,13 @@ def _crash_loop(
     procs_n = 2
     ctx = mp.get_context("spawn")
     out: Any = ctx.Queue()
+    # the records are spread over the kills (however long a restart takes under load), and
+    # the producers stay attached until the last kill: each kill finds a Sender at work
+    killed_count, done = ctx.Value("i", 0), ctx.Event()
     procs = [
         ctx.Process(
-            target=e2e_workers.produce, args=(pool, config, topic, i, count, out, 0.8 * kills)
+            target=e2e_workers.produce,
+            args=(pool, config, topic, i, count, out, 0.0, 0, (killed_count, kills, done)),
         )
         for i in range(procs_n)
     ]
@@ -94,7 +98,11 @@ def _crash_loop(
                 time.sleep(0.25)  # let it work a little
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
+                killed_count.value = len(killed)
             time.sleep(0.05)
+        while not _live_sender(pool) and time.monotonic() < deadline:
+            time.sleep(0.05)  # (the last one killed comes back before the producers leave)
+        done.set()
         assert len(killed) == kills, f"only {len(killed)} Senders to kill"
         results = _collect(out, procs, 240)
         for p in procs:
