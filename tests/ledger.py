@@ -13,7 +13,7 @@ import os
 import sys
 from collections import defaultdict
 
-FIELDS = ("sender_kills", "app_kills", "kill_trials", "records")
+FIELDS = ("sender_kills", "app_kills", "kill_trials", "records", "power_cuts")
 
 
 def note(test: str, cases: tuple[int, ...] = (), **counts: int) -> None:
@@ -45,7 +45,8 @@ def summary(path: str) -> str:
     return (
         f"reliability ledger ({tests} notes): {len(cases)} of 38 catalogue cases passed, "
         f"{totals['sender_kills']} Sender SIGKILLs and {totals['app_kills']} app SIGKILLs "
-        f"survived, {totals['kill_trials']:,} shared-memory kill trials, "
+        f"survived, {totals['power_cuts']} power cuts, {totals['kill_trials']:,} shared-memory "
+        "kill trials, "
         f"{totals['records']:,} records read back and checked: 0 lost, 0 duplicated, 0 hangs"
     )
 

@@ -16,6 +16,8 @@ reboot.
 Run: ``python -m tests.powercut.cutfs MOUNTPOINT BACKING CONTROL_SOCKET``; it prints "ready"
 once mounted. Control commands, one line each, answered with one line:
 ``cut KEEP SEED`` -> ``cut PAGES_KEPT PAGES_DROPPED``; ``stats`` -> ``fsyncs N``.
+``CUTFS_FSYNC_DELAY_MS`` makes every fsync that long (the pages it covers arrive first, so a
+cut meanwhile keeps some of them: a torn commit).
 Metadata rules: creating a file and changing its size become durable with its next fsync;
 unlink is durable at once.
 """
@@ -38,10 +40,14 @@ PAGE = 4096
 
 @dataclass
 class File:
+    """A file as pages (absent pages read as zeros: pool files are mostly holes)."""
+
     inode: int
     name: bytes
-    data: bytearray = field(default_factory=bytearray)
-    durable: bytearray | None = None  # None: never synced (lost by a cut)
+    pages: dict[int, bytes] = field(default_factory=dict)
+    size: int = 0
+    durable: dict[int, bytes] | None = None  # None: never synced (lost by a cut)
+    durable_size: int = 0
     dirty: set[int] = field(default_factory=set)
     mode: int = stat.S_IFREG | 0o600
     uid: int = 0
@@ -49,34 +55,58 @@ class File:
     mtime_ns: int = 0
     linked: bool = True
 
+    def read(self, offset: int, length: int) -> bytes:
+        end = min(offset + length, self.size)
+        out = bytearray()
+        at = offset
+        while at < end:
+            page, within = divmod(at, PAGE)
+            take = min(PAGE - within, end - at)
+            data = self.pages.get(page)
+            out += data[within : within + take] if data is not None else bytes(take)
+            at += take
+        return bytes(out)
+
     def write(self, offset: int, buf: bytes) -> None:
-        end = offset + len(buf)
-        if end > len(self.data):
-            self.data.extend(bytes(end - len(self.data)))
-        self.data[offset:end] = buf
-        self.dirty.update(range(offset // PAGE, (end + PAGE - 1) // PAGE))
+        at, done = offset, 0
+        while done < len(buf):
+            page, within = divmod(at, PAGE)
+            take = min(PAGE - within, len(buf) - done)
+            old = self.pages.get(page, bytes(PAGE))
+            self.pages[page] = old[:within] + buf[done : done + take] + old[within + take :]
+            self.dirty.add(page)
+            at, done = at + take, done + take
+        self.size = max(self.size, offset + len(buf))
         self.mtime_ns = time.time_ns()
 
     def truncate(self, size: int) -> None:
-        if size < len(self.data):
-            del self.data[size:]
-        else:
-            self.data.extend(bytes(size - len(self.data)))
+        for page in [p for p in self.pages if p * PAGE >= size]:
+            del self.pages[page]
+        if size % PAGE and size // PAGE in self.pages:
+            keep = size % PAGE
+            self.pages[size // PAGE] = self.pages[size // PAGE][:keep] + bytes(PAGE - keep)
+        self.size = size
         self.dirty.add(size // PAGE)
         self.mtime_ns = time.time_ns()
 
-    def persist_pages(self, pages: set[int], size: int) -> None:
-        """Copy ``pages`` of the current image into the durable one, sized ``size``."""
-        durable = self.durable if self.durable is not None else bytearray()
-        if size < len(durable):
-            del durable[size:]
-        else:
-            durable.extend(bytes(size - len(durable)))
+    def persist_pages(self, pages: set[int], size: int) -> list[int]:
+        """Make ``pages`` of the current image durable, the durable size ``size``; returns
+        the pages to write to the backing file."""
+        durable = self.durable if self.durable is not None else {}
+        for page in [p for p in durable if p * PAGE >= size]:
+            del durable[page]
+        written = []
         for page in pages:
-            start = page * PAGE
-            chunk = self.data[start : min(start + PAGE, size)]
-            durable[start : start + len(chunk)] = chunk
-        self.durable = durable
+            if page * PAGE >= size:
+                continue
+            data = self.pages.get(page)
+            if data is None:
+                durable.pop(page, None)
+            else:
+                durable[page] = data
+            written.append(page)
+        self.durable, self.durable_size = durable, size
+        return written
 
 
 class CutFs(pyfuse3.Operations):
@@ -90,14 +120,15 @@ class CutFs(pyfuse3.Operations):
         self.next_inode = pyfuse3.ROOT_INODE + 1
         self.dead = False
         self.fsyncs = 0
+        self.fsync_delay_s = float(os.environ.get("CUTFS_FSYNC_DELAY_MS", "0")) / 1000
         self.uid, self.gid = os.getuid(), os.getgid()
         for name in sorted(os.listdir(backing)):
-            with open(os.path.join(backing, name), "rb") as f:
-                image = f.read()
-            st = os.stat(os.path.join(backing, name))
+            path = os.path.join(backing, name)
+            st = os.stat(path)
             file = self._new(name.encode(), st.st_mode, st.st_uid, st.st_gid)
-            file.data = bytearray(image)
-            file.durable = bytearray(image)
+            file.pages = _read_sparse(path)
+            file.size = file.durable_size = st.st_size
+            file.durable = dict(file.pages)
 
     # ------------------------------------------------------------------ the cut
 
@@ -108,24 +139,33 @@ class CutFs(pyfuse3.Operations):
             if not file.linked or file.durable is None:
                 dropped += len(file.dirty)
                 continue
-            chosen = {p for p in file.dirty if rng.random() < keep}
+            chosen = {p for p in sorted(file.dirty) if rng.random() < keep}
             kept, dropped = kept + len(chosen), dropped + len(file.dirty) - len(chosen)
             if chosen:
                 # pages past the durable size make it grow only if the disk kept them
-                size = max(len(file.durable), min(len(file.data), (max(chosen) + 1) * PAGE))
-                file.persist_pages(chosen, size)
-                self._save(file)
+                size = max(file.durable_size, min(file.size, (max(chosen) + 1) * PAGE))
+                self._save(file, file.persist_pages(chosen, size))
         self.dead = True
         return kept, dropped
 
-    def _save(self, file: File) -> None:
+    def _save(self, file: File, pages: list[int]) -> None:
+        """Write the durable pages to the backing file (the test machine does not crash:
+        no fsync needed there)."""
         assert file.durable is not None
         path = os.path.join(self.backing, file.name.decode())
-        with open(path + ".tmp", "wb") as f:
-            f.write(file.durable)
-        os.chmod(path + ".tmp", stat.S_IMODE(file.mode))
-        os.chown(path + ".tmp", file.uid, file.gid)
-        os.replace(path + ".tmp", path)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            for page in pages:
+                data = file.durable.get(page)
+                if data is None:
+                    os.pwrite(fd, bytes(PAGE), page * PAGE)
+                else:
+                    os.pwrite(fd, data, page * PAGE)
+            os.ftruncate(fd, file.durable_size)
+            os.fchmod(fd, stat.S_IMODE(file.mode))
+            os.fchown(fd, file.uid, file.gid)
+        finally:
+            os.close(fd)
 
     # ------------------------------------------------------------------ helpers
 
@@ -163,7 +203,7 @@ class CutFs(pyfuse3.Operations):
             attr.st_mode = file.mode
             attr.st_nlink = 1 if file.linked else 0
             attr.st_uid, attr.st_gid = file.uid, file.gid
-            attr.st_size = len(file.data)
+            attr.st_size = file.size
             now = file.mtime_ns
         attr.st_atime_ns = attr.st_mtime_ns = attr.st_ctime_ns = now
         attr.st_blksize = PAGE
@@ -247,7 +287,7 @@ class CutFs(pyfuse3.Operations):
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         self._alive()
-        return bytes(self._file(fh).data[off : off + size])
+        return self._file(fh).read(off, size)
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         self._alive()
@@ -256,11 +296,13 @@ class CutFs(pyfuse3.Operations):
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         self._alive()
+        if self.fsync_delay_s:  # (a slow disk: a cut lands inside a sync more often)
+            await trio.sleep(self.fsync_delay_s)
+            self._alive()
         file = self._file(fh)
         if file.linked:
-            file.persist_pages(file.dirty, len(file.data))
+            self._save(file, file.persist_pages(file.dirty, file.size))
             file.dirty.clear()
-            self._save(file)
         self.fsyncs += 1
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
@@ -282,6 +324,28 @@ class CutFs(pyfuse3.Operations):
         if os.path.exists(path):
             os.unlink(path)
 
+    async def rename(
+        self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
+        flags: int, ctx: pyfuse3.RequestContext,
+    ) -> None:  # fmt: skip
+        """Durable at once, as unlink (the file's pages keep their own state)."""
+        self._alive()
+        inode = self.names.pop(name_old, None)
+        if inode is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        replaced = self.names.pop(name_new, None)
+        if replaced is not None:
+            self.files[replaced].linked = False
+        file = self.files[inode]
+        file.name = name_new
+        self.names[name_new] = inode
+        old_path = os.path.join(self.backing, name_old.decode())
+        new_path = os.path.join(self.backing, name_new.decode())
+        if os.path.exists(old_path):
+            os.replace(old_path, new_path)
+        elif os.path.exists(new_path):
+            os.unlink(new_path)
+
     async def forget(self, inode_list: list[tuple[int, int]]) -> None:
         for inode, _ in inode_list:
             file = self.files.get(inode)
@@ -296,6 +360,28 @@ class CutFs(pyfuse3.Operations):
         data.f_files = data.f_ffree = data.f_favail = 1 << 16
         data.f_namemax = 255
         return data
+
+
+def _read_sparse(path: str) -> dict[int, bytes]:
+    """The pages of a backing file that hold data (its holes skipped with SEEK_DATA)."""
+    pages: dict[int, bytes] = {}
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size, at = os.fstat(fd).st_size, 0
+        while at < size:
+            try:
+                at = os.lseek(fd, at, os.SEEK_DATA)
+            except OSError:
+                break
+            end = os.lseek(fd, at, os.SEEK_HOLE)
+            for page in range(at // PAGE, -(-end // PAGE)):
+                data = os.pread(fd, PAGE, page * PAGE)
+                if any(data):
+                    pages[page] = data + bytes(PAGE - len(data))
+            at = -(-end // PAGE) * PAGE
+    finally:
+        os.close(fd)
+    return pages
 
 
 async def _control(fs: CutFs, path: str) -> None:

@@ -74,7 +74,7 @@ class PowerHost:
 
     # ------------------------------------------------------------------ power
 
-    def boot(self, timeout: float = 20.0) -> None:
+    def boot(self, timeout: float = 20.0, fsync_delay_ms: int = 0) -> None:
         assert self.daemon is None, "already up"
         with contextlib.suppress(FileNotFoundError):
             self.control.unlink()
@@ -83,6 +83,7 @@ class PowerHost:
              str(self.control)],
             stdout=subprocess.PIPE,
             cwd=Path(__file__).resolve().parents[2],
+            env={**os.environ, "CUTFS_FSYNC_DELAY_MS": str(fsync_delay_ms)},
         )  # fmt: skip
         assert self.daemon.stdout is not None
         deadline = time.monotonic() + timeout
@@ -159,8 +160,8 @@ class PowerHost:
 
 
 def _remove_semaphores(pool: str) -> None:
-    prefix = f"sem.shmkafka.{pool}."
+    """What /dev/shm held of the pool: its semaphores and its name (a pool_dir's link)."""
     for name in os.listdir("/dev/shm"):
-        if name.startswith(prefix):
+        if name.startswith(f"sem.shmkafka.{pool}.") or name == f"shmkafka.{pool}":
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"/dev/shm/{name}")

@@ -139,8 +139,11 @@ PYTHON_ONLY = {"on_delivery", "error_cb", "stats_cb", "logger", "throttle_cb", "
                "delivery.report.only.error"}  # fmt: skip
 OWN = {
     "shmkafka.pool", "shmkafka.max.topics", "shmkafka.max.partitions", "shmkafka.max.processes",
-    "shmkafka.sender.log", "shmkafka.metadata.max.idle.ms",
+    "shmkafka.sender.log", "shmkafka.metadata.max.idle.ms", "shmkafka.pool.dir",
+    "shmkafka.pool.durability", "shmkafka.pool.flush.ms",
 }  # fmt: skip
+OWN_VALUES = {"shmkafka.pool": "web", "shmkafka.sender.log": "web", "shmkafka.pool.dir": "/d",
+              "shmkafka.pool.durability": "sync"}  # fmt: skip
 POOL_SETTINGS = {"batch_size", "batch_max_records", "buffer_kbytes"}
 PER_PROCESS_SETTINGS = {"max_messages", "partitioner", "statistics_interval_ms"}
 
@@ -182,8 +185,7 @@ def test_shmkafkas_own_properties_are_taken() -> None:
     documented = set(_confluent_rows("shmkafka's own"))
     assert documented == OWN
     for name in documented:
-        value = "web" if name in ("shmkafka.pool", "shmkafka.sender.log") else "5"
-        _, ignored, _ = confluent_config.parse({name: value})
+        _, ignored, _ = confluent_config.parse({name: OWN_VALUES.get(name, "5")})
         assert ignored == [], name
 
 

@@ -293,7 +293,7 @@ def test_cli_imports_a_subsystem_only_for_its_subcommand() -> None:
 
 
 # the test folders filed by kind (what they test spans packages); the others mirror the source
-BY_KIND = {"unit", "integration", "reliability", "soak", "conformance", "hosts"}
+BY_KIND = {"unit", "integration", "reliability", "soak", "conformance", "hosts", "powercut"}
 
 
 def test_a_modules_tests_are_found_from_its_path() -> None:

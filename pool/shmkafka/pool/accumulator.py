@@ -458,7 +458,8 @@ class RecordAccumulator:
             )
             ids = deques.batch_ids(deque_id)
             sealed = [b for b in ids if batches.state(b) == SEALED]
-            before = [b for b in sealed if batches.read(b).base_sequence < info.base_sequence]
+            # (a batch with no sequence yet, a recovered one, goes after: recovery.py)
+            before = [b for b in sealed if 0 <= batches.read(b).base_sequence < info.base_sequence]
             if before:
                 deques.replace(
                     deque_id, [*before, batch.batch_id, *[b for b in ids if b not in before]]

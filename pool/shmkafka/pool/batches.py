@@ -37,6 +37,7 @@ from shmkafka.shm.layout import (
     B_PRODUCER_ID,
     B_PUBLISH,
     B_PUBLISH_TIMES,
+    B_RECOVERED,
     B_SLAB_COUNT,
     B_STATE,
     BATCH,
@@ -206,6 +207,13 @@ class Batches:
             2, "little"
         )
         self.segment.store_u32(at + B_BASE_SEQUENCE, sequence)
+
+    def set_recovered(self, batch_id: int) -> None:
+        """Recovery made this batch (recovery.py): its results are counted, not posted."""
+        self.segment.store_u32(self.layout.batch_at(batch_id) + B_RECOVERED, 1)
+
+    def recovered(self, batch_id: int) -> bool:
+        return bool(self.segment.halfwords[(self.layout.batch_at(batch_id) + B_RECOVERED) >> 2])
 
     def clear(self, batch_id: int) -> None:
         """Mark the descriptor free (its slabs are returned separately)."""

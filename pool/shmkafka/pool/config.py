@@ -288,6 +288,12 @@ class Config:
                 validate_pool_name(pool_name)
         except (KafkaError, ShmError, TypeError, ValueError) as exc:
             raise KafkaConfigurationError(str(exc)) from None
+        if pool_config.durable and not sender_config.enable_idempotence:
+            raise KafkaConfigurationError(
+                f"pool_durability={pool_config.pool_durability!r} needs the idempotent "
+                "producer (enable_idempotence / enable.idempotence=true): after a power cut "
+                "the broker's duplicate detection makes the recovery's resend exactly once"
+            )
         for name, value in (("max_block_ms", max_block_ms), ("memory_block_ms", memory_block_ms)):
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise KafkaConfigurationError(f"{name} must be >= 0, got {value!r}")

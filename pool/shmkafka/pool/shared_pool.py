@@ -19,8 +19,11 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager, nullcontext
 
+from shmkafka.pool import recovery
 from shmkafka.pool.batches import Batches, BatchInfo, Deques
 from shmkafka.pool.bufferpool import BufferPool, SlabRun
+from shmkafka.pool.durability import Committer
+from shmkafka.protocol.clock import monotonic_ms
 from shmkafka.shm.broker_stats import BrokerTable
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.credentials import CredentialsBoard
@@ -36,6 +39,7 @@ from shmkafka.shm.layout import (
     H_NEW_BATCHES,
     H_PRODUCER_EPOCH,
     H_PRODUCER_ID,
+    H_RECOVERY_STATS,
     H_SENDER_HEARTBEAT,
     H_SENDER_LINGER,
     H_SENDER_PID,
@@ -48,6 +52,7 @@ from shmkafka.shm.layout import (
     OPEN,
     PENDING,
     POOL_LOCK,
+    RECOVERY_STATS,
     S_PENDING,
     U16,
     U32,
@@ -58,7 +63,7 @@ from shmkafka.shm.locks import DEFAULT_TIMEOUT_S, LockSet
 from shmkafka.shm.namespaces import refuse_out_of_sight
 from shmkafka.shm.procs import is_alive, my_identity
 from shmkafka.shm.rings import CompletionRings
-from shmkafka.shm.segment import Segment
+from shmkafka.shm.segment import DirectoryOpen, Segment, finish_recovery, open_in_directory
 from shmkafka.shm.sender_counters import recorded_sender
 from shmkafka.shm.slots import SlotTable
 from shmkafka.shm.tokens import TokenBoard
@@ -93,6 +98,8 @@ class SharedPool:
         self.tokens = TokenBoard(segment)
         self.credentials = CredentialsBoard(segment)
         self.txn = TxnBoard(segment)
+        # (a durable pool's commits: durability.py; None for a memory pool)
+        self.committer = Committer(segment, self.directory) if self.config.durable else None
         self._closed = False
 
     @property
@@ -109,9 +116,15 @@ class SharedPool:
 
     @classmethod
     def open(cls, name: str, config: PoolConfig | None = None) -> SharedPool:
-        """Create or attach. Without ``config`` the pool must exist; with it, it must match."""
+        """Create or attach. Without ``config`` the pool must exist; with it, it must match.
+        A pool_dir pool left by a host that went down is recovered first (recovery.py)."""
         for _ in range(10):
-            if config is None:
+            if config is not None and config.pool_dir:
+                opened = open_in_directory(name, config)
+                if opened.recover_from is not None:
+                    return cls._recovered(opened, config)
+                segment, created = opened.segment, opened.created
+            elif config is None:
                 segment, created = Segment.attach(name), False
             else:
                 segment, created = Segment.create_or_attach(name, config)
@@ -132,6 +145,22 @@ class SharedPool:
             pool.reclaim_dead()
             return pool
         raise ShmError(f"pool {name!r} keeps being removed while attaching")
+
+    @classmethod
+    def _recovered(cls, opened: DirectoryOpen, config: PoolConfig) -> SharedPool:
+        """Build the new pool of what the old file kept, holding the directory lock, and
+        make it durable before the old file goes (a cut meanwhile recovers again)."""
+        try:
+            assert opened.recover_from is not None
+            found = recovery.read_old(opened.recover_from)
+            pool = cls(opened.segment, True)
+            recovery.rebuild(pool, found, monotonic_ms())
+            if pool.committer is not None:
+                pool.committer.commit()
+            finish_recovery(opened, config)
+            return pool
+        finally:
+            opened.release()
 
     def unlink_if_unused(self) -> bool:
         """Remove the pool if no other process is attached (the Sender, when it exits idle).
@@ -312,6 +341,16 @@ class SharedPool:
         pool lock; a rare path, so a lock is cheaper than an atomic in C)."""
         with self.locks.held(POOL_LOCK):
             self.segment.store_u64(H_INTERNAL_ERRORS, internal_errors(self.segment) + records)
+
+    def count_recovered_result(self, records: int, failed: bool) -> None:
+        """The Sender: a recovered batch's result (recovery.py), in the recovery stats."""
+        index = recovery.FAILED_RECORDS if failed else recovery.DELIVERED_RECORDS
+        at = H_RECOVERY_STATS + 8 * index
+        self.segment.store_u64(at, self.segment.words[at >> 3] + records)
+
+    def recovery_stats(self) -> tuple[int, ...]:
+        """The header's RECOVERY_STATS (recovery.py names them)."""
+        return tuple(RECOVERY_STATS.unpack_from(self.segment.buf, H_RECOVERY_STATS))
 
     def set_producer_identity(self, producer_id: int, epoch: int) -> None:
         self.segment.store_u32(H_PRODUCER_EPOCH, epoch)

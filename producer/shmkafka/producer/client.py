@@ -192,6 +192,7 @@ class Client(Results, SenderEvents, PoolView):
         # topics asked of the Sender → the refusal count then (see refused())
         self.topics = TopicRequests(self.pool, lambda: self._sender_sem.release())
         self._fast = self.accumulator.fast_path
+        self._sync = self.waits_in_send = self.durable_sends  # (views.py)
         # the futures: the C Tracker appends and registers a record in one call
         self._tracker: Any = (
             PyTracker(self._cond, Future) if self._fast is None or Tracker is None
@@ -228,8 +229,10 @@ class Client(Results, SenderEvents, PoolView):
 
     @property
     def appends_in_c(self) -> bool:
-        """Records are appended and registered in C (a facade's C entry can take them)."""
-        return self._fast is not None and Tracker is not None and isinstance(self._tracker, Tracker)
+        """Records are appended and registered in C (a facade's C entry can take them; not
+        in a sync pool, whose sends wait for their commit here)."""
+        return (self._fast is not None and Tracker is not None
+                and isinstance(self._tracker, Tracker) and not self._sync)  # fmt: skip
 
     def bind_entry(
         self, entry: Any, binding: EntryBinding, guard: tuple[Any, int, int] | None = None
@@ -339,14 +342,19 @@ class Client(Results, SenderEvents, PoolView):
                 hit = self._tracker.send(fast, route, topic, partition_arg, key, value,
                                          report, want_future)  # fmt: skip
                 if type(hit) is not int:
+                    if self.waits_in_send:
+                        self.wait_durable()
                     return hit  # type: ignore[no-any-return]
                 verdict = hit
             # a record C left, nothing written: its verdict keeps C's partition while the
             # route C used holds, and this path does not try C again
             chosen, new_batch = (None, False) if verdict is None else verdict_of(verdict)
-            return self._send_slow(topic, value, key, headers, partition, timestamp_ms, report,
-                                   want_future, new_batch=new_batch, chosen=chosen,
-                                   c_tried=verdict is not None)  # fmt: skip
+            future = self._send_slow(topic, value, key, headers, partition, timestamp_ms, report,
+                                     want_future, new_batch=new_batch, chosen=chosen,
+                                     c_tried=verdict is not None)  # fmt: skip
+            if self.waits_in_send:
+                self.wait_durable()
+            return future
         except SHM_ERRORS as exc:  # (a try costs nothing unless something is raised)
             raise kafka_error(exc) from exc
 

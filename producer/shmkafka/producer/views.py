@@ -44,6 +44,20 @@ class PoolView:
         """This client came over a fork: it belongs to the parent process."""
         return self.pool.forked
 
+    @property
+    def durable_sends(self) -> bool:
+        """pool_durability="sync": a record is on the disk before its send returns."""
+        return self.pool.config.pool_durability == "sync"
+
+    def wait_durable(self) -> None:
+        """Return once every record this thread appended is on the disk; one commit covers
+        every record appended meanwhile, by every process (pool/durability.py). A sync
+        pool's ``send`` calls it unless ``waits_in_send`` is off (asyncio: the facade
+        awaits it in a thread instead, never blocking the loop)."""
+        committer = self.pool.committer
+        assert committer is not None
+        committer.wait_durable()
+
     def partitions(self, topic: str) -> tuple[PartitionEntry, ...] | None:
         """The topic's partitions as the pool knows them now, or None."""
         return self.pool.directory.partitions(topic)

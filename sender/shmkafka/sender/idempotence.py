@@ -86,6 +86,8 @@ class Idempotence:
         sequence = batch.info.base_sequence
         if sequence < 0:
             sequence = self.pool.deques.next_sequence(batch.info.deque_id)
+        elif batch.info.producer_id >= 0:  # (a batch keeps the producer it was first sent by:
+            producer = (batch.info.producer_id, batch.info.producer_epoch)  # recovery.py)
         return BatchMeta(
             compression=config.compression, compression_level=config.compression_level,
             attributes=TRANSACTIONAL_BIT if self.transactional else 0,
@@ -232,9 +234,11 @@ class Idempotence:
         """A previous Sender died: queue its drained batches again, never handing out a
         sequence already used."""
         pool = self.pool
+        producer_id = pool.producer_identity()[0]
         for batch in self.accumulator.in_flight_batches():
             deque_id = batch.info.deque_id
-            if batch.info.base_sequence >= 0:
+            # (a recovered batch keeps its old producer's sequences: they are not ours)
+            if batch.info.base_sequence >= 0 and batch.info.producer_id == producer_id:
                 end = batch.info.base_sequence + batch.info.record_count
                 if end > pool.deques.next_sequence(deque_id):
                     pool.deques.set_next_sequence(deque_id, end)

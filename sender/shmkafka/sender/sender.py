@@ -116,6 +116,7 @@ class Sender:
             pool, self.accumulator, config, transactional=config.transactional_id is not None
         )
         self._pending: list[_Pending] = []
+        self._to_free: list[DrainedBatch] = []  # finished, freed after a commit (durable)
         self._next_quarantine_ms = 0
         self._next_broker_stats_ms = 0
         self._requests_published = 0
@@ -298,6 +299,29 @@ class Sender:
     # ------------------------------------------------------------------ send
 
     def _send_produce(self, node: int, batches: list[DrainedBatch], now_ms: int) -> None:
+        committer = self.pool.committer
+        if committer is None:
+            by_topic = self._encode(batches)
+        else:  # (a durable pool: the sequences are on the disk before the request leaves)
+            with committer.held():
+                by_topic = self._encode(batches)
+                committer.commit_held()
+        request = ProduceRequest(
+            transactional_id=self.config.transactional_id,
+            acks=self.config.acks,
+            timeout_ms=self.config.request_timeout_ms,
+            topic_data=tuple(TopicProduceData(t, tuple(p)) for t, p in by_topic.items()),
+        )
+        refreshed = [self.accumulator.refresh(b) for b in batches]
+        handler = partial(self._on_produce, refreshed)
+        self.network.send(
+            node, request, handler, now_ms, expect_response=self.config.acks != 0
+        )  # written at once when the socket takes it
+        faultpoints.reached("sender.after_send")
+        self.stats.produce_requests += 1
+
+    def _encode(self, batches: list[DrainedBatch]) -> dict[str, list[PartitionProduceData]]:
+        """Each batch's sequence (to shm first), header and records, by topic."""
         producer_id, epoch = self.pool.producer_identity()
         by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
         for batch in batches:
@@ -318,26 +342,32 @@ class Sender:
             )
             self.stats.batches_sent += 1
             self.stats.records_sent += batch.info.record_count
-        request = ProduceRequest(
-            transactional_id=self.config.transactional_id,
-            acks=self.config.acks,
-            timeout_ms=self.config.request_timeout_ms,
-            topic_data=tuple(TopicProduceData(t, tuple(p)) for t, p in by_topic.items()),
-        )
-        refreshed = [self.accumulator.refresh(b) for b in batches]
-        handler = partial(self._on_produce, refreshed)
-        self.network.send(
-            node, request, handler, now_ms, expect_response=self.config.acks != 0
-        )  # written at once when the socket takes it
-        faultpoints.reached("sender.after_send")
-        self.stats.produce_requests += 1
+        return by_topic
 
     # ------------------------------------------------------------------ responses
+
+    def _complete(self, batch: DrainedBatch) -> None:
+        """Free a finished batch; in a durable pool, after a commit records it DONE
+        (``_free_finished``, at the end of the round), so a reused slab never makes an old
+        record look pending after a power cut (durability.py)."""
+        if self.pool.committer is None:
+            self.accumulator.complete(batch)
+        else:
+            self._to_free.append(batch)
+
+    def _free_finished(self) -> None:
+        if not self._to_free or self.pool.committer is None:
+            return
+        finished, self._to_free = self._to_free, []
+        self.pool.committer.commit((b.batch_id, b.info.generation) for b in finished)
+        for batch in finished:
+            self.accumulator.complete(batch)
 
     def _poll(self, timeout_ms: int, now_ms: int) -> int:
         self.accumulator.defer_wakes(True)
         try:
             waited = self._handle_responses(timeout_ms, now_ms)
+            self._free_finished()
             self._publish_stats(now_ms)  # before the wakes: a record's app sees it counted
             return waited
         finally:
@@ -456,7 +486,7 @@ class Sender:
         (as the Java client, KIP-126), transactional or not. They take the batch's sequences
         (idempotence.py): no new epoch."""
         try:
-            halves = split_batch(self.accumulator, batch, now_ms)
+            halves = split_batch(self.accumulator, batch, now_ms, self._free_split)
         except BufferExhaustedError:
             return False
         self.idempotence.split(batch, halves)
@@ -468,6 +498,15 @@ class Sender:
             [h.info.record_count for h in halves],
         )  # fmt: skip
         return True
+
+    def _free_split(self, parent: DrainedBatch) -> None:
+        """A durable pool: the halves (queued now) are committed first, then the parent goes
+        DONE, then its memory (recovery keeps a live parent whole: durability.py)."""
+        committer = self.pool.committer
+        if committer is not None:
+            committer.commit()
+            committer.commit([(parent.batch_id, parent.info.generation)])
+        self.accumulator.complete(parent)
 
     def _expire(self, states: list[Any], now_ms: int) -> None:
         """Fail queued batches older than delivery.timeout.ms (the deques are walked only
@@ -491,12 +530,14 @@ class Sender:
             self.stats.records_failed += batch.info.record_count
             if self.txn is not None:
                 self.txn.batch_failed(batch, code)
+        if self.pool.batches.recovered(batch.batch_id):
+            self.pool.count_recovered_result(batch.info.record_count, failed=code != 0)
         done = self.accumulator.completion_for(batch, base_offset, code, append, start, view)
         full = self.accumulator.post_completion(batch, done)
         if full:
             self._pending.append(_Pending(batch, done, full))
             return
-        self.accumulator.complete(batch)
+        self._complete(batch)
 
     def _drop_corrupt_heads(self, states: list[Any], now_ms: int) -> list[Any]:
         """A first batch whose times lie in the future would never be ready nor expire:
@@ -520,7 +561,7 @@ class Sender:
         for slot, _, _ in self.pool.slots.active():
             if slot != self.pool.slot and self.pool.rings.post(slot, done):
                 self.pool.rings.wake(slot)
-        self.accumulator.complete(batch)
+        self._complete(batch)
 
     def _post_pending(self) -> None:
         pending, self._pending = self._pending, []
@@ -532,4 +573,4 @@ class Sender:
                 item.slots = still
                 self._pending.append(item)
             else:
-                self.accumulator.complete(item.batch)
+                self._complete(item.batch)

@@ -26,6 +26,7 @@ import posix_ipc
 
 from shmkafka.pool.cleanup import remove_orphans
 from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.durability import Flusher
 from shmkafka.pool.sender_link import sender_lock, sender_semaphore
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
@@ -143,6 +144,10 @@ def _serve(
         os.dup2(devnull, 2)
         os.close(devnull)
     sender = Sender(pool, config)
+    flusher = None
+    if pool.committer is not None and pool.config.pool_durability == "flush":
+        flusher = Flusher(pool.committer, pool.config.pool_flush_ms)
+        flusher.start()
     waker = _Waker(sender_semaphore(pool.name))
     sender.network.add_wakeup(waker.read, waker.drain)
     idle_since: int | None = None
@@ -180,6 +185,8 @@ def _serve(
                 log.info("no producer attached and nothing left to send: pool removed, exiting")
                 return 0
     finally:
+        if flusher is not None:
+            flusher.stop()
         waker.close()
         sender.close()
         pool.set_sender(0, 0, monotonic_ms())

@@ -9,7 +9,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
 from shmkafka.pool.batches import BatchInfo
@@ -17,9 +17,15 @@ from shmkafka.protocol.records import Record, decode_batch, encode_record
 from shmkafka.shm.layout import NO_PARENT
 
 
-def split_batch(acc: RecordAccumulator, batch: DrainedBatch, now_ms: int) -> list[DrainedBatch]:
+def split_batch(
+    acc: RecordAccumulator,
+    batch: DrainedBatch,
+    now_ms: int,
+    free: Callable[[DrainedBatch], None] | None = None,
+) -> list[DrainedBatch]:
     """Split a drained batch in two halves by record count, queued first in its deque in
-    its place; the original's memory is freed. Each half completes its part of the
+    its place; the original's memory is freed (by ``free``, when given: a durable pool
+    commits the halves before the original goes). Each half completes its part of the
     original records (see ``completion_for``). Raises BufferExhaustedError if the
     halves find no memory at once."""
     info = acc.pool.batches.read(batch.batch_id)
@@ -41,7 +47,7 @@ def split_batch(acc: RecordAccumulator, batch: DrainedBatch, now_ms: int) -> lis
     with acc.pool.locks.held(acc.pool.layout.stripe_lock(info.deque_id)):
         for half in reversed(halves):
             acc.pool.deques.push_first(info.deque_id, half.batch_id)
-    acc.complete(batch)
+    (free or acc.complete)(batch)
     return halves
 
 

@@ -22,6 +22,7 @@ MAX_TOPIC_NAME = 249  # Kafka's limit
 # up to ``batch_size`` (accumulator.py), so a partition that gets one record a second holds
 # one slab, not a whole batch_size.
 SLAB_SIZE = 16384
+DURABILITY_MODES = ("memory", "flush", "sync")
 
 
 def validate_pool_name(name: str) -> str:
@@ -50,6 +51,12 @@ class PoolConfig:
     # The Sender-level settings (canonical JSON of a SenderConfig) every producer of the pool
     # shares: one Sender serves them all. "" = not recorded (tools, tests).
     sender_settings: str = ""
+    # Where the pool lives and what survives the host (durability.py): "" is /dev/shm; a
+    # directory on a file system that persists keeps the pool there, "flush" writes it back
+    # every pool_flush_ms, "sync" returns a send only once a group commit covers it.
+    pool_dir: str = ""
+    pool_durability: str = "memory"
+    pool_flush_ms: int = 200
 
     def __post_init__(self) -> None:
         checks = (
@@ -61,6 +68,7 @@ class PoolConfig:
             ("max_processes", 1, 1 << 16),
             ("lock_stripes", 1, 4096),
             ("batch_max_records", 0, 1_000_000),
+            ("pool_flush_ms", 1, 3_600_000),
         )
         for key, lo, hi in checks:
             value = getattr(self, key)
@@ -68,11 +76,33 @@ class PoolConfig:
                 raise ShmConfigError(f"{key} must be an integer within {lo}..{hi}, got {value!r}")
         if not isinstance(self.sender_settings, str) or len(self.sender_settings) > 3072:
             raise ShmConfigError("sender_settings must be a JSON text of at most 3072 chars")
+        self._check_durability()
         if self.buffer_memory < self.slab_size:
             raise ShmConfigError(
                 f"buffer_memory ({self.buffer_memory}) must hold at least one slab "
                 f"({self.slab_size} bytes)"
             )
+
+    def _check_durability(self) -> None:
+        if self.pool_durability not in DURABILITY_MODES:
+            raise ShmConfigError(
+                f"pool_durability must be one of {', '.join(DURABILITY_MODES)}, "
+                f"got {self.pool_durability!r}"
+            )
+        if not isinstance(self.pool_dir, str) or len(self.pool_dir) > 1024:
+            raise ShmConfigError("pool_dir must be a directory path of at most 1024 chars")
+        if self.pool_dir and not self.pool_dir.startswith("/"):
+            raise ShmConfigError(f"pool_dir must be an absolute path, got {self.pool_dir!r}")
+        if self.pool_durability != "memory" and not self.pool_dir:
+            raise ShmConfigError(
+                f"pool_durability={self.pool_durability!r} needs pool_dir: a directory on a "
+                "file system that persists (/dev/shm does not survive the host)"
+            )
+
+    @property
+    def durable(self) -> bool:
+        """True when the pool keeps commit records (flush and sync): durability.py."""
+        return self.pool_durability != "memory"
 
     @property
     def slab_size(self) -> int:

@@ -66,6 +66,10 @@ Region 1 - HEADER (512 bytes)
                                          process failed them because no result could come
                                          any more (their batch no longer held them; a bug
                                          to find, never a normal path: liveness.py)
+    432  u64      commits_started        a committer, under the kernel lock on COMMIT_BYTE
+    440  u64      commits_done           a committer, under that lock, after its msync
+    448  8 x u64  recovery_stats         the recovering process, then the Sender (the
+                                         counts recovery.py names)
 Reservation. The segment file is sized for every region at creation, but only the fixed
     regions' memory is taken then (posix_fallocate). SLOTS, TOPICS, PARTITIONS, DEQUES and
     ACTIVE grow: whoever first uses a page of them reserves it first (``Segment.reserve``),
@@ -80,8 +84,9 @@ when their holder dies (they guard no bytes of the map; the byte is only a name)
     checks for a live Sender and starts one (sender_link.py), 4 = held by a producer while
     it answers the OAUTHBEARER token board (tokens.py), 5 = held by a producer while it
     posts a command on the transaction board (txn_board.py), 6 = held by a producer while it
-    writes the SASL credentials board (credentials.py). Their order with the pool locks is
-    one order, shm/lockdep.py's.
+    writes the SASL credentials board (credentials.py), 7 = held by a committer of a
+    durable pool while it writes commit records and syncs (durability.py). Their order with
+    the pool locks is one order, shm/lockdep.py's.
 Region 3 - LOCKS: per lock a LOCK record (16 bytes), written by the holder right after
     acquiring and cleared by it before releasing:
       0  i32 owner_slot (-1 none)         LOCK_OWNER_SLOT
@@ -171,7 +176,8 @@ Region 7 - BATCHES: one BATCH descriptor per slab (a batch owns a run of >= 1 sl
      64  i64 producer_id                  B_PRODUCER_ID
      72  i16 producer_epoch, 2 pad        B_PRODUCER_EPOCH
      76  i32 base_sequence                B_BASE_SEQUENCE
-     80  32s reserved (was the appenders set: now region 7b)
+     80  u32 recovered, 28s reserved      B_RECOVERED: 1 for a batch recovery.py made (was
+                                          the appenders set, now region 7b)
     112  u32 parent batch                 B_PARENT (the Sender; see PARENT)
     116  u32 parent generation            B_PARENT_GENERATION
     120  u32 parent delta                 B_PARENT_DELTA
@@ -235,6 +241,9 @@ Region 13b - TXN: the transaction board of a transactional pool (txn_board.py): 
     then TXN_ANSWER_SLOTS answers (TXN_ANSWER), the one to command n at n % TXN_ANSWER_SLOTS,
     written by the Sender, its number last (a poster reads its own even after the next
     command was posted): u64 number, i32 code, u8 action, pad, u16 text_len, 240s text
+Region 13c - COMMITS, 13d - IDEM, 6c - DEQUE RECORDS (grows, after ACTIVE): durable pools
+    only: two COMMIT records per batch, two IDEM, two DREC per deque, each ending in its
+    CRC32C, written by a committer under the kernel lock on COMMIT_BYTE (durability.py).
 Region 14 - SLABS: num_slabs x slab_size bytes of record batches (config.py: SLAB_SIZE, or
     batch_size when that is smaller), written by the appender
     holding the deque's stripe lock (records), and by the Sender (batch header at drain).
@@ -246,7 +255,6 @@ import struct
 from dataclasses import dataclass
 
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.struct_fields import field_offsets, names_match
 
 MAGIC = b"SHMKAFKA"
 # 2: the EVENTS, BROKER STATS and TOKEN regions; 3: rings of RING_CAP; 4: slabs of slab_size
@@ -255,7 +263,8 @@ MAGIC = b"SHMKAFKA"
 # APPENDERS sized by max_processes, REFUSALS; 6: idle topics retired (RETIRED shapes, saved
 # sequences), their deques reused; appenders check the directory version under the stripe lock;
 # 7: the TXN board; 9: the CREDENTIALS board
-LAYOUT_VERSION = 9
+# 10: durable pools (COMMITS, IDEM, DEQUE RECORDS, the commit and recovery header fields)
+LAYOUT_VERSION = 10
 RING_CAP = 512  # completion entries per process slot at most (a full ring: the Sender retries)
 PAGE = 4096
 
@@ -291,6 +300,10 @@ H_NAMES_EPOCH = 288
 H_CLUSTER_ID = 296  # u16 length, then CLUSTER_ID_MAX bytes of UTF-8
 CLUSTER_ID_MAX = 126
 H_INTERNAL_ERRORS = 424
+H_COMMITS_STARTED = 432
+H_COMMITS_DONE = 440
+H_RECOVERY_STATS = 448
+RECOVERY_STATS = struct.Struct("<8Q")
 U16 = struct.Struct("<H")
 U32 = struct.Struct("<I")
 I32 = struct.Struct("<i")
@@ -306,6 +319,7 @@ SPAWN_BYTE = 3
 TOKEN_BYTE = 4
 TXN_BYTE = 5
 CREDENTIALS_BYTE = 6
+COMMIT_BYTE = 7
 
 LOCK = struct.Struct("<iiq")  # owner_slot, owner_pid, owner_start
 LOCK_OWNER_SLOT = 0
@@ -409,6 +423,7 @@ B_PRODUCER_ID = 64
 B_PRODUCER_EPOCH = 72
 B_BASE_SEQUENCE = 76
 B_RESERVED_80 = 80  # 32 bytes, once the appenders set (now region 7b)
+B_RECOVERED = B_RESERVED_80  # u32: made by recovery.py (zeroed by every open)
 # A batch split out of a larger one (MESSAGE_TOO_LARGE) completes its parent's records:
 # parent batch id (NO_PARENT if none), parent generation, the parent's offset delta of its
 # first record. Written by the Sender.
@@ -425,6 +440,15 @@ BATCH_BODY = struct.Struct("<" + BATCH.format[3:])
 
 # The leading fields an appender needs, up to base_ts: one unpack on the hot path.
 APPEND_VIEW = struct.Struct("<IIIIIIIIqqq")
+
+# Durable pools' records (durability.py). A COMMIT: number, generation, state (COMMIT_LIVE,
+# COMMIT_DONE), deque, slab_count, write_pos, record_count, parent, parent generation and
+# delta, base_ts, created_ms, producer_id, epoch, base_sequence, CRC32C of the records (slab
+# bytes 61..write_pos), then the CRC32C of the record's bytes before it.
+COMMIT = struct.Struct("<QIIIIIIIIIqqqhxxiI4xI")
+COMMIT_LIVE, COMMIT_DONE = 1, 2
+IDEM = struct.Struct("<QqhxxI")  # number, producer_id, epoch, crc
+DREC = struct.Struct("<QiiH250sI")  # number, partition, next_sequence, name_len, name, crc
 
 # Batch states (4 was DONE, never set: not reused).
 FREE, OPEN, SEALED, IN_FLIGHT = 0, 1, 2, 3
@@ -452,6 +476,7 @@ class Layout:
     deques_at: int
     deque_size: int
     active_at: int
+    drecs_at: int
     batches_at: int
     appenders_at: int
     freemap_at: int
@@ -463,6 +488,8 @@ class Layout:
     token_at: int
     credentials_at: int
     txn_at: int
+    commits_at: int
+    idem_at: int
     slabs_at: int
     size: int
 
@@ -482,7 +509,10 @@ class Layout:
         partitions_at = _align(topics_at + config.max_topics * TOPIC_ENTRY_SIZE, PAGE)
         deques_at = _align(partitions_at + partition_capacity * PARTITION_ENTRY_SIZE, PAGE)
         active_at = _align(deques_at + config.max_partitions * DEQUE_SIZE, PAGE)
-        batches_at = _align(active_at + config.max_partitions, PAGE)
+        durable = config.durable
+        drecs_at = _align(active_at + config.max_partitions, PAGE)
+        drecs_size = 2 * DREC.size * config.max_partitions if durable else 0
+        batches_at = _align(drecs_at + drecs_size, PAGE)
         appenders_at = batches_at + num_slabs * BATCH_SIZE_BYTES
         freemap_at = _align(appenders_at + num_slabs * appenders_size)
         waitq_at = _align(freemap_at + num_slabs)
@@ -494,13 +524,16 @@ class Layout:
         credentials_at = _align(token_at + TOKEN_HEADER.size + TOKEN_MAX)
         txn_at = _align(credentials_at + CREDENTIALS_HEADER.size + CREDENTIALS_MAX)
         txn_size = TXN_HEADER.size + TXN_ANSWER_SLOTS * TXN_ANSWER.size + TXN_PAYLOAD_MAX
-        slabs_at = _align(txn_at + txn_size, PAGE)
+        commits_at = _align(txn_at + txn_size)
+        idem_at = _align(commits_at + (2 * COMMIT.size * num_slabs if durable else 0))
+        slabs_at = _align(idem_at + (2 * IDEM.size if durable else 0), PAGE)
         size = _align(slabs_at + num_slabs * config.slab_size, PAGE)
         return cls(
             config, n_locks, slot_size, ring_capacity, appenders_size, locks_at, slots_at,
             topics_at, partitions_at, partition_capacity, deques_at, DEQUE_SIZE, active_at,
-            batches_at, appenders_at, freemap_at, waitq_at, topic_requests_at, refusals_at,
-            events_at, brokers_at, token_at, credentials_at, txn_at, slabs_at, size,
+            drecs_at, batches_at, appenders_at, freemap_at, waitq_at, topic_requests_at,
+            refusals_at, events_at, brokers_at, token_at, credentials_at, txn_at, commits_at,
+            idem_at, slabs_at, size,
         )  # fmt: skip
 
     @property
@@ -551,44 +584,17 @@ class Layout:
     def batch_at(self, batch_id: int) -> int:
         return self.batches_at + batch_id * BATCH_SIZE_BYTES
 
+    def commit_at(self, batch_id: int, copy: int) -> int:
+        return self.commits_at + (2 * batch_id + copy) * COMMIT.size
+
+    def idem_at_copy(self, copy: int) -> int:
+        return self.idem_at + copy * IDEM.size
+
+    def drec_at(self, deque_id: int, copy: int) -> int:
+        return self.drecs_at + (2 * deque_id + copy) * DREC.size
+
     def slab_at(self, slab: int) -> int:
         return self.slabs_at + slab * self.config.slab_size
 
     def stripe_lock(self, deque_id: int) -> int:
         return FIRST_STRIPE_LOCK + deque_id % self.config.lock_stripes
-
-
-# Every named offset is checked against the struct that lays its field out.
-assert names_match(LOCK, (LOCK_OWNER_SLOT, LOCK_OWNER_PID, LOCK_OWNER_START))
-assert names_match(
-    SLOT_HEADER,
-    (S_STATE, S_PID, S_START, S_PENDING, S_PENDING_COUNT, S_RING_HEAD, S_RING_TAIL, None,
-     None, S_WAITING_ALLOC, S_FLUSHING),
-)  # fmt: skip
-assert names_match(PENDING, (S_PENDING, S_PENDING_COUNT), S_PENDING)
-assert names_match(
-    DEQUE_HEADER, (D_ENDS, D_TOPIC, None, D_PARTITION, D_RUN_HINT, D_NEXT_SEQUENCE, D_STICKY)
-)
-assert DEQUE_HEADER.size == DEQUE_SIZE and D_ENDS % 8 == 0
-assert TOPIC_NAME.size <= TOPIC_SHAPE and TOPIC_SHAPE + 8 == TOPIC_ENTRY_SIZE
-assert P_DEQUE == 0 and P_LEADER == 8 and PARTITION_ENTRY_SIZE == 16  # read as u64 words
-assert names_match(
-    BATCH,
-    (B_STATE, B_GENERATION, B_DEQUE, B_FIRST_SLAB, B_SLAB_COUNT, B_ATTEMPTS, B_WRITE_POS,
-     B_RECORD_COUNT, B_MAX_TS, B_LAST_APPEND, B_BASE_TS, B_CREATED, B_PRODUCER_ID,
-     B_PRODUCER_EPOCH, B_BASE_SEQUENCE),
-)  # fmt: skip
-assert names_match(BATCH_BODY, tuple(field_offsets(BATCH)[2:]), B_DEQUE)
-assert names_match(PUBLISH, (B_WRITE_POS, B_RECORD_COUNT, B_MAX_TS, B_LAST_APPEND), B_PUBLISH)
-assert names_match(PUBLISH_TIMES, (B_MAX_TS, B_LAST_APPEND), B_PUBLISH_TIMES)
-assert names_match(PARENT, (B_PARENT, B_PARENT_GENERATION, B_PARENT_DELTA), B_PARENT)
-assert BATCH.size == B_RESERVED_80 + 32 <= B_PARENT
-assert B_PARENT + PARENT.size == B_NEXT and B_NEXT + 4 == BATCH_SIZE_BYTES
-assert B_PARENT + PARENT.size <= BATCH_SIZE_BYTES
-assert EVENT.size == 256 and field_offsets(EVENT)[0] == E_SEQ
-assert BROKER.size == 168
-assert TXN_HEADER.size == 256 and TXN_ANSWER.size == 256
-assert SLOT_HEADER.size == SLOT_HEADER_SIZE
-# The publish word: write_pos | record_count << 32 in one aligned little-endian u64.
-assert B_WRITE_POS == B_PUBLISH and B_PUBLISH + U32.size == B_RECORD_COUNT
-assert B_PUBLISH % 8 == 0 and BATCH_SIZE_BYTES % 8 == 0

@@ -8,6 +8,9 @@ when every lock it already holds comes before it in this order (outermost first)
     txn_board    kernel lock, TXN_BYTE: a producer posting on the transaction board
     token_board  kernel lock, TOKEN_BYTE: a producer answering the OAUTHBEARER board
     credentials  kernel lock, CREDENTIALS_BYTE: a producer writing the SASL credentials
+    commit       kernel lock, COMMIT_BYTE: a committer of a durable pool writing commit
+                 records and syncing (an app's group commit, the flusher, the Sender
+                 before it sends or frees)
     slot_table   kernel lock, SLOT_TABLE_BYTE: claiming and freeing process slots
     directory    pool lock 1: the topic directory's writer
     stripe       pool locks 2..: the partition deques' stripes; several are taken in
@@ -45,6 +48,7 @@ from types import FrameType
 
 from shmkafka.shm.errors import LockOrderError
 from shmkafka.shm.layout import (
+    COMMIT_BYTE,
     CREDENTIALS_BYTE,
     DIRECTORY_LOCK,
     POOL_LOCK,
@@ -65,6 +69,7 @@ ORDER = (
     "txn_board",
     "token_board",
     "credentials",
+    "commit",
     "slot_table",
     "directory",
     "stripe",
@@ -80,6 +85,7 @@ KERNEL_CLASSES = {
     TXN_BYTE: "txn_board",
     TOKEN_BYTE: "token_board",
     CREDENTIALS_BYTE: "credentials",
+    COMMIT_BYTE: "commit",
     SLOT_TABLE_BYTE: "slot_table",
     RECOVERY_BYTE: "recovery",
 }

@@ -14,12 +14,21 @@ Rules (ownership of close and unlink):
   pool: ``SharedPool.destroy`` (tests, the Sender when the last producer detached) or
   ``shmkafka cleanup`` for pools whose processes are all dead. Never by a finalizer.
 - A segment owned by another uid is refused.
+- A pool with ``pool_dir`` lives in the file ``<pool_dir>/shmkafka.<name>``, and
+  /dev/shm/shmkafka.<name> is a symlink to it, so every process finds a pool by its name
+  alone. Opening such a pool (``open_in_directory``) holds a ``flock`` on
+  ``<pool_dir>/shmkafka.<name>.lock`` while it creates, links or recovers, so one process
+  does each. A file with no link (the host restarted: /dev/shm is empty) or a
+  ``.recovering`` file beside it (a recovery was cut short) is handed to the caller to
+  recover (pool/recovery.py) in a new file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import fcntl
 import mmap
 import os
 import struct
@@ -58,10 +67,29 @@ def semaphore_name(pool: str, kind: str, index: int) -> str:
     return f"/{PREFIX}{pool}.{kind}{index}"
 
 
+def link_path(pool: str) -> str:
+    """The pool's name in /dev/shm: the segment itself, or a symlink to a pool_dir file."""
+    return "/dev/shm/" + PREFIX + pool
+
+
+def pool_file_in(directory: str, pool: str) -> str:
+    return os.path.join(directory, PREFIX + validate_pool_name(pool))
+
+
+class FileHandle:
+    """An open pool file in a directory: posix_ipc.SharedMemory's ``fd`` and ``close_fd``."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close_fd(self) -> None:
+        os.close(self.fd)
+
+
 class Segment:
     """A mapped pool segment. ``buf`` is a writable memoryview over the whole mapping."""
 
-    def __init__(self, pool: str, shm: posix_ipc.SharedMemory, layout: Layout) -> None:
+    def __init__(self, pool: str, shm: posix_ipc.SharedMemory | FileHandle, layout: Layout) -> None:
         self.pool = pool
         self.pool_file = PREFIX + pool
         self.layout = layout
@@ -91,12 +119,14 @@ class Segment:
         start = offset // PAGE * PAGE
         end = -(-(offset + length) // PAGE) * PAGE
         assert 0 <= start < end <= self.layout.size
-        _fallocate(self.fd, start, end - start, self.pool, None)
+        _fallocate(self.fd, start, end - start, self.pool, None, self.layout.config.pool_dir)
 
     # ------------------------------------------------------------------ creation
 
     @classmethod
     def create(cls, pool: str, config: PoolConfig) -> Segment:
+        if config.pool_dir:
+            return cls._create_file(pool, config)
         name = segment_name(pool)
         layout = Layout.for_config(config)
         shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=0o600)
@@ -112,6 +142,37 @@ class Segment:
             shm.close_fd()
             posix_ipc.unlink_shared_memory(name)
             raise
+
+    @classmethod
+    def _create_file(cls, pool: str, config: PoolConfig, path: str | None = None) -> Segment:
+        """A new pool file in ``config.pool_dir`` (or at ``path``), not linked yet."""
+        path = path or pool_file_in(config.pool_dir, pool)
+        layout = Layout.for_config(config)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.ftruncate(fd, layout.size)
+            grown_from, grown_to = layout.grown_regions
+            for start, end in ((0, grown_from), (grown_to, layout.size)):
+                _fallocate(fd, start, end - start, pool, layout.size - grown_to + grown_from,
+                           where=config.pool_dir)  # fmt: skip
+            segment = cls(pool, FileHandle(fd), layout)
+            segment._write_header(config)
+            if config.durable:
+                segment.sync()  # (the header and config: recovery trusts them)
+            return segment
+        except BaseException:
+            os.close(fd)
+            os.unlink(path)
+            raise
+
+    def sync(self, offset: int = 0, length: int | None = None) -> None:
+        """msync(MS_SYNC) of ``[offset, offset + length)`` (whole pages; all by default):
+        once it returns, that part of a pool_dir file is on the disk (durability.py)."""
+        if length is None:
+            self._map.flush()
+            return
+        start = offset // PAGE * PAGE
+        self._map.flush(start, -(-(offset + length - start) // PAGE) * PAGE)
 
     def _write_header(self, config: PoolConfig) -> None:
         blob = config.to_json()
@@ -129,7 +190,11 @@ class Segment:
         """Attach to an existing segment; with ``config``, it must match the segment's."""
         name = segment_name(pool)
         try:
-            shm = posix_ipc.SharedMemory(name)
+            shm: posix_ipc.SharedMemory | FileHandle = (
+                _open_linked(pool)  # (shm_open does not follow a pool_dir's symlink)
+                if os.path.islink(link_path(pool))
+                else posix_ipc.SharedMemory(name)
+            )
         except posix_ipc.ExistentialError:
             raise PoolNotFoundError(f"no pool named {pool!r} ({name} does not exist)") from None
         except posix_ipc.PermissionsError:
@@ -156,7 +221,9 @@ class Segment:
 
     @classmethod
     def create_or_attach(cls, pool: str, config: PoolConfig) -> tuple[Segment, bool]:
-        """Returns the segment and whether this call created it."""
+        """Returns the segment and whether this call created it (a pool_dir pool that needs
+        recovering is the caller's: ``open_in_directory``)."""
+        assert not config.pool_dir, "a pool_dir pool opens through open_in_directory"
         while True:
             try:
                 return cls.create(pool, config), True
@@ -198,18 +265,137 @@ class Segment:
         unlink_segment(self.pool)
 
 
-def _fallocate(fd: int, start: int, length: int, pool: str, whole: int | None) -> None:
+class DirectoryOpen:
+    """``open_in_directory``'s answer: the segment, whether it is new, and, when the pool
+    needs recovering, the old file to recover from. ``release`` lets go of the directory
+    lock: after the recovery, or at once when there is none."""
+
+    def __init__(self, segment: Segment, created: bool, recover_from: str | None, lock: int):
+        self.segment = segment
+        self.created = created
+        self.recover_from = recover_from
+        self._lock = lock
+
+    def release(self) -> None:
+        if self._lock >= 0:
+            os.close(self._lock)  # (closing drops the flock)
+            self._lock = -1
+
+
+def open_in_directory(pool: str, config: PoolConfig) -> DirectoryOpen:
+    """Create, attach or hand over for recovery the pool_dir pool ``pool``, under the
+    directory's lock file. The returned ``DirectoryOpen`` still holds that lock when a
+    recovery is due; otherwise it has been released."""
+    path = pool_file_in(config.pool_dir, pool)
+    recovering = path + ".recovering"
+    lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        linked = os.path.islink(link_path(pool)) and os.path.realpath(link_path(pool)) == path
+        if linked and not os.path.exists(recovering):
+            found = DirectoryOpen(Segment.attach(pool, config), False, None, lock)
+            found.release()
+            return found
+        if os.path.lexists(link_path(pool)):
+            _unlink_stale_link(pool, path)
+        if os.path.exists(recovering):  # (a recovery was cut short: its new file is void)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        elif os.path.exists(path):
+            os.rename(path, recovering)
+            _sync_directory(config.pool_dir)
+        segment = Segment._create_file(pool, config, path)
+        os.symlink(path, link_path(pool))
+        if not os.path.exists(recovering):
+            made = DirectoryOpen(segment, True, None, lock)
+            made.release()
+            return made
+        return DirectoryOpen(segment, True, recovering, lock)
+    except BaseException:
+        os.close(lock)
+        raise
+
+
+def _unlink_stale_link(pool: str, path: str) -> None:
+    """The name is taken: by a link to our file (a recovery was cut short: redone), or by
+    a link whose file is gone (stale); anything else is another pool, and refused."""
+    link = link_path(pool)
+    target = os.path.realpath(link) if os.path.islink(link) else None
+    if target is not None and (target == path or not os.path.exists(target)):
+        os.unlink(link)
+        return
+    where = f"in {os.path.dirname(target)}" if target else "in /dev/shm"
+    raise SegmentOwnerError(
+        f"pool name {pool!r} is taken by another pool {where}: choose another name"
+    )
+
+
+def finish_recovery(opened: DirectoryOpen, config: PoolConfig) -> None:
+    """The recovered pool is on the disk: the old file goes, and the directory lock."""
+    assert opened.recover_from is not None
+    opened.segment.sync()
+    os.fsync(opened.segment.fd)
+    os.unlink(opened.recover_from)
+    _sync_directory(config.pool_dir)
+    opened.release()
+
+
+def _sync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _open_linked(pool: str) -> FileHandle:
+    """Open the pool_dir file that /dev/shm/shmkafka.<pool> links to; the link and the file
+    must both be ours (the link sits in a directory everyone writes)."""
+    link = link_path(pool)
+    try:
+        owner = os.lstat(link).st_uid
+        if owner != os.getuid():
+            raise SegmentOwnerError(f"pool {pool!r}'s link belongs to uid {owner}: refused")
+        return FileHandle(os.open(link, os.O_RDWR | os.O_CLOEXEC))
+    except FileNotFoundError:
+        raise PoolNotFoundError(f"no pool named {pool!r} (its file is gone)") from None
+    except PermissionError:
+        raise SegmentOwnerError(f"pool {pool!r}'s file is another user's: refused") from None
+
+
+def _fallocate(
+    fd: int, start: int, length: int, pool: str, whole: int | None, where: str = ""
+) -> None:
     try:
         faultpoints.check_reserve(length, fixed=whole is not None)
-        os.posix_fallocate(fd, start, length)
+        if where:
+            _reserve_blocks(fd, start, length)
+        else:
+            os.posix_fallocate(fd, start, length)
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM):
             raise
         what = f"{whole} bytes to create it" if whole is not None else f"{length} more bytes"
+        place = where or "/dev/shm"
         raise SegmentSpaceError(
-            f"/dev/shm is full: pool {pool!r} needs {what} ({exc.strerror}); "
-            "make /dev/shm larger (docs/deployment.md sizes it)"
+            f"{place} is full: pool {pool!r} needs {what} ({exc.strerror}); "
+            f"make {place} larger (docs/deployment.md sizes it)"
         ) from None
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+
+
+def _reserve_blocks(fd: int, start: int, length: int) -> None:
+    """fallocate(2) for a pool_dir file: disk blocks taken now, so a full disk is a typed
+    error, never a SIGBUS. A file system without it (FUSE) gets a sparse file. Not glibc's
+    posix_fallocate, whose fallback writes a zero into every block: a race with the other
+    processes writing the mapping."""
+    if _libc.fallocate(fd, 0, start, length) != 0:
+        code = ctypes.get_errno()
+        if code != errno.EOPNOTSUPP:
+            raise OSError(code, os.strerror(code))
 
 
 def _owner_of(name: str) -> int | str:
@@ -249,7 +435,15 @@ def _wait_for_header(fd: int) -> PoolConfig:
 
 
 def unlink_segment(pool: str) -> None:
-    """Remove a pool's segment and every semaphore of it that exists."""
+    """Remove a pool's segment (a pool_dir pool: its link and its file) and every semaphore
+    of it that exists."""
+    link = link_path(pool)
+    if os.path.islink(link):
+        target = os.path.realpath(link)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(link)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target)
     with contextlib.suppress(posix_ipc.ExistentialError):
         posix_ipc.unlink_shared_memory(segment_name(pool))
     for entry in list_semaphores(pool):

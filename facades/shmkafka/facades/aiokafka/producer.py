@@ -136,6 +136,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         sasl_kerberos_service_name: str = "kafka", sasl_kerberos_domain_name: str | None = None,
         sasl_oauth_token_provider: Any = None, delivery_timeout_ms: int = 120_000,
         pool: str | None = None, sender_log: str | None = None, batch_max_records: int = 0,
+        pool_dir: str | None = None, pool_durability: str = "memory", pool_flush_ms: int = 200,
     ) -> None:  # fmt: skip
         del connections_max_idle_ms
         del sasl_kerberos_service_name, sasl_kerberos_domain_name
@@ -164,6 +165,8 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
             "sasl_oauth_token_provider": sasl_oauth_token_provider,
             "delivery_timeout_ms": delivery_timeout_ms, "max_block_ms": 0,
             "pool": pool, "sender_log": sender_log, "batch_max_records": batch_max_records,
+            "pool_dir": pool_dir, "pool_durability": pool_durability,
+            "pool_flush_ms": pool_flush_ms,
             **(tls or {}),
         }  # fmt: skip
         try:
@@ -347,6 +350,7 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         assert self._loop is not None
         future: asyncio.Future[Any] = self._loop.create_future()
         deadline = time.monotonic() + self._request_timeout_s
+        handle.waits_in_send = False  # (a sync pool's commit is awaited below, in a thread)
         while True:
             try:
                 handle.send(topic, value_bytes, key_bytes, header_list, partition,
@@ -360,6 +364,8 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
                 await asyncio.sleep(FULL_POOL_WAIT_S)
             except KafkaError as exc:
                 raise aio_types.aiokafka_error(exc) from None
+        if handle.durable_sends:  # (a sync pool: the commit awaited in a thread)
+            await self._loop.run_in_executor(None, handle.wait_durable)
         self._pending.add(future)
         return future
 

@@ -293,7 +293,9 @@ def _python_only(conf: dict[str, Any], settings: dict[str, Any]) -> None:
 
 
 def _own(conf: dict[str, Any], settings: dict[str, Any]) -> None:
-    for key, setting in (("shmkafka.pool", "pool"), ("shmkafka.sender.log", "sender_log")):
+    for key, setting in (("shmkafka.pool", "pool"), ("shmkafka.sender.log", "sender_log"),
+                         ("shmkafka.pool.dir", "pool_dir"),
+                         ("shmkafka.pool.durability", "pool_durability")):  # fmt: skip
         if key in conf:
             value = conf.pop(key)
             if not isinstance(value, str):
@@ -302,6 +304,7 @@ def _own(conf: dict[str, Any], settings: dict[str, Any]) -> None:
     for key, setting in (("shmkafka.max.topics", "max_topics"),
                          ("shmkafka.max.partitions", "max_partitions"),
                          ("shmkafka.max.processes", "max_processes"),
+                         ("shmkafka.pool.flush.ms", "pool_flush_ms"),
                          ("shmkafka.metadata.max.idle.ms", "metadata_max_idle_ms")):  # fmt: skip
         if key in conf:
             settings[setting] = _int(Property(key, "G", "P", "int", f"1..{INT32_MAX}", "", ""),
@@ -503,6 +506,8 @@ def pool_settings(s: dict[str, Any]) -> dict[str, Any]:
         "buffer_memory": s["buffer_kbytes"] * 1024,
         "max_topics": s["max_topics"], "max_partitions": s["max_partitions"],
         "max_processes": s["max_processes"],
+        "pool_dir": s.get("pool_dir", ""), "pool_durability": s.get("pool_durability", "memory"),
+        "pool_flush_ms": s.get("pool_flush_ms", 200),
     }  # fmt: skip
 
 

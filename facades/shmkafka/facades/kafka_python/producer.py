@@ -65,7 +65,8 @@ SENDER_ARGS = (
 )  # fmt: skip
 POOL_BATCH_BYTES = 1_000_000  # the pool's batches when batch_size is not given: they grow
 POOL_ARGS = ("batch_size", "buffer_memory", "max_topics", "max_partitions", "max_processes",
-             "lock_stripes", "batch_max_records")  # fmt: skip
+             "lock_stripes", "batch_max_records", "pool_dir", "pool_durability",
+             "pool_flush_ms")  # fmt: skip
 DEFAULTS: dict[str, Any] = {
     "bootstrap_servers": "localhost",
     "client_id": None,
@@ -113,6 +114,10 @@ DEFAULTS: dict[str, Any] = {
     "max_processes": 4096,
     "lock_stripes": 64,
     "batch_max_records": 0,  # (librdkafka's batch.num.messages; 0: no limit, as kafka-python)
+    # a pool on a disk, and what survives the host (docs/reliability.md; shmkafka's own)
+    "pool_dir": None,
+    "pool_durability": "memory",
+    "pool_flush_ms": 200,
     "sender_log": None,
 }
 # kafka-python arguments accepted and ignored: nothing they control exists here, or the
@@ -240,6 +245,7 @@ def _settings(config: dict[str, Any], given: set[str]) -> Config:
     sender["retries"] = 2**31 - 1 if retries == float("inf") else retries
     sender["bootstrap_servers"] = normalize_bootstrap(config["bootstrap_servers"])
     pool = {k: config[k] for k in POOL_ARGS}
+    pool["pool_dir"] = pool["pool_dir"] or ""
     if "batch_size" not in given:
         pool["batch_size"] = POOL_BATCH_BYTES
     return Config.build(sender, pool, config["pool"], config["max_block_ms"])

@@ -1,0 +1,3 @@
+from tests.integration.conftest import tansu
+
+__all__ = ["tansu"]

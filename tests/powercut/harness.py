@@ -1,0 +1,233 @@
+"""Power cuts under load, then a recovery, then a checker that reads everything back.
+
+A round: the host boots (cutfs mounted on the durable images), apps of every API start
+sending numbered records to a durable pool in its directory (the first app to open it
+recovers what the last cut left), and after a random while the power goes: cutfs keeps a
+random share of the dirty pages, the apps and the Sender die, the page cache goes. Some cuts
+land while the pool is still being recovered, most while the apps send.
+
+After the last round the host boots once more; one producer opens the pool (recovery) and
+waits until the Sender has delivered everything. A real consumer then reads the topic back,
+and the checker holds:
+- nothing is delivered twice, nothing torn is delivered, nothing is reordered per process
+  per partition (the records are numbered and checksummed: workers.py);
+- ``sync``: every record whose send returned is delivered;
+- ``flush``: a record whose send returned and that is missing was sent within the last
+  flush window before a cut (pool_flush_ms, plus the time a commit takes: ``SLACK_S``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import psutil
+
+from tests.powercut.host import PowerHost
+from tests.powercut.workers import API_NAMES, SAME, parse
+
+ROOT = Path(__file__).resolve().parents[2]
+SLACK_S = 0.5  # a commit's own time on a loaded machine, on top of pool_flush_ms
+FSYNC_DELAY_MS = 5  # a slow disk: cuts land inside syncs, tearing commits
+
+
+@dataclass
+class Outcome:
+    mode: str
+    cuts: int = 0
+    acknowledged: int = 0
+    delivered: int = 0
+    lost_in_window: int = 0
+    unacknowledged_delivered: int = 0
+    pages_kept: int = 0
+    pages_dropped: int = 0
+    recovery_stats: tuple[int, ...] = ()
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Proc:
+    proc: int
+    api: str
+    log: Path
+    cut_at: float = 0.0
+
+
+def run(peer_bootstrap: str, topic: str, root: Path, mode: str, cuts: int, seed: int,
+        pool: str, apps: int = 3, flush_ms: int = 100) -> Outcome:  # fmt: skip
+    rng = random.Random(seed)
+    host = PowerHost(root)
+    outcome = Outcome(mode)
+    settings = {"bootstrap": peer_bootstrap, "dir": str(host.disk), "mode": mode,
+                "flush_ms": flush_ms}  # fmt: skip
+    procs: list[_Proc] = []
+    host.boot(fsync_delay_ms=FSYNC_DELAY_MS)
+    try:
+        for round_ in range(cuts):
+            running = []
+            for i in range(apps):
+                # (one API a round, each in turn: one Sender serves the pool, and the APIs'
+                # defaults of its settings differ)
+                proc = _Proc(round_ * apps + i, API_NAMES[round_ % len(API_NAMES)],
+                             root / f"log-{round_ * apps + i}")  # fmt: skip
+                procs.append(proc)
+                running.append((proc, _start(proc, pool, settings, topic)))
+            # a short while lands the cut in the recovery or the start; most land under load
+            time.sleep(rng.uniform(0.05, 0.4) if rng.random() < 0.25 else rng.uniform(0.8, 3.0))
+            victims = [p.pid for _, p in running] + _senders(pool)
+            cut_at = time.time()
+            kept, dropped = host.cut(victims, keep=rng.choice((0.0, 0.3, 0.8)),
+                                     seed=rng.randrange(1 << 30), pools=[pool])  # fmt: skip
+            for proc, popen in running:
+                proc.cut_at = cut_at
+                popen.wait(30)
+            outcome.cuts += 1
+            outcome.pages_kept += kept
+            outcome.pages_dropped += dropped
+            host.boot(fsync_delay_ms=FSYNC_DELAY_MS)
+        outcome.recovery_stats = _recover_and_deliver(pool, settings)
+        _check(outcome, procs, _read_back(peer_bootstrap, topic), mode, flush_ms)
+    finally:
+        for pid in _senders(pool):
+            with _quiet():
+                os.kill(pid, 9)
+        host.shutdown()
+        for name in os.listdir("/dev/shm"):
+            if name.startswith((f"shmkafka.{pool}", f"sem.shmkafka.{pool}.")):
+                with _quiet():
+                    os.unlink(f"/dev/shm/{name}")
+    return outcome
+
+
+def _start(proc: _Proc, pool: str, settings: dict[str, Any], topic: str) -> subprocess.Popen[bytes]:
+    args = {"api": proc.api, "pool": pool, "settings": settings, "topic": topic,
+            "proc": proc.proc, "count": 1_000_000, "log_path": str(proc.log)}  # fmt: skip
+    env = {**os.environ, "POWERCUT_WORKER": json.dumps(args), "PYTHONPATH": str(ROOT)}
+    with open(proc.log.with_suffix(".err"), "ab") as err:  # (what an app said, for a failure)
+        return subprocess.Popen([sys.executable, "-m", "tests.powercut.workers"], env=env,
+                                cwd=ROOT, stderr=err)  # fmt: skip
+
+
+def _senders(pool: str) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = p.info["cmdline"] or []
+        if "shmkafka.sender" in cmdline and pool in cmdline:
+            out.append(p.info["pid"])
+    return out
+
+
+def _recover_and_deliver(pool: str, settings: dict[str, Any]) -> tuple[int, ...]:
+    """The host's first app after the last cut: recovers, and waits (bounded) until the
+    Sender has delivered or failed every recovered record."""
+    from shmkafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=settings["bootstrap"], pool=pool, pool_dir=settings["dir"],
+        pool_durability=settings["mode"], pool_flush_ms=settings["flush_ms"], **SAME,
+    )  # fmt: skip
+    try:
+        client = producer.shmkafka_client
+        assert client is not None
+        stats = client.pool.recovery_stats
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            now = stats()
+            if now[4] + now[5] >= now[1]:  # delivered + failed == recovered records
+                return now
+            time.sleep(0.1)
+        raise AssertionError(f"recovered records not delivered within 120 s: {stats()}")
+    finally:
+        producer.close(30)
+
+
+def _read_back(bootstrap: str, topic: str) -> list[tuple[int, int, bytes]]:
+    """Every record of the topic: (partition, offset, value), read to the high watermarks."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
+                                         "enable.auto.commit": False, "log_level": 3})  # fmt: skip
+    try:
+        meta = consumer.list_topics(topic, timeout=30)
+        partitions = sorted(meta.topics[topic].partitions)
+        highs = {p: consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p),
+                                                   timeout=30)[1] for p in partitions}  # fmt: skip
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                         for p in partitions])  # fmt: skip
+        out: list[tuple[int, int, bytes]] = []
+        done = {p for p, high in highs.items() if high == 0}
+        deadline = time.monotonic() + 120
+        while len(done) < len(partitions) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            out.append((msg.partition(), msg.offset(), msg.value()))
+            if msg.offset() + 1 >= highs[msg.partition()]:
+                done.add(msg.partition())
+        assert len(done) == len(partitions), f"read back stopped short: {done} of {highs}"
+        return out
+    finally:
+        consumer.close()
+
+
+def _acknowledged(proc: _Proc) -> dict[int, float]:
+    """The numbers whose send returned, with when (a torn last line is no acknowledgement)."""
+    out: dict[int, float] = {}
+    if proc.log.exists():
+        for line in proc.log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                out[int(parts[0])] = float(parts[1])
+    return out
+
+
+def _check(outcome: Outcome, procs: list[_Proc], records: list[tuple[int, int, bytes]],
+           mode: str, flush_ms: int) -> None:  # fmt: skip
+    seen: dict[tuple[int, int], tuple[int, int]] = {}
+    for partition, offset, value in records:
+        key = parse(value)
+        if key in seen:
+            outcome.problems.append(f"record {key} delivered twice: {seen[key]}, "
+                                    f"{(partition, offset)}")  # fmt: skip
+        seen[key] = (partition, offset)
+    outcome.delivered = len(seen)
+    for proc in procs:
+        acked = _acknowledged(proc)
+        outcome.acknowledged += len(acked)
+        window_start = proc.cut_at - flush_ms / 1000 - SLACK_S
+        for seq, when in acked.items():
+            if (proc.proc, seq) in seen:
+                continue
+            if mode == "flush" and when >= window_start:
+                outcome.lost_in_window += 1
+                continue
+            outcome.problems.append(
+                f"record {(proc.proc, seq)} ({proc.api}) was acknowledged "
+                f"{proc.cut_at - when:.3f} s before the cut and is lost"
+            )
+        last: dict[int, int] = defaultdict(lambda: -1)
+        last_seq: dict[int, int] = defaultdict(lambda: -1)
+        for seq in sorted(s for (p, s) in seen if p == proc.proc):
+            partition, offset = seen[(proc.proc, seq)]
+            if offset <= last[partition]:
+                outcome.problems.append(f"process {proc.proc}'s record {seq} lies before "
+                                        f"its record {last_seq[partition]} in partition "
+                                        f"{partition}")  # fmt: skip
+            last[partition], last_seq[partition] = offset, seq
+            if seq not in acked:
+                outcome.unacknowledged_delivered += 1
+
+
+class _quiet:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return exc[0] is not None and issubclass(exc[0], OSError)  # type: ignore[arg-type]
