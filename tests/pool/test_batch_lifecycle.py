@@ -19,8 +19,9 @@ MODEL = Path(__file__).parents[2] / "pool/shmkafka/pool/batch_lifecycle.pml"
 BOUND_S = 600
 
 
-def _check(tmp_path: Path, *defines: str, source: Path = MODEL) -> str:
-    """spin's verifier's report for the model ``source`` with ``defines``."""
+def _check(tmp_path: Path, *defines: str, source: Path = MODEL, pan: tuple[str, ...] = ()) -> str:
+    """spin's verifier's report for the model ``source`` with ``defines`` (and the
+    verifier's own ``pan`` flags)."""
     spin, cc = shutil.which("spin"), shutil.which("gcc") or shutil.which("cc")
     if spin is None or cc is None:
         pytest.fail("the model check needs spin and gcc: apt-get install spin gcc")
@@ -30,7 +31,7 @@ def _check(tmp_path: Path, *defines: str, source: Path = MODEL) -> str:
                    capture_output=True, timeout=60)  # fmt: skip
     subprocess.run([cc, "-O2", "-w", "-DSAFETY", "-DCOLLAPSE", "-o", "pan", "pan.c"],
                    cwd=tmp_path, check=True, capture_output=True, timeout=120)  # fmt: skip
-    run = subprocess.run(["./pan", "-m100000"], cwd=tmp_path, capture_output=True, text=True,
+    run = subprocess.run(["./pan", "-m100000", *pan], cwd=tmp_path, capture_output=True, text=True,
                          timeout=BOUND_S)  # fmt: skip
     return run.stdout
 

@@ -14,9 +14,13 @@
  *     S0   a stripe lock                 (pool locks 2..: ascending only)
  *     S1   the next stripe lock
  *     POOL the pool lock                 (pool lock 0)
- * The other kernel record locks (Sender, spawn, boards, recovery) are not
- * here: none is held while a pool lock is waited for, but the Sender's (held
- * for its life, outermost) and recovery, a leaf taken by a waiter.
+ * The other kernel record locks (Sender, spawn, boards, commit, recovery)
+ * are not here: none is held while a pool lock is waited for, but the
+ * Sender's (held for its life, outermost) and recovery, a leaf taken by a
+ * waiter. The commit lock (a durable pool's, pool/durability.py) is held
+ * only around commit records and the msync, and the Sender's encoding of a
+ * request, which takes no pool lock; the model of what it guards is
+ * durability.pml.
  *
  * Paths (each a process; they run concurrently, once each):
  *  Drain       the Sender's drain: stripe, seal and shrink, let go; then the

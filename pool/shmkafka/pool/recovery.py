@@ -44,7 +44,6 @@ from shmkafka.pool.bufferpool import BufferPool
 from shmkafka.pool.durability import (
     CommitRecord,
     DequeRecord,
-    latest,
     read_commit,
     read_drec,
     read_idem,
@@ -155,9 +154,14 @@ def _read_records(buf: memoryview, layout: Layout, found: Found) -> None:
         found.producer = (newest[2], newest[3])
     records: dict[int, CommitRecord] = {}
     for batch_id in range(layout.config.num_slabs):
-        record = latest(read_commit(buf, layout.commit_at(batch_id, c), c) for c in (0, 1))
-        if record is not None and record.state == COMMIT_LIVE:
+        copies = [read_commit(buf, layout.commit_at(batch_id, c), c) for c in (0, 1)]
+        record, torn = _chosen(buf, layout, batch_id, copies)
+        if record is not None:
             records[batch_id] = record
+        elif torn is not None:
+            owner = _drec(buf, layout, torn.deque_id)
+            topic, partition = (owner.topic, owner.partition) if owner else ("?", -1)
+            found.torn.append((topic, partition, torn.record_count))
     deques: dict[int, DequeRecord | None] = {}
     superseded = _superseded(records)
     found.superseded = len(superseded)
@@ -167,19 +171,34 @@ def _read_records(buf: memoryview, layout: Layout, found: Found) -> None:
         if record.deque_id not in deques:
             deques[record.deque_id] = _drec(buf, layout, record.deque_id)
         owner = deques[record.deque_id]
+        if owner is None:  # (its deque's record was torn: its commit never finished)
+            found.torn.append(("?", -1, record.record_count))
+            continue
         start = layout.slab_at(batch_id)
         data = bytes(buf[start + HEADER_SIZE : start + record.write_pos])
-        intact = (
-            owner is not None
-            and record.slab_count * layout.config.slab_size >= record.write_pos
-            and crc32c.crc32c(data) == record.data_crc
-        )
-        if not intact:
-            topic, partition = (owner.topic, owner.partition) if owner else ("?", -1)
-            found.torn.append((topic, partition, record.record_count))
-            continue
-        assert owner is not None
         found.batches.append((record, owner.topic, owner.partition, data))
+
+
+def _chosen(
+    buf: memoryview, layout: Layout, batch_id: int, copies: list[CommitRecord | None]
+) -> tuple[CommitRecord | None, CommitRecord | None]:
+    """(the record to recover the batch by, or None; the newest torn one, or None). The
+    newest valid copy first; a live one whose records do not check (its commit never
+    finished: the record reached the disk, not all the records' pages) gives way to the
+    older copy, whose commit did finish (durability.pml found it). A DONE copy ends it."""
+    torn = None
+    for record in sorted((c for c in copies if c is not None), key=lambda c: -c.number):
+        if record.state != COMMIT_LIVE:
+            break
+        start = layout.slab_at(batch_id)
+        if (
+            record.slab_count * layout.config.slab_size >= record.write_pos
+            and crc32c.crc32c(buf[start + HEADER_SIZE : start + record.write_pos])
+            == record.data_crc
+        ):
+            return record, None
+        torn = torn or record
+    return None, torn
 
 
 def _superseded(records: dict[int, CommitRecord]) -> set[int]:
