@@ -21,6 +21,7 @@ from shmkafka.pool.recovery import (
     max_timestamp,
 )
 from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.pool.stat import format_stat, segment_stat
 from shmkafka.protocol.records import HEADER_SIZE, decode_batch, encode_record
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.layout import COMMIT_LIVE, IN_FLIGHT, NO_PARENT, SEALED
@@ -81,6 +82,9 @@ def test_committed_records_come_back_and_uncommitted_ones_do_not(
     assert (stats[RECOVERED_BATCHES], stats[RECOVERED_RECORDS], stats[RECOVERIES]) == (2, 3, 1)
     assert sorted(_records_of(recovered)) == [(0, b"v0"), (0, b"v2"), (1, b"v1")]
     assert recovered.producer_identity() == (-1, -1)  # (a new producer for what follows)
+    shown = format_stat(segment_stat(recovered.segment))
+    assert f"durability: flush in {config.pool_dir}" in shown
+    assert "recovered after the host went down: 3 records in 2 batches" in shown
 
 
 def test_a_batch_whose_records_do_not_check_falls_back_to_its_older_commit(

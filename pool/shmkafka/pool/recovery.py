@@ -92,6 +92,8 @@ log = logging.getLogger("shmkafka.recovery")
 # RECOVERY_STATS fields (layout.py's header, offset 448)
 RECOVERED_BATCHES, RECOVERED_RECORDS, TORN_BATCHES, TORN_RECORDS = 0, 1, 2, 3
 DELIVERED_RECORDS, FAILED_RECORDS, UNCOVERED_RECORDS, RECOVERIES = 4, 5, 6, 7
+STAT_NAMES = ("recovered_batches", "recovered_records", "torn_batches", "torn_records",
+              "delivered_records", "failed_records", "uncovered_records", "recoveries")  # fmt: skip
 
 
 @dataclass

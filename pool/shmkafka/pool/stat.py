@@ -12,10 +12,18 @@ from typing import Any
 
 from shmkafka.pool.batches import Batches, BatchInfo, Deques
 from shmkafka.pool.bufferpool import BufferPool
+from shmkafka.pool.recovery import STAT_NAMES
 from shmkafka.pool.shared_pool import internal_errors
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.directory_view import PartitionEntry
-from shmkafka.shm.layout import FREE, IN_FLIGHT, STATE_NAMES
+from shmkafka.shm.layout import (
+    FREE,
+    H_COMMITS_DONE,
+    H_RECOVERY_STATS,
+    IN_FLIGHT,
+    RECOVERY_STATS,
+    STATE_NAMES,
+)
 from shmkafka.shm.procs import age_seconds, is_alive
 from shmkafka.shm.segment import Segment
 from shmkafka.shm.sender_counters import (
@@ -99,8 +107,38 @@ def segment_stat(segment: Segment) -> dict[str, Any]:
         "batches": states,
         "in_flight_batches": in_flight,
         "internal_errors": internal_errors(segment),
+        "durability": _durability(segment),
         "partitions": partitions,
     }
+
+
+def _durability(segment: Segment) -> dict[str, Any]:
+    """Where the pool lives, its mode, its commits, and what the last recovery found (a
+    durable pool: durability.py, recovery.py)."""
+    config = segment.layout.config
+    stats = RECOVERY_STATS.unpack_from(segment.buf, H_RECOVERY_STATS)
+    return {
+        "mode": config.pool_durability,
+        "dir": config.pool_dir or "/dev/shm",
+        "commits": int(segment.words[H_COMMITS_DONE >> 3]),
+        "recovery": dict(zip(STAT_NAMES, stats, strict=True)),
+    }
+
+
+def _format_durability(durable: dict[str, Any]) -> str:
+    line = f"  durability: {durable['mode']} in {durable['dir']}"
+    if durable["mode"] == "memory":
+        return line
+    recovery = durable["recovery"]
+    line += f", {durable['commits']} commits"
+    if recovery["recoveries"]:
+        line += (
+            f"; recovered after the host went down: {recovery['recovered_records']} records "
+            f"in {recovery['recovered_batches']} batches, {recovery['delivered_records']} "
+            f"delivered, {recovery['failed_records']} failed, {recovery['torn_records']} "
+            f"dropped as torn ({recovery['torn_batches']} batches)"
+        )
+    return line
 
 
 def format_stat(stat: dict[str, Any]) -> str:
@@ -119,6 +157,7 @@ def format_stat(stat: dict[str, Any]) -> str:
         f"({stat['buffer']['used_bytes']} of {stat['buffer']['buffer_memory']} bytes)",
         f"  batches: {stat['batches'] or 'none'}, in flight {stat['in_flight_batches']}",
         f"  internal errors: {stat['internal_errors']} (records whose result was lost: a bug)",
+        _format_durability(stat["durability"]),
     ]
     for p in stat["partitions"]:
         if p["queued_batches"]:
