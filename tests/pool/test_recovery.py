@@ -171,3 +171,19 @@ def test_halves_give_way_to_a_live_parent_and_to_a_live_half_that_covers_them() 
     assert _superseded(records) == {4, 5}  # (their half is still live: it goes whole)
     del records[3]
     assert _superseded(records) == set()
+
+
+def test_the_open_transaction_of_a_transactional_pool_is_aborted(
+    pool_name: str, config: PoolConfig, opened: list[SharedPool]
+) -> None:
+    config = dataclasses.replace(config, sender_settings='{"transactional_id": "orders"}')
+    pool = SharedPool.open(pool_name, config)
+    publish(pool, {"t": 1})
+    append(RecordAccumulator(pool, max_block_ms=100), "t", 0, 1, None, b"open txn", now_ms=1)
+    assert pool.committer is not None
+    pool.committer.commit()
+    _reboot(pool)
+    recovered = SharedPool.open(pool_name, config)
+    opened.append(recovered)
+    assert _records_of(recovered) == []
+    assert recovered.recovery_stats()[RECOVERIES] == 1

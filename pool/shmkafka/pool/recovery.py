@@ -24,12 +24,16 @@ caller at the pool's name, gets:
   may then be written twice (at least once, never lost);
 - RECOVERED set in each descriptor: their results, which no process waits for, are counted
   (delivered, failed) in the header's recovery stats and logged by the Sender.
+- Nothing of a transactional pool: a cut ends the app's open transaction, which is
+  aborted (its records dropped and logged, as for a dead app); the Sender's InitProducerId
+  with the transactional id fences the old epoch, and the coordinator aborts what it had.
 A pool whose file kept no valid commit (a ``memory`` pool, or one made just before the
 cut) recovers nothing; what it held is counted as lost when its descriptors say so.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import mmap
 import os
@@ -105,6 +109,7 @@ class Found:
     batches: list[tuple[CommitRecord, str, int, bytes]] = field(default_factory=list)
     torn: list[tuple[str, int, int]] = field(default_factory=list)  # topic, partition, records
     superseded: int = 0
+    aborted: int = 0  # records of a transactional pool's open transaction
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,11 @@ def read_old(path: str) -> Found:
                 return found
             found.config = config
             _read_records(memoryview(m), Layout.for_config(config), found)
+    if found.config is not None and json.loads(found.config.sender_settings or "{}").get(
+        "transactional_id"
+    ):  # (the cut ended the app's open transaction: aborted, as for a dead app)
+        found.aborted = sum(record.record_count for record, _, _, _ in found.batches)
+        found.batches = []
     return found
 
 
@@ -261,6 +271,9 @@ def rebuild(pool: NewPool, found: Found, now_ms: int) -> Report:
         for record, data in fresh:
             _put(pool, deque_id, record, data, now_ms, in_flight=False)
         records += sum(r.record_count for r, _ in batches)
+    if found.aborted:
+        log.warning("dropped %d records of the transaction the cut left open: aborted",
+                    found.aborted)  # fmt: skip
     for topic, partition, count in found.torn:
         log.warning("dropped a torn batch of %d records to %s-%d (its commit never finished)",
                     count, topic, partition)  # fmt: skip
