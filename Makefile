@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: fuse spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions bench-otel soak-hosts netlab clean
+.PHONY: fuse soak-power spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions bench-otel soak-hosts netlab clean
 
 C_SOURCES := $(wildcard pool/shmkafka/pool/_*.[ch] producer/shmkafka/producer/_*.[ch] \
 		facades/shmkafka/facades/confluent/_*.[ch])
@@ -75,6 +75,12 @@ stress: $(STAMP) spin
 SOAK_SECONDS ?= 1800
 soak: $(STAMP)
 	$(BIN)/python -m tests.soak --duration $(SOAK_SECONDS) $(SOAK_ARGS)
+
+# The long power-cut run (not in CI; 6 cuts per mode run in `make test`): POWER_CUTS cuts per
+# durability mode on cutfs against Tansu, each checked by a consumer (tests/powercut).
+POWER_CUTS ?= 150
+soak-power: $(STAMP) fuse
+	$(BIN)/python -m tests.powercut.soak --cuts $(POWER_CUTS)
 
 # The many-host lab's tools (tests/hosts: network, IPC, mount and time namespaces, a switch
 # on TAP devices, iptables): Debian's iproute2, iptables and util-linux, installed here when
