@@ -18,6 +18,7 @@ and the checker holds:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -98,12 +99,12 @@ def run(peer_bootstrap: str, topic: str, root: Path, mode: str, cuts: int, seed:
         _check(outcome, procs, _read_back(peer_bootstrap, topic), mode, flush_ms)
     finally:
         for pid in _senders(pool):
-            with _quiet():
+            with contextlib.suppress(OSError):
                 os.kill(pid, 9)
         host.shutdown()
         for name in os.listdir("/dev/shm"):
             if name.startswith((f"shmkafka.{pool}", f"sem.shmkafka.{pool}.")):
-                with _quiet():
+                with contextlib.suppress(OSError):
                     os.unlink(f"/dev/shm/{name}")
     return outcome
 
@@ -223,11 +224,3 @@ def _check(outcome: Outcome, procs: list[_Proc], records: list[tuple[int, int, b
             last[partition], last_seq[partition] = offset, seq
             if seq not in acked:
                 outcome.unacknowledged_delivered += 1
-
-
-class _quiet:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return exc[0] is not None and issubclass(exc[0], OSError)  # type: ignore[arg-type]
