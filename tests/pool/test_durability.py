@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 
 from shmkafka.pool.accumulator import RecordAccumulator
 from shmkafka.pool.durability import CommitRecord, latest, read_commit
+from shmkafka.pool.errors import DurabilityTimeoutError
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.layout import COMMIT, COMMIT_DONE, COMMIT_LIVE, Layout
 from tests.appending import append
@@ -35,10 +37,10 @@ def _records(pool: SharedPool, batch_id: int) -> list[CommitRecord | None]:
 def test_a_memory_pool_has_no_commit_records(pool: SharedPool) -> None:
     assert pool.committer is None
     layout = pool.layout
-    assert layout.commits_at == layout.idem_at and layout.drecs_at + 4096 > layout.batches_at
+    assert layout.slabs_at - layout.commits_at < 4096 and layout.drecs_at + 4096 > layout.batches_at
     durable = Layout.for_config(dataclasses.replace(pool.config, pool_dir="/d",
                                                     pool_durability="flush"))  # fmt: skip
-    assert durable.idem_at - durable.commits_at == 2 * COMMIT.size * pool.config.num_slabs
+    assert durable.slabs_at - durable.commits_at >= 2 * COMMIT.size * pool.config.num_slabs
 
 
 def test_the_pool_file_lives_in_its_directory_behind_a_dev_shm_link(
@@ -98,9 +100,9 @@ def test_wait_durable_waits_for_a_commit_that_started_after_it(durable: SharedPo
     committer = durable.committer
     assert committer is not None
     before = committer.done()
-    assert committer.wait_durable() == before + 1 and committer.done() == before + 1
+    assert committer.wait_durable(10) == before + 1 and committer.done() == before + 1
     results: list[int] = []
-    threads = [threading.Thread(target=lambda: results.append(committer.wait_durable()))
+    threads = [threading.Thread(target=lambda: results.append(committer.wait_durable(10)))
                for _ in range(8)]  # fmt: skip
     for thread in threads:
         thread.start()
@@ -108,3 +110,31 @@ def test_wait_durable_waits_for_a_commit_that_started_after_it(durable: SharedPo
         thread.join(30)
     assert len(results) == 8 and all(r > before + 1 for r in results)
     assert committer.done() >= max(results)
+
+
+def test_wait_durable_gives_up_with_a_typed_error_when_no_commit_can_finish(
+    durable: SharedPool,
+) -> None:
+    """A commit that hangs (a disk that does not answer its msync) holds the commit lock:
+    a sync send waits max_block_ms for it, then says the record is not known durable."""
+    committer = durable.committer
+    assert committer is not None
+    holding, release = threading.Event(), threading.Event()
+
+    def hung_commit() -> None:
+        with committer.held():
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hung_commit)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        started = time.monotonic()
+        with pytest.raises(DurabilityTimeoutError, match="not known to be durable"):
+            committer.wait_durable(0.2)
+        assert 0.2 <= time.monotonic() - started < 5
+    finally:
+        release.set()
+        holder.join(10)
+    assert committer.wait_durable(10) == committer.done()  # (and works once the disk does)

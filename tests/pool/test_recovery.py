@@ -17,6 +17,7 @@ from shmkafka.pool.recovery import (
     RECOVERED_RECORDS,
     RECOVERIES,
     TORN_RECORDS,
+    UNCOMMITTED_RECORDS,
     _superseded,
     max_timestamp,
 )
@@ -80,6 +81,7 @@ def test_committed_records_come_back_and_uncommitted_ones_do_not(
     assert not (Path(config.pool_dir) / f"shmkafka.{pool_name}.recovering").exists()
     stats = recovered.recovery_stats()
     assert (stats[RECOVERED_BATCHES], stats[RECOVERED_RECORDS], stats[RECOVERIES]) == (2, 3, 1)
+    assert stats[UNCOMMITTED_RECORDS] == 1  # (the one after the last commit: lost, counted)
     assert sorted(_records_of(recovered)) == [(0, b"v0"), (0, b"v2"), (1, b"v1")]
     assert recovered.producer_identity() == (-1, -1)  # (a new producer for what follows)
     shown = format_stat(segment_stat(recovered.segment))

@@ -44,7 +44,6 @@ from shmkafka.shm.layout import (
     EVENT,
     H_RECOVERY_STATS,
     HEADER_SIZE,
-    IDEM,
     LOCK,
     LOCK_OWNER_PID,
     LOCK_OWNER_SLOT,
@@ -109,7 +108,7 @@ def test_every_named_offset_is_its_structs_field() -> None:
     assert BROKER.size == 168
     assert TXN_HEADER.size == 256 and TXN_ANSWER.size == 256
     assert SLOT_HEADER.size == SLOT_HEADER_SIZE
-    assert COMMIT.size == 88 and IDEM.size == 24 and DREC.size == 272
+    assert COMMIT.size == 88 and DREC.size == 272
     assert H_RECOVERY_STATS + RECOVERY_STATS.size == HEADER_SIZE
     # The publish word: write_pos | record_count << 32 in one aligned little-endian u64.
     assert B_WRITE_POS == B_PUBLISH and B_PUBLISH + U32.size == B_RECORD_COUNT

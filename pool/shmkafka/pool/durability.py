@@ -36,47 +36,41 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import crc32c
 
+from shmkafka.pool.errors import DurabilityTimeoutError
 from shmkafka.protocol.records import HEADER_SIZE
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.layout import (
-    B_BASE_SEQUENCE,
-    B_BASE_TS,
-    B_CREATED,
-    B_DEQUE,
-    B_FIRST_SLAB,
     B_GENERATION,
     B_PARENT,
-    B_PARENT_DELTA,
-    B_PARENT_GENERATION,
-    B_PRODUCER_EPOCH,
-    B_PRODUCER_ID,
     B_PUBLISH,
-    B_SLAB_COUNT,
     B_STATE,
+    BATCH,
+    BATCH_SIZE_BYTES,
     COMMIT,
     COMMIT_BYTE,
     COMMIT_DONE,
     COMMIT_LIVE,
-    D_NEXT_SEQUENCE,
     DREC,
     FREE,
     H_COMMITS_DONE,
     H_COMMITS_STARTED,
-    H_PRODUCER_EPOCH,
-    H_PRODUCER_ID,
-    I32,
-    I64,
-    IDEM,
+    PARENT,
     U32,
 )
 from shmkafka.shm.locks import KernelLock
 from shmkafka.shm.segment import Segment
+
+# COMMIT's fields by index (a live batch's tuple in Committer starts at GENERATION)
+GENERATION, DEQUE, WRITE_POS, DATA_CRC = 1, 3, 5, 15
+POLL_FIRST_S, POLL_MAX_S = 0.000_05, 0.001  # wait_durable's polls of a held commit lock
 
 
 @dataclass(frozen=True)
@@ -113,7 +107,7 @@ def _sealed(record: bytes) -> bytes:
     return record[:-4] + U32.pack(crc32c.crc32c(record[:-4]))
 
 
-def _valid(raw: bytes) -> bool:
+def _valid(raw: bytes | memoryview) -> bool:
     return crc32c.crc32c(raw[:-4]) == U32.unpack_from(raw, len(raw) - 4)[0] and any(raw[:8])
 
 
@@ -136,26 +130,16 @@ class DequeRecord:
     number: int
     topic: str
     partition: int
-    next_sequence: int
 
 
 def read_drec(buf: memoryview, at: int, copy: int) -> DequeRecord | None:
     raw = bytes(buf[at : at + DREC.size])
     if not _valid(raw):
         return None
-    number, partition, next_sequence, length, name, _ = DREC.unpack(raw)
+    number, partition, length, name, _ = DREC.unpack(raw)
     if length > len(name):
         return None
-    return DequeRecord(copy, number, name[:length].decode(), partition, next_sequence)
-
-
-def read_idem(buf: memoryview, at: int, copy: int) -> tuple[int, int, int, int] | None:
-    """(copy, number, producer_id, epoch) of a valid IDEM record."""
-    raw = bytes(buf[at : at + IDEM.size])
-    if not _valid(raw):
-        return None
-    number, producer_id, epoch, _ = IDEM.unpack(raw)
-    return copy, number, producer_id, epoch
+    return DequeRecord(copy, number, name[:length].decode(), partition)
 
 
 class Committer:
@@ -163,10 +147,14 @@ class Committer:
 
     def __init__(self, segment: Segment, directory: Directory) -> None:
         self.segment = segment
-        self.layout = segment.layout
+        self.layout = layout = segment.layout
         self.directory = directory
         self.lock = KernelLock(segment.fd, COMMIT_BYTE)
         self.commits = 0  # made by this process (for stat and the tests)
+        # every descriptor's state word as one strided view: the scan reads them in one call
+        first, step = (layout.batches_at + B_STATE) >> 2, BATCH_SIZE_BYTES >> 2
+        self._states = segment.halfwords[first : first + layout.config.num_slabs * step : step]
+        self._all = range(layout.config.num_slabs)
 
     # ------------------------------------------------------------------ waits
 
@@ -176,16 +164,29 @@ class Committer:
     def done(self) -> int:
         return int(self.segment.words[H_COMMITS_DONE >> 3])
 
-    def wait_durable(self) -> int:
+    def wait_durable(self, timeout_s: float) -> int:
         """Return once everything this thread appended before the call is on the disk:
         a commit that started after now has finished (made by us, or by whoever held the
-        lock when we got it). Returns the commit's number."""
+        lock when we got it). Returns the commit's number. Raises DurabilityTimeoutError
+        after ``timeout_s`` (a disk that does not answer)."""
         target = self.started() + 1
+        deadline = time.monotonic() + timeout_s
+        pause = POLL_FIRST_S
         while self.done() < target:
-            with self.lock:
-                if self.done() >= target:
-                    break
-                self._commit_held(())
+            if self.lock.try_acquire():  # (a kernel record lock has no timed wait: polled)
+                try:
+                    if self.done() < target:
+                        self._commit_held(())
+                finally:
+                    self.lock.release()
+                break
+            if time.monotonic() >= deadline:
+                raise DurabilityTimeoutError(
+                    f"the pool's disk did not finish a commit within {timeout_s:g} s: the "
+                    "record was accepted and will be delivered, but is not known to be durable"
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, POLL_MAX_S)
         return target
 
     @contextlib.contextmanager
@@ -212,16 +213,15 @@ class Committer:
         seg.store_u64(H_COMMITS_STARTED, number)
         finished = dict(done)
         deques: set[int] = set()
-        for batch_id in range(self.layout.config.num_slabs):
+        for batch_id in itertools.compress(self._all, self._states.tolist()):  # (FREE is 0)
             live = self._live(batch_id, finished.get(batch_id))
             if live is None:
                 continue
-            deques.add(live.deque_id)
-            previous = self._latest(batch_id)
-            if previous is not None and previous.same_batch(live):
-                continue
-            self._write_commit(batch_id, number, live, previous)
-        self._write_idem(number)
+            newest = self._newest(batch_id)
+            if newest is not None and newest[1:DATA_CRC] == live:
+                continue  # (unchanged since its newest record)
+            self._write_commit(batch_id, number, live, newest)
+            deques.add(live[DEQUE - 1])
         for deque_id in deques:
             self._write_drec(deque_id, number)
         seg.sync()
@@ -229,101 +229,81 @@ class Committer:
         self.commits += 1
         return number
 
-    def _live(self, batch_id: int, done_generation: int | None) -> CommitRecord | None:
-        """The record batch ``batch_id`` has now, or None if it is FREE (or was freed while
-        read). ``done_generation``: the batch goes DONE in this commit."""
+    def _live(self, batch_id: int, done_generation: int | None) -> tuple[int, ...] | None:
+        """COMMIT's fields from generation to base_sequence as batch ``batch_id`` has them
+        now, or None if it is FREE, was freed while read, or is not whole.
+        ``done_generation``: the batch goes DONE in this commit."""
         at = self.layout.batch_at(batch_id)
-        buf, halfwords = self.segment.buf, self.segment.halfwords
-        state = halfwords[(at + B_STATE) >> 2]
-        generation = halfwords[(at + B_GENERATION) >> 2]
-        if state == FREE:
-            return None
-        word = self.segment.words[(at + B_PUBLISH) >> 3]
-        record = CommitRecord(
-            0, 0, generation,
-            COMMIT_DONE if done_generation == generation else COMMIT_LIVE,
-            halfwords[(at + B_DEQUE) >> 2], halfwords[(at + B_SLAB_COUNT) >> 2],
-            word & 0xFFFFFFFF, word >> 32,
-            halfwords[(at + B_PARENT) >> 2], halfwords[(at + B_PARENT_GENERATION) >> 2],
-            halfwords[(at + B_PARENT_DELTA) >> 2],
-            I64.unpack_from(buf, at + B_BASE_TS)[0],
-            I64.unpack_from(buf, at + B_CREATED)[0], I64.unpack_from(buf, at + B_PRODUCER_ID)[0],
-            int.from_bytes(buf[at + B_PRODUCER_EPOCH : at + B_PRODUCER_EPOCH + 2], "little",
-                           signed=True),
-            I32.unpack_from(buf, at + B_BASE_SEQUENCE)[0], 0,
-        )  # fmt: skip
-        if halfwords[(at + B_STATE) >> 2] == FREE or halfwords[(at + B_GENERATION) >> 2] != (
-            generation
+        seg = self.segment
+        fields = BATCH.unpack_from(seg.buf, at)
+        state, generation, deque, first, slab_count = fields[:5]
+        base_ts, created, producer_id, epoch, sequence = fields[10:]
+        word = seg.words[(at + B_PUBLISH) >> 3]  # (one load: the publish word is whole)
+        parent, parent_generation, parent_delta = PARENT.unpack_from(seg.buf, at + B_PARENT)
+        halfwords = seg.halfwords
+        if (
+            state == FREE
+            or halfwords[(at + B_STATE) >> 2] == FREE
+            or halfwords[(at + B_GENERATION) >> 2] != generation
         ):
             return None
-        first = halfwords[(at + B_FIRST_SLAB) >> 2]
-        if first != batch_id or record.write_pos < HEADER_SIZE:
+        write_pos = word & 0xFFFFFFFF
+        if first != batch_id or write_pos < HEADER_SIZE:
             return None  # (not whole: a damaged descriptor is the Sender's to fail)
-        return record
+        return (
+            generation, COMMIT_DONE if done_generation == generation else COMMIT_LIVE, deque,
+            slab_count, write_pos, word >> 32, parent, parent_generation, parent_delta,
+            base_ts, created, producer_id, epoch, sequence,
+        )  # fmt: skip
 
-    def _latest(self, batch_id: int) -> CommitRecord | None:
-        buf = self.segment.buf
-        return latest(read_commit(buf, self.layout.commit_at(batch_id, c), c) for c in (0, 1))
+    def _newest(self, batch_id: int) -> tuple[int, ...] | None:
+        """COMMIT's fields of the batch's newest valid record, its copy appended."""
+        newest: tuple[int, ...] | None = None
+        for copy in (0, 1):
+            at = self.layout.commit_at(batch_id, copy)
+            raw = self.segment.buf[at : at + COMMIT.size]
+            if _valid(raw):
+                fields = COMMIT.unpack(raw)
+                if newest is None or fields[0] > newest[0]:
+                    newest = (*fields, copy)
+        return newest
 
     def _write_commit(
-        self, batch_id: int, number: int, live: CommitRecord, previous: CommitRecord | None
+        self, batch_id: int, number: int, live: tuple[int, ...], newest: tuple[int, ...] | None
     ) -> None:
         start = self.layout.slab_at(batch_id)
         data = self.segment.buf
+        write_pos = live[WRITE_POS - 1]
         if (
-            previous is not None
-            and previous.generation == live.generation
-            and previous.write_pos <= live.write_pos
+            newest is not None
+            and newest[GENERATION] == live[GENERATION - 1]
+            and newest[WRITE_POS] <= write_pos
         ):  # (records are only appended: the CRC goes on from the last record's)
-            crc = crc32c.crc32c(
-                data[start + previous.write_pos : start + live.write_pos], previous.data_crc
-            )
+            crc = crc32c.crc32c(data[start + newest[WRITE_POS] : start + write_pos],
+                                newest[DATA_CRC])  # fmt: skip
         else:
-            crc = crc32c.crc32c(data[start + HEADER_SIZE : start + live.write_pos])
-        copy = 1 - previous.copy if previous is not None else 0
-        raw = COMMIT.pack(
-            number, live.generation, live.state, live.deque_id, live.slab_count, live.write_pos,
-            live.record_count, live.parent, live.parent_generation, live.parent_delta,
-            live.base_timestamp, live.created_ms, live.producer_id, live.epoch,
-            live.base_sequence, crc, 0,
-        )  # fmt: skip
+            crc = crc32c.crc32c(data[start + HEADER_SIZE : start + write_pos])
+        copy = 1 - newest[-1] if newest is not None else 0
         at = self.layout.commit_at(batch_id, copy)
-        data[at : at + COMMIT.size] = _sealed(raw)
-
-    def _write_idem(self, number: int) -> None:
-        buf = self.segment.buf
-        producer_id = I64.unpack_from(buf, H_PRODUCER_ID)[0]
-        epoch = I32.unpack_from(buf, H_PRODUCER_EPOCH)[0]
-        copies = [read_idem(buf, self.layout.idem_at_copy(c), c) for c in (0, 1)]
-        valid = [c for c in copies if c is not None]
-        newest = max(valid, key=lambda c: c[1]) if valid else None
-        if newest is not None and newest[2:] == (producer_id, epoch):
-            return
-        copy = 1 - newest[0] if newest is not None else 0
-        raw = IDEM.pack(number, producer_id, epoch, 0)
-        at = self.layout.idem_at_copy(copy)
-        buf[at : at + IDEM.size] = _sealed(raw)
+        data[at : at + COMMIT.size] = _sealed(COMMIT.pack(number, *live, crc, 0))
 
     def _write_drec(self, deque_id: int, number: int) -> None:
+        """The deque's topic and partition, unless its newest record says them already."""
         owner = self.directory.owner(deque_id)
         if owner is None:
             return
         topic, partition = owner
         buf = self.segment.buf
-        sequence = I32.unpack_from(buf, self.layout.deque_at(deque_id) + D_NEXT_SEQUENCE)[0]
         copies = [read_drec(buf, self.layout.drec_at(deque_id, c), c) for c in (0, 1)]
         valid = [c for c in copies if c is not None]
         newest = max(valid, key=lambda c: c.number) if valid else None
-        if newest is not None and (newest.topic, newest.partition, newest.next_sequence) == (
-            topic, partition, sequence,
-        ):  # fmt: skip
+        if newest is not None and (newest.topic, newest.partition) == (topic, partition):
             return
         copy = 1 - newest.copy if newest is not None else 0
         at = self.layout.drec_at(deque_id, copy)
         self.segment.reserve(at, DREC.size)
         name = topic.encode()
-        raw = DREC.pack(number, partition, sequence, len(name), name, 0)
-        buf[at : at + DREC.size] = _sealed(raw)
+        buf[at : at + DREC.size] = _sealed(DREC.pack(number, partition, len(name), name, 0))
 
 
 class Flusher:

@@ -64,6 +64,12 @@ class MemoryExhaustedError(KafkaTimeoutError):
     ``KafkaTimeoutError`` here; confluent-kafka's ``produce`` raises ``BufferError``)."""
 
 
+class DurabilityTimeoutError(KafkaTimeoutError):
+    """A ``sync`` pool's disk did not finish the commit of a record within ``max_block_ms``.
+    The record was accepted (its future or report comes as any other's); it is not known to
+    be on the disk."""
+
+
 class PoolSettingsMismatchError(KafkaConfigurationError):
     """The pool exists with other pool-level or Sender-level settings."""
 

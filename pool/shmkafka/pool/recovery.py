@@ -48,18 +48,22 @@ from shmkafka.pool.bufferpool import BufferPool
 from shmkafka.pool.durability import (
     CommitRecord,
     DequeRecord,
+    latest,
     read_commit,
     read_drec,
-    read_idem,
 )
 from shmkafka.protocol.records import HEADER_SIZE
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.directory_view import PartitionLeader
 from shmkafka.shm.layout import (
+    B_GENERATION,
+    B_RECORD_COUNT,
+    B_STATE,
     COMMIT_LIVE,
     CONFIG_SIZE,
     DIRECTORY_LOCK,
+    FREE,
     H_RECOVERY_STATS,
     HEADER_FIXED,
     IN_FLIGHT,
@@ -68,6 +72,7 @@ from shmkafka.shm.layout import (
     NO_PARENT,
     RECOVERY_STATS,
     SEALED,
+    U32,
     Layout,
 )
 from shmkafka.shm.layout import (
@@ -95,9 +100,11 @@ log = logging.getLogger("shmkafka.recovery")
 
 # RECOVERY_STATS fields (layout.py's header, offset 448)
 RECOVERED_BATCHES, RECOVERED_RECORDS, TORN_BATCHES, TORN_RECORDS = 0, 1, 2, 3
-DELIVERED_RECORDS, FAILED_RECORDS, UNCOVERED_RECORDS, RECOVERIES = 4, 5, 6, 7
-STAT_NAMES = ("recovered_batches", "recovered_records", "torn_batches", "torn_records",
-              "delivered_records", "failed_records", "uncovered_records", "recoveries")  # fmt: skip
+DELIVERED_RECORDS, FAILED_RECORDS, UNCOMMITTED_RECORDS, RECOVERIES = 4, 5, 6, 7
+STAT_NAMES = (
+    "recovered_batches", "recovered_records", "torn_batches", "torn_records",
+    "delivered_records", "failed_records", "uncommitted_records", "recoveries",
+)  # fmt: skip
 
 
 @dataclass
@@ -105,10 +112,11 @@ class Found:
     """What the old file held."""
 
     config: PoolConfig | None = None
-    producer: tuple[int, int] = (-1, -1)
     batches: list[tuple[CommitRecord, str, int, bytes]] = field(default_factory=list)
     torn: list[tuple[str, int, int]] = field(default_factory=list)  # topic, partition, records
-    superseded: int = 0
+    # records the disk's descriptors show beyond what any commit covered: lost (flush's last
+    # window). A lower bound: a descriptor's own page may not have reached the disk either.
+    uncommitted: int = 0
     aborted: int = 0  # records of a transactional pool's open transaction
 
 
@@ -159,15 +167,11 @@ def _config_of(buf: memoryview, size: int) -> PoolConfig | None:
 
 
 def _read_records(buf: memoryview, layout: Layout, found: Found) -> None:
-    idem = [read_idem(buf, layout.idem_at_copy(c), c) for c in (0, 1)]
-    valid_idem = [i for i in idem if i is not None]
-    if valid_idem:
-        newest = max(valid_idem, key=lambda i: i[1])
-        found.producer = (newest[2], newest[3])
     records: dict[int, CommitRecord] = {}
     for batch_id in range(layout.config.num_slabs):
         copies = [read_commit(buf, layout.commit_at(batch_id, c), c) for c in (0, 1)]
         record, torn = _chosen(buf, layout, batch_id, copies)
+        found.uncommitted += _uncommitted(buf, layout, batch_id, latest(copies))
         if record is not None:
             records[batch_id] = record
         elif torn is not None:
@@ -176,7 +180,6 @@ def _read_records(buf: memoryview, layout: Layout, found: Found) -> None:
             found.torn.append((topic, partition, torn.record_count))
     deques: dict[int, DequeRecord | None] = {}
     superseded = _superseded(records)
-    found.superseded = len(superseded)
     for batch_id, record in sorted(records.items()):
         if batch_id in superseded:
             continue
@@ -189,6 +192,23 @@ def _read_records(buf: memoryview, layout: Layout, found: Found) -> None:
         start = layout.slab_at(batch_id)
         data = bytes(buf[start + HEADER_SIZE : start + record.write_pos])
         found.batches.append((record, owner.topic, owner.partition, data))
+
+
+def _uncommitted(
+    buf: memoryview, layout: Layout, batch_id: int, newest: CommitRecord | None
+) -> int:
+    """The records batch ``batch_id``'s descriptor on the disk holds beyond its newest commit
+    record (all of them if that record is of an older generation, or is DONE)."""
+    at = layout.batch_at(batch_id)
+    state, generation = (U32.unpack_from(buf, at + f)[0] for f in (B_STATE, B_GENERATION))
+    count = U32.unpack_from(buf, at + B_RECORD_COUNT)[0]
+    if state == FREE or state > IN_FLIGHT:
+        return 0
+    if newest is None or newest.generation != generation:
+        return int(count)
+    if newest.state != COMMIT_LIVE:
+        return 0
+    return max(0, int(count) - newest.record_count)
 
 
 def _chosen(
@@ -274,6 +294,10 @@ def rebuild(pool: NewPool, found: Found, now_ms: int) -> Report:
     if found.aborted:
         log.warning("dropped %d records of the transaction the cut left open: aborted",
                     found.aborted)  # fmt: skip
+    if found.uncommitted:
+        log.warning("lost at least %d records appended after the last commit (pool_durability"
+                    "=%s: its window)", found.uncommitted,
+                    found.config.pool_durability if found.config else "?")  # fmt: skip
     for topic, partition, count in found.torn:
         log.warning("dropped a torn batch of %d records to %s-%d (its commit never finished)",
                     count, topic, partition)  # fmt: skip
@@ -284,6 +308,7 @@ def rebuild(pool: NewPool, found: Found, now_ms: int) -> Report:
     stats[RECOVERED_RECORDS] += report.recovered_records
     stats[TORN_BATCHES] += report.torn_batches
     stats[TORN_RECORDS] += report.torn_records
+    stats[UNCOMMITTED_RECORDS] += found.uncommitted
     stats[RECOVERIES] += 1
     for index, value in enumerate(stats):
         pool.segment.store_u64(H_RECOVERY_STATS + 8 * index, value)

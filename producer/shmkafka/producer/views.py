@@ -38,6 +38,7 @@ class PoolView:
     """A client's read-only view of its pool (``Client`` is one)."""
 
     pool: SharedPool
+    max_block_ms: int
 
     @property
     def forked(self) -> bool:
@@ -53,10 +54,11 @@ class PoolView:
         """Return once every record this thread appended is on the disk; one commit covers
         every record appended meanwhile, by every process (pool/durability.py). A sync
         pool's ``send`` calls it unless ``waits_in_send`` is off (asyncio: the facade
-        awaits it in a thread instead, never blocking the loop)."""
+        awaits it in a thread instead, never blocking the loop). Raises
+        DurabilityTimeoutError if the disk takes more than max_block_ms."""
         committer = self.pool.committer
         assert committer is not None
-        committer.wait_durable()
+        committer.wait_durable(self.max_block_ms / 1000)
 
     def partitions(self, topic: str) -> tuple[PartitionEntry, ...] | None:
         """The topic's partitions as the pool knows them now, or None."""

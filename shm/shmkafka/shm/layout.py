@@ -241,8 +241,9 @@ Region 13b - TXN: the transaction board of a transactional pool (txn_board.py): 
     then TXN_ANSWER_SLOTS answers (TXN_ANSWER), the one to command n at n % TXN_ANSWER_SLOTS,
     written by the Sender, its number last (a poster reads its own even after the next
     command was posted): u64 number, i32 code, u8 action, pad, u16 text_len, 240s text
-Region 13c - COMMITS, 13d - IDEM, 6c - DEQUE RECORDS (grows, after ACTIVE): durable pools
-    only: two COMMIT records per batch, two IDEM, two DREC per deque, each ending in its
+Region 13c - COMMITS, 6c - DEQUE RECORDS (grows, after ACTIVE): durable pools only: two
+    COMMIT records per batch (its producer id, epoch and sequence among them), two DREC (the
+    topic and partition) per deque, each ending in its
     CRC32C, written by a committer under the kernel lock on COMMIT_BYTE (durability.py).
 Region 14 - SLABS: num_slabs x slab_size bytes of record batches (config.py: SLAB_SIZE, or
     batch_size when that is smaller), written by the appender
@@ -263,8 +264,9 @@ MAGIC = b"SHMKAFKA"
 # APPENDERS sized by max_processes, REFUSALS; 6: idle topics retired (RETIRED shapes, saved
 # sequences), their deques reused; appenders check the directory version under the stripe lock;
 # 7: the TXN board; 9: the CREDENTIALS board
-# 10: durable pools (COMMITS, IDEM, DEQUE RECORDS, the commit and recovery header fields)
-LAYOUT_VERSION = 10
+# 10: durable pools (COMMITS, DEQUE RECORDS, the commit and recovery header fields); 11:
+# no IDEM region (a batch's commit record carries its producer)
+LAYOUT_VERSION = 11
 RING_CAP = 512  # completion entries per process slot at most (a full ring: the Sender retries)
 PAGE = 4096
 
@@ -447,8 +449,7 @@ APPEND_VIEW = struct.Struct("<IIIIIIIIqqq")
 # bytes 61..write_pos), then the CRC32C of the record's bytes before it.
 COMMIT = struct.Struct("<QIIIIIIIIIqqqhxxiI4xI")
 COMMIT_LIVE, COMMIT_DONE = 1, 2
-IDEM = struct.Struct("<QqhxxI")  # number, producer_id, epoch, crc
-DREC = struct.Struct("<QiiH250sI")  # number, partition, next_sequence, name_len, name, crc
+DREC = struct.Struct("<Qi4xH250sI")  # number, partition, name_len, name, crc
 
 # Batch states (4 was DONE, never set: not reused).
 FREE, OPEN, SEALED, IN_FLIGHT = 0, 1, 2, 3
@@ -489,7 +490,6 @@ class Layout:
     credentials_at: int
     txn_at: int
     commits_at: int
-    idem_at: int
     slabs_at: int
     size: int
 
@@ -525,15 +525,14 @@ class Layout:
         txn_at = _align(credentials_at + CREDENTIALS_HEADER.size + CREDENTIALS_MAX)
         txn_size = TXN_HEADER.size + TXN_ANSWER_SLOTS * TXN_ANSWER.size + TXN_PAYLOAD_MAX
         commits_at = _align(txn_at + txn_size)
-        idem_at = _align(commits_at + (2 * COMMIT.size * num_slabs if durable else 0))
-        slabs_at = _align(idem_at + (2 * IDEM.size if durable else 0), PAGE)
+        slabs_at = _align(commits_at + (2 * COMMIT.size * num_slabs if durable else 0), PAGE)
         size = _align(slabs_at + num_slabs * config.slab_size, PAGE)
         return cls(
             config, n_locks, slot_size, ring_capacity, appenders_size, locks_at, slots_at,
             topics_at, partitions_at, partition_capacity, deques_at, DEQUE_SIZE, active_at,
             drecs_at, batches_at, appenders_at, freemap_at, waitq_at, topic_requests_at,
             refusals_at, events_at, brokers_at, token_at, credentials_at, txn_at, commits_at,
-            idem_at, slabs_at, size,
+            slabs_at, size,
         )  # fmt: skip
 
     @property
@@ -586,9 +585,6 @@ class Layout:
 
     def commit_at(self, batch_id: int, copy: int) -> int:
         return self.commits_at + (2 * batch_id + copy) * COMMIT.size
-
-    def idem_at_copy(self, copy: int) -> int:
-        return self.idem_at + copy * IDEM.size
 
     def drec_at(self, deque_id: int, copy: int) -> int:
         return self.drecs_at + (2 * deque_id + copy) * DREC.size
