@@ -8,10 +8,11 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
+import crc32c
 import pytest
 
 from shmkafka.pool.accumulator import RecordAccumulator
-from shmkafka.pool.durability import CommitRecord
+from shmkafka.pool.durability import CommitRecord, read_commit
 from shmkafka.pool.recovery import (
     RECOVERED_BATCHES,
     RECOVERED_RECORDS,
@@ -25,7 +26,7 @@ from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.pool.stat import format_stat, segment_stat
 from shmkafka.protocol.records import HEADER_SIZE, decode_batch, encode_record
 from shmkafka.shm.config import PoolConfig
-from shmkafka.shm.layout import COMMIT_LIVE, IN_FLIGHT, NO_PARENT, SEALED
+from shmkafka.shm.layout import COMMIT, COMMIT_LIVE, IN_FLIGHT, NO_PARENT, SEALED
 from tests.appending import append
 from tests.conftest import SMALL, publish
 from tests.powercut.host import _remove_semaphores
@@ -152,6 +153,42 @@ def test_a_sent_batch_comes_back_in_flight_under_its_producer_and_sequence(
             states[info.state] = (info.producer_id, info.producer_epoch, info.base_sequence)
     assert states[IN_FLIGHT] == (4242, 3, 17) and states[SEALED][2] < 0
     assert _records_of(recovered) == [(0, b"sent"), (0, b"queued")]  # (in that order)
+
+
+def test_a_batch_opened_without_a_record_yet_is_neither_committed_nor_recovered(
+    pool_name: str, config: PoolConfig, opened: list[SharedPool]
+) -> None:
+    """A commit between a batch's opening and its first record sees it OPEN and empty:
+    recovered, it would reach the Sender as a batch of no records (once failed as corrupt,
+    which stalled a producer reset and expired every recovered record after it)."""
+    pool = SharedPool.open(pool_name, config)
+    publish(pool, {"t": 2})
+    acc = RecordAccumulator(pool, max_block_ms=100)
+    append(acc, "t", 0, 1, None, b"kept", now_ms=1)
+    run = pool.buffers.allocate(HEADER_SIZE + 100, 0)
+    deque_id = pool.directory.snapshot().topics["t"][1].deque_id
+    pool.batches.open(run.first, deque_id, run.count, HEADER_SIZE, 1, 1)  # (no record yet)
+    assert pool.committer is not None
+    pool.committer.commit()
+    assert all(record is None for record in _commit_records(pool, run.first))
+    pool.segment.buf[pool.layout.commit_at(run.first, 0) : pool.layout.commit_at(run.first, 1)] = (
+        _sealed_empty_record(run.first, deque_id)
+    )  # (as an older version wrote it: recovery skips it too)
+    _reboot(pool)
+    recovered = SharedPool.open(pool_name, config)
+    opened.append(recovered)
+    assert _records_of(recovered) == [(0, b"kept")]
+    assert recovered.recovery_stats()[RECOVERED_BATCHES] == 1
+
+
+def _commit_records(pool: SharedPool, batch_id: int) -> list[CommitRecord | None]:
+    return [read_commit(pool.segment.buf, pool.layout.commit_at(batch_id, c), c) for c in (0, 1)]
+
+
+def _sealed_empty_record(batch_id: int, deque_id: int) -> bytes:
+    raw = COMMIT.pack(99, 0, COMMIT_LIVE, deque_id, 1, HEADER_SIZE, 0, NO_PARENT, 0, 0, 1, 1,
+                      -1, -1, -1, 0, 0)  # fmt: skip
+    return raw[:-4] + crc32c.crc32c(raw[:-4]).to_bytes(4, "little")
 
 
 def test_max_timestamp_reads_every_records_delta() -> None:

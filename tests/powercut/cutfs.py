@@ -15,7 +15,9 @@ reboot.
 
 Run: ``python -m tests.powercut.cutfs MOUNTPOINT BACKING CONTROL_SOCKET``; it prints "ready"
 once mounted. Control commands, one line each, answered with one line:
-``cut KEEP SEED`` -> ``cut PAGES_KEPT PAGES_DROPPED``; ``stats`` -> ``fsyncs N``.
+``cut KEEP SEED`` -> ``cut PAGES_KEPT PAGES_DROPPED AT SYNCED...``: AT the wall time of
+the cut, SYNCED the wall times at which the last fsyncs of a file finished (at most
+``SYNC_TIMES``, oldest first); ``stats`` -> ``fsyncs N``.
 ``CUTFS_FSYNC_DELAY_MS`` makes every fsync that long (the pages it covers arrive first, so a
 cut meanwhile keeps some of them: a torn commit).
 Metadata rules: creating a file and changing its size become durable with its next fsync;
@@ -36,6 +38,7 @@ import pyfuse3
 import trio
 
 PAGE = 4096
+SYNC_TIMES = 4  # fsync completion times a cut reports
 
 
 @dataclass
@@ -119,7 +122,9 @@ class CutFs(pyfuse3.Operations):
         self.names: dict[bytes, int] = {}
         self.next_inode = pyfuse3.ROOT_INODE + 1
         self.dead = False
+        self.cut_at = 0.0
         self.fsyncs = 0
+        self.synced: list[float] = []  # when the last fsyncs of a file finished (wall time)
         self.fsync_delay_s = float(os.environ.get("CUTFS_FSYNC_DELAY_MS", "0")) / 1000
         self.uid, self.gid = os.getuid(), os.getgid()
         for name in sorted(os.listdir(backing)):
@@ -133,6 +138,7 @@ class CutFs(pyfuse3.Operations):
     # ------------------------------------------------------------------ the cut
 
     def cut(self, keep: float, seed: int) -> tuple[int, int]:
+        self.cut_at = time.time()
         rng = random.Random(seed)
         kept = dropped = 0
         for file in self.files.values():
@@ -303,6 +309,7 @@ class CutFs(pyfuse3.Operations):
         if file.linked:
             self._save(file, file.persist_pages(file.dirty, file.size))
             file.dirty.clear()
+            self.synced = [*self.synced[1 - SYNC_TIMES :], time.time()]
         self.fsyncs += 1
 
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
@@ -384,10 +391,13 @@ def _read_sparse(path: str) -> dict[int, bytes]:
     return pages
 
 
-async def _control(fs: CutFs, path: str) -> None:
+async def _control(
+    fs: CutFs, path: str, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
     sock = trio.socket.socket(trio.socket.AF_UNIX)
     await sock.bind(path)
     sock.listen()
+    task_status.started()  # (only now may "ready" be printed: the socket takes connections)
     async with trio.SocketListener(sock) as listener:
         while True:
             stream = await listener.accept()
@@ -395,7 +405,8 @@ async def _control(fs: CutFs, path: str) -> None:
                 line = (await stream.receive_some(256)).decode().split()
                 if line and line[0] == "cut":
                     kept, dropped = fs.cut(float(line[1]), int(line[2]))
-                    await stream.send_all(f"cut {kept} {dropped}\n".encode())
+                    times = " ".join(f"{t:.6f}" for t in (fs.cut_at, *fs.synced))
+                    await stream.send_all(f"cut {kept} {dropped} {times}\n".encode())
                 elif line and line[0] == "stats":
                     await stream.send_all(f"fsyncs {fs.fsyncs}\n".encode())
                 else:
@@ -404,7 +415,7 @@ async def _control(fs: CutFs, path: str) -> None:
 
 async def _serve(fs: CutFs, control: str) -> None:
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_control, fs, control)
+        await nursery.start(_control, fs, control)
         print("ready", flush=True)
         try:
             await pyfuse3.main()

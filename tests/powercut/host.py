@@ -71,6 +71,8 @@ class PowerHost:
         self.daemon: subprocess.Popen[bytes] | None = None
         self.connection = -1
         self.boots = 0
+        self.cut_at = 0.0  # the last cut's wall time, as cutfs made it
+        self.synced: tuple[float, ...] = ()  # when the fsyncs before it finished (wall time)
 
     # ------------------------------------------------------------------ power
 
@@ -106,9 +108,12 @@ class PowerHost:
         seed: int = 0,
         pools: Iterable[str] = (),
     ) -> tuple[int, int]:
-        """Cut the power: returns (dirty pages kept, dirty pages dropped)."""
+        """Cut the power: returns (dirty pages kept, dirty pages dropped). ``cut_at`` and
+        ``synced`` are then the cut's wall time and when the last fsyncs before it finished."""
         answer = self._ask(f"cut {keep} {seed}").split()
         assert answer[0] == "cut", answer
+        self.cut_at, *synced = (float(t) for t in answer[3:])
+        self.synced = tuple(synced)
         for pid in victims:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -138,8 +143,11 @@ class PowerHost:
     def _abort(self) -> None:
         if not FUSECTL.joinpath("..").exists():
             raise PowerCutUnavailable(f"{FUSECTL.parent} is missing")
+        if not os.path.ismount(FUSECTL):  # (another test's host may mount it meanwhile)
+            subprocess.run(["mount", "-t", "fusectl", "fusectl", str(FUSECTL)], check=False,
+                           stderr=subprocess.DEVNULL)  # fmt: skip
         if not os.path.ismount(FUSECTL):
-            subprocess.run(["mount", "-t", "fusectl", "fusectl", str(FUSECTL)], check=True)
+            raise PowerCutUnavailable(f"could not mount fusectl at {FUSECTL}")
         with contextlib.suppress(FileNotFoundError):  # (gone already: the daemon ended)
             (FUSECTL / str(self.connection) / "abort").write_text("1")
         subprocess.run(["fusermount3", "-u", "-z", str(self.disk)], check=False,

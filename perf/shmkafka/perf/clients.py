@@ -84,6 +84,8 @@ def shmkafka_config(bootstrap: str, work: Workload, pool: str) -> dict[str, Any]
         "bootstrap_servers": bootstrap, "acks": work.acks_int,
         "compression_type": work.compression, "linger_ms": work.linger_ms,
         "enable_idempotence": work.idempotence, "pool": pool,
+        **({"pool_dir": work.pool_dir, "pool_durability": work.pool_durability}
+           if work.pool_durability != "memory" else {}),
         **_given(compression_level=work.compression_level, batch_size=work.batch_size,
                  buffer_memory=work.buffer_memory,
                  max_in_flight_requests_per_connection=work.max_in_flight),
@@ -123,7 +125,10 @@ def confluent_config(bootstrap: str, work: Workload) -> dict[str, Any]:
 
 
 def shmkafka_confluent_config(bootstrap: str, work: Workload, pool: str) -> dict[str, Any]:
-    return {**confluent_config(bootstrap, work), "shmkafka.pool": pool}
+    durable = ({"shmkafka.pool.dir": work.pool_dir,
+                "shmkafka.pool.durability": work.pool_durability}
+               if work.pool_durability != "memory" else {})  # fmt: skip
+    return {**confluent_config(bootstrap, work), "shmkafka.pool": pool, **durable}
 
 
 def _given(**settings: Any) -> dict[str, Any]:
@@ -170,23 +175,25 @@ def _timed_start() -> tuple[float, float]:
 
 class _Sender:
     """The pool's Sender as its counters show it: CPU, produce requests, bytes and record
-    batches sent."""
+    batches sent; and the pool's commits (a durable pool: each is one msync)."""
 
     def __init__(self, pool: str) -> None:
         from shmkafka.pool.stat import pool_stat
 
-        stat = pool_stat(pool)["sender"]
+        pool_now = pool_stat(pool)
+        stat = pool_now["sender"]
         self.pid: int = stat["pid"]
         self.counters = (
             cpu_seconds(self.pid), stat["produce_requests"], stat["bytes_sent"],
-            stat["batches_sent"],
+            stat["batches_sent"], pool_now["durability"]["commits"],
         )  # fmt: skip
 
     @staticmethod
     def span(before: _Sender, after: _Sender) -> dict[str, Any]:
-        (c0, r0, b0, n0), (c1, r1, b1, n1) = before.counters, after.counters
+        (c0, r0, b0, n0, m0), (c1, r1, b1, n1, m1) = before.counters, after.counters
         return {
             "sender_cpu": (c0, c1), "requests": (r0, r1), "bytes": (b0, b1), "batches": (n0, n1),
+            "commits": (m0, m1),
             "sender_rss": psutil.Process(after.pid).memory_info().rss,
             "sender_pss": pss(after.pid),
         }  # fmt: skip

@@ -25,22 +25,25 @@ def summarize(client: str, work: Workload, results: list[dict[str, Any]],
     app_cpu = sum(r["cpu"] for r in results)
     connections = sum(r["connections"] for r in results)
     if client in SHMKAFKA_CLIENTS:  # one Sender, one pool: its counters are shared
-        sender_cpu, requests, wire, batches = (
+        sender_cpu, requests, wire, batches, commits = (
             max(r[k][1] for r in results) - min(r[k][0] for r in results)
-            for k in ("sender_cpu", "requests", "bytes", "batches")
+            for k in ("sender_cpu", "requests", "bytes", "batches", "commits")
         )
         rss = sum(r["rss"] for r in results) + max(r["sender_rss"] for r in results)
         pss = sum(r["pss"] for r in results) + max(r["sender_pss"] for r in results)
         connections += max(r["sender_connections"] for r in results)
     else:
-        sender_cpu, batches = 0.0, 0
+        sender_cpu, batches, commits = 0.0, 0, 0
         requests = sum(r["requests"][1] - r["requests"][0] for r in results)
         wire = sum(r["bytes"][1] - r["bytes"][0] for r in results)
         rss = sum(r["rss"] for r in results)
         pss = sum(r["pss"] for r in results)
     per = max(records, 1)
     return {
-        "client": client, "processes": work.processes, "record_size": work.record_size,
+        "client": client, "durability": work.pool_durability if commits else None,
+        "commits": commits, "commits_per_s": commits / seconds,
+        "records_per_commit": records / commits if commits else None,
+        "processes": work.processes, "record_size": work.record_size,
         "value_kind": work.value_kind, "rate_per_process": work.per_process_rate(),
         "duration_s": work.duration_s,
         "records_per_process": None if work.duration_s is not None else work.records,
@@ -86,10 +89,15 @@ HEADER = (
 )
 
 
+def label(r: dict[str, Any]) -> str:
+    """The client, and a durable pool's mode: "shmkafka/sync"."""
+    return str(r["client"]) + (f"/{r['durability']}" if r.get("durability") else "")
+
+
 def format_row(r: dict[str, Any]) -> str:
     lat, cpu = r["latency_ms"], r["cpu_s"]
     return (
-        f"{r['client']:<18} {r['processes']:>2} {r['record_size']:>6} "
+        f"{label(r):<18} {r['processes']:>2} {r['record_size']:>6} "
         f"{r['records_per_s']:>11,.0f} {r['mb_per_s']:>6.1f} {lat['avg']:>7.1f} "
         f"{lat['p50']:>7.1f} {lat['p95']:>7.1f} {lat['p99']:>7.1f} {lat['p99.9']:>7.1f} "
         f"{lat['max']:>7.1f} {cpu['app']:>8.2f} {cpu['sender']:>7.2f} {cpu['broker']:>7.2f} "
@@ -143,11 +151,11 @@ def summary_lines(results: list[dict[str, Any]], fleet: bool = False) -> list[st
     points = _points(results)
     sizes = len({size for size, _ in points})
     for size, processes in points:
-        row = {r["client"]: r for r in results
+        row = {label(r): r for r in results
                if (r["record_size"], r["processes"]) == (size, processes)}  # fmt: skip
-        peers = [c for c in row if c not in SHMKAFKA_CLIENTS]
+        peers = [c for c in row if row[c]["client"] not in SHMKAFKA_CLIENTS]
         name = _point_name(size, processes, sizes)
-        for ours in (c for c in row if c in SHMKAFKA_CLIENTS):
+        for ours in (c for c in row if row[c]["client"] in SHMKAFKA_CLIENTS):
             mine = row[ours]
             if fleet:
                 lines.append(
@@ -158,6 +166,11 @@ def summary_lines(results: list[dict[str, Any]], fleet: bool = False) -> list[st
                       for c in peers if row[c]["records_per_s"]]  # fmt: skip
             if others:
                 lines.append(f"summary {name}: {ours} = {', '.join(others)}")
+            if mine.get("durability"):
+                lines.append(
+                    f"commits {name}: {ours}: {mine['commits_per_s']:,.0f} msyncs/s, "
+                    f"{mine['records_per_commit']:,.1f} records per msync"
+                )
     return lines
 
 
@@ -188,15 +201,15 @@ def plot(results: list[dict[str, Any]], path: str, fleet: bool = False) -> None:
     sizes = sorted({r["record_size"] for r in results})
     by_size = len(sizes) > 1 and len({r["processes"] for r in results}) == 1
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    lines = dict.fromkeys((r["client"], None if by_size else r["record_size"]) for r in results)
+    lines = dict.fromkeys((label(r), None if by_size else r["record_size"]) for r in results)
     for client, size in lines:
-        mine = [r for r in results if r["client"] == client and size in (None, r["record_size"])]
-        label = client if by_size or len(sizes) == 1 else f"{client} {size} B"
+        mine = [r for r in results if label(r) == client and size in (None, r["record_size"])]
+        name = client if by_size or len(sizes) == 1 else f"{client} {size} B"
         xs = [r["record_size"] if by_size else r["processes"] for r in mine]
         metric = "mb_per_s" if by_size else "records_per_s"
         ys = [r["cpu_s"]["host"] if fleet else r[metric] for r in mine]
-        left.plot(xs, ys, marker="o", label=label)
-        right.plot(xs, [r["latency_ms"]["p99"] for r in mine], marker="o", label=label)
+        left.plot(xs, ys, marker="o", label=name)
+        right.plot(xs, [r["latency_ms"]["p99"] for r in mine], marker="o", label=name)
     xlabel = "record size (bytes)" if by_size else "processes"
     unit = "CPU s" if fleet else "MB/s of values" if by_size else "records/s"
     left.set(xlabel=xlabel, ylabel=unit,

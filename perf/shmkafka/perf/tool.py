@@ -31,7 +31,9 @@ import argparse
 import json
 import multiprocessing as mp
 import queue
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -42,7 +44,13 @@ from typing import Any
 from shmkafka.perf import report
 from shmkafka.perf.brokers import RunningBroker, run_broker_stub, run_tansu
 from shmkafka.perf.clients import cpu_seconds, run_worker
-from shmkafka.perf.workload import CLIENTS, VALUE_KINDS, Workload
+from shmkafka.perf.workload import (
+    CLIENTS,
+    DURABILITY_MODES,
+    SHMKAFKA_CLIENTS,
+    VALUE_KINDS,
+    Workload,
+)
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.other_api_errors import TopicAlreadyExistsError
 from shmkafka.sender import admin
@@ -136,6 +144,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     rate.add_argument("--fleet", type=float, metavar="R",
                       help="pace every process at R records/s and report the cost "
                            "(see below)")  # fmt: skip
+    p.add_argument("--pool-durability", type=_durability_list, default="memory",
+                   help="shmkafka's pool: memory, flush or sync; a comma list runs each "
+                        "shmkafka client once per mode (durable modes need --idempotence "
+                        "--acks all)")  # fmt: skip
+    p.add_argument("--pool-dir", help="the durable pools' directory (default: a new one in "
+                                      "/var/tmp, removed after the run)")  # fmt: skip
     p.add_argument("--warmup", type=int, default=1000, help="records per process, untimed")
     p.add_argument("--repeat", type=int, default=1,
                    help="runs per client; the best is kept (for --fleet: the least host "
@@ -164,6 +178,14 @@ def _epilog_as_is(formatter: Any) -> Any:
             return "".join(indent + line for line in text.splitlines(keepends=True))
 
     return Formatter
+
+
+def _durability_list(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in DURABILITY_MODES]
+    if unknown or not modes:
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(DURABILITY_MODES)}: {text!r}")
+    return modes
 
 
 def workload_of(args: argparse.Namespace) -> Workload:
@@ -334,14 +356,14 @@ def run(args: argparse.Namespace) -> int:
     points = sweep(base, args)
     fleet = args.fleet is not None
     results: list[dict[str, Any]] = []
-    with _broker(args) as (bootstrap, broker_pid, broker_name):
+    with _broker(args) as (bootstrap, broker_pid, broker_name), _pool_dir(args) as pool_dir:
         print(f"{_describe(base, args)}; broker: {broker_name}")
         print(report.FLEET_HEADER if fleet else report.HEADER)
         for work in points:
-            for client in clients:
+            for client, run_work in _runs(work, clients, args, pool_dir):
                 best: dict[str, Any] | None = None
                 for _ in range(args.repeat):
-                    result = run_client(client, bootstrap, broker_pid, work, args.quiet,
+                    result = run_client(client, bootstrap, broker_pid, run_work, args.quiet,
                                         args.keep_topics)  # fmt: skip
                     if report.better(fleet, result, best):
                         best = result
@@ -363,6 +385,30 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         report.plot(results, args.plot, fleet)
     return 1 if unresolved else 0
+
+
+def _runs(work: Workload, clients: list[str], args: argparse.Namespace,
+          pool_dir: str) -> Iterator[tuple[str, Workload]]:  # fmt: skip
+    """Each client's run of a sweep point: a shmkafka client's once per pool durability."""
+    for client in clients:
+        modes = args.pool_durability if client in SHMKAFKA_CLIENTS else ["memory"]
+        for mode in modes:
+            yield client, replace(work, pool_durability=mode,
+                                  pool_dir=pool_dir if mode != "memory" else "")  # fmt: skip
+
+
+@contextmanager
+def _pool_dir(args: argparse.Namespace) -> Iterator[str]:
+    """The durable pools' directory: --pool-dir, else a new one on a disk (/var/tmp, not
+    /tmp, which is often a tmpfs), removed afterwards; "" when every mode is memory."""
+    if args.pool_dir or args.pool_durability == ["memory"]:
+        yield args.pool_dir or ""
+        return
+    made = tempfile.mkdtemp(prefix="shmkafka-perf-", dir="/var/tmp")
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 def _describe(base: Workload, args: argparse.Namespace) -> str:

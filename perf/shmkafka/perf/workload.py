@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from shmkafka.perf.values import values_for
 
 SHMKAFKA_CLIENTS = ("shmkafka", "shmkafka-confluent")
+DURABILITY_MODES = ("memory", "flush", "sync")
 PEERS = ("kafka-python", "confluent-kafka")
 CLIENTS = (*SHMKAFKA_CLIENTS, *PEERS)
 VALUE_KINDS = ("compressible", "realistic")
@@ -50,6 +51,10 @@ class Workload:
     fleet_rate: float | None = None  # records/s of every process (--fleet)
     warmup: int = 1000  # records per process before the start barrier
     seed: int = 1
+    # shmkafka's pool only (peers keep records in process memory): memory, flush or sync,
+    # and the directory of a durable pool (configuration.md, Durability)
+    pool_durability: str = "memory"
+    pool_dir: str = ""
 
     def __post_init__(self) -> None:
         if self.processes < 1 or self.record_size < 0 or self.partitions < 1:
@@ -66,6 +71,11 @@ class Workload:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be more than 0, got {value}")
+        if self.pool_durability not in DURABILITY_MODES:
+            raise ValueError(f"pool durability must be one of {DURABILITY_MODES}")
+        if self.pool_durability != "memory" and not (self.idempotence and self.pool_dir):
+            raise ValueError("a durable pool needs --idempotence (with --acks all) and a "
+                             "--pool-dir")  # fmt: skip
         if self.fleet_rate is not None and self.throughput is not None:
             raise ValueError("a fleet paces every process itself: no total throughput cap too")
 
@@ -136,6 +146,7 @@ class Workload:
             f"linger {self.linger_ms} ms, batch: {_own(self.batch_size)}, "
             f"buffer: {_own(self.buffer_memory)}, max in flight: {_own(self.max_in_flight)}, "
             f"idempotence {'on' if self.idempotence else 'off'}{cap}"
+            + (f", pools in {self.pool_dir}" if self.pool_dir else "")
         )
 
 

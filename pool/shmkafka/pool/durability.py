@@ -250,6 +250,8 @@ class Committer:
         write_pos = word & 0xFFFFFFFF
         if first != batch_id or write_pos < HEADER_SIZE:
             return None  # (not whole: a damaged descriptor is the Sender's to fail)
+        if not word >> 32:
+            return None  # (opened, no record yet: nothing to keep)
         return (
             generation, COMMIT_DONE if done_generation == generation else COMMIT_LIVE, deque,
             slab_count, write_pos, word >> 32, parent, parent_generation, parent_delta,

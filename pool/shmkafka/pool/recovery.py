@@ -220,8 +220,8 @@ def _chosen(
     older copy, whose commit did finish (durability.pml found it). A DONE copy ends it."""
     torn = None
     for record in sorted((c for c in copies if c is not None), key=lambda c: -c.number):
-        if record.state != COMMIT_LIVE:
-            break
+        if record.state != COMMIT_LIVE or not record.record_count:
+            break  # (DONE, or a batch opened with no record yet: nothing to recover)
         start = layout.slab_at(batch_id)
         if (
             record.slab_count * layout.config.slab_size >= record.write_pos
