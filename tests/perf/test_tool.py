@@ -160,3 +160,24 @@ def test_a_worker_that_died_without_a_report_is_a_failure_not_a_wait() -> None:
     out: Any = __import__("queue").Queue()
     results = tool._collect(out, [Dead()], Workload(processes=1), [], "shmkafka", True)
     assert results == [{"error": "a worker exited with status -9"}]
+
+
+def test_pool_durability_runs_shmkafka_once_per_mode_and_counts_its_msyncs(
+    stub: BrokerStub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "perf.json"
+    argv = [*SMALL_RUN, "--bootstrap", stub.bootstrap, "--acks", "all", "--idempotence",
+            "--pool-durability", "memory,sync", "--pool-dir", str(tmp_path),
+            "--compare", "confluent-kafka", "--json", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    results = {(r["client"], r["durability"]): r for r in json.loads(out.read_text())["results"]}
+    assert set(results) == {("shmkafka", None), ("shmkafka", "sync"), ("confluent-kafka", None)}
+    memory, sync = results[("shmkafka", None)], results[("shmkafka", "sync")]
+    assert memory["commits"] == 0 and memory["records_per_commit"] is None
+    # a sync send returns once a commit covers it: at least one msync per record of P=1
+    assert sync["records"] == 200 and 200 <= sync["commits"] and sync["records_per_commit"] <= 1
+    assert sync["config"]["pool_durability"] == "sync"
+    printed = capsys.readouterr().out
+    assert "shmkafka/sync" in printed and "records per msync" in printed
+    with pytest.raises(SystemExit):  # (a durable pool without idempotence: refused)
+        main([*SMALL_RUN, "--bootstrap", stub.bootstrap, "--pool-durability", "flush"])

@@ -352,6 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     clients = clients_of(args)
+    if args.pool_durability != ["memory"] and not args.idempotence:
+        raise SystemExit("--pool-durability flush or sync needs --idempotence (and --acks all)")
     base = workload_of(args)
     points = sweep(base, args)
     fleet = args.fleet is not None
