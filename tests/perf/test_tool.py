@@ -175,7 +175,7 @@ def test_pool_durability_runs_shmkafka_once_per_mode_and_counts_its_msyncs(
     memory, sync = results[("shmkafka", None)], results[("shmkafka", "sync")]
     assert memory["commits"] == 0 and memory["records_per_commit"] is None
     # a sync send returns once a commit covers it: at least one msync per record of P=1
-    assert sync["records"] == 200 and 200 <= sync["commits"] and sync["records_per_commit"] <= 1
+    assert sync["records"] == 200 and sync["commits"] >= 200 and sync["records_per_commit"] <= 1
     assert sync["config"]["pool_durability"] == "sync"
     printed = capsys.readouterr().out
     assert "shmkafka/sync" in printed and "records per msync" in printed

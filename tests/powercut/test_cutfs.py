@@ -13,8 +13,6 @@ import pytest
 
 from tests.powercut.host import PAGE, PowerHost, available_or_fail
 
-pytestmark = pytest.mark.stress  # (refused once under make test's load: to fix)
-
 
 @pytest.fixture
 def host(tmp_path: Path) -> Iterator[PowerHost]:

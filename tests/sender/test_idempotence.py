@@ -58,3 +58,27 @@ def test_a_batch_whose_fate_is_unknown_asks_for_a_new_producer(rig: Rig) -> None
     later = _send(sender, deque_id, 1)
     _answer(sender, later, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1)  # the gap, head of line
     assert sender.idempotence.reset_pending
+
+
+def test_a_batch_in_flight_under_an_older_producer_holds_its_partition(rig: Rig) -> None:
+    """A recovered batch goes again under the producer it was first sent by (recovery.py);
+    until it is answered, nothing newer of its partition is sent: under the pool's producer
+    it would not queue behind it at the broker, and would pass it if it failed."""
+    handle, pool, sender, deque_id = rig
+    handle.send("t", b"sent before the cut", partition=0)
+    (batch,) = sender.accumulator.drain([deque_id], 1 << 20)
+    pool.batches.set_producer_state(batch.batch_id, 4242, 3, 50)
+    batch = sender.accumulator.refresh(batch)
+    meta = sender.idempotence.meta(batch, pool.producer_identity())
+    assert (meta.producer_id, meta.producer_epoch, meta.base_sequence) == (4242, 3, 50)
+    sender.accumulator.finalize(batch, meta)
+    sender.idempotence.sent(batch, meta)
+    sender.accumulator.mark_in_flight(batch)
+    handle.send("t", b"newer", partition=0)
+    assert not sender.idempotence.can_send(deque_id, 0)
+    _answer(sender, sender.accumulator.refresh(batch), ErrorCode.NONE, 10)
+    assert sender.idempotence.can_send(deque_id, 0)
+    newer = _send(sender, deque_id, 0)  # (the pool's producer's first sequence)
+    assert newer.info.producer_id == 7
+    _answer(sender, newer, ErrorCode.NONE, 11)
+    assert pool.producer_identity() == (7, 0)

@@ -20,6 +20,10 @@ Rules:
   transaction fails, and the abort's new epoch resets them.
 - A retried batch goes alone (nothing else of its partition in flight), in sequence order;
   other batches go up to ``MAX_IN_FLIGHT_IDEMPOTENT`` per partition.
+- A batch sent under another producer than the pool's (a durable pool's recovered batch,
+  under the producer it was first sent by) holds its partition until it is answered: the
+  broker orders each producer's batches alone, so a newer batch under the pool's producer
+  would pass it if it failed.
 """
 
 from __future__ import annotations
@@ -61,6 +65,10 @@ class Idempotence:
         self.config = config
         self.in_flight: dict[int, int] = defaultdict(int)  # deque id → batches in flight
         self._in_flight_sequences: dict[int, set[int]] = defaultdict(set)
+        # batches in flight under another producer than the pool's (recovered ones, sent
+        # again under the producer they were first sent by): their partition sends nothing
+        # else meanwhile, or a failure of theirs would let newer records pass them
+        self._foreign: dict[int, int] = {}  # batch id → deque id
         self._max_in_flight = (
             MAX_IN_FLIGHT_IDEMPOTENT if self.enabled
             else config.max_in_flight_requests_per_connection
@@ -74,6 +82,8 @@ class Idempotence:
         in_flight = self.in_flight[deque_id]
         if attempts > 0:
             return in_flight == 0  # a retry goes alone, in sequence order
+        if self._foreign and deque_id in self._foreign.values():
+            return False
         return in_flight < self._max_in_flight
 
     def meta(self, batch: DrainedBatch, producer: tuple[int, int]) -> BatchMeta:
@@ -104,12 +114,15 @@ class Idempotence:
             )
         self.in_flight[deque_id] += 1
         self._in_flight_sequences[deque_id].add(meta.base_sequence)
+        if self.enabled and meta.producer_id != self.pool.producer_identity()[0]:
+            self._foreign[batch.batch_id] = deque_id
 
     def answered(self, batch: DrainedBatch) -> None:
         """Its response came (or its connection failed): no longer in flight."""
         deque_id = batch.info.deque_id
         self.in_flight[deque_id] -= 1
         self._in_flight_sequences[deque_id].discard(batch.info.base_sequence)
+        self._foreign.pop(batch.batch_id, None)
 
     def any_in_flight(self) -> bool:
         return any(self.in_flight.values())
