@@ -38,8 +38,11 @@ def test_hosts_through_kernel_faults_lose_duplicate_reorder_and_hang_nothing(
     assert counts["txn_committed"] > 0 and counts["txn_aborted"] > 0
     # The brokers see each host's Senders only: the shared pool's one, with a connection per
     # node and at most one per bootstrap address, and a transactional id's own; the app
-    # processes hold none, however many there are.
+    # processes hold none, however many there are. (A later sample may find a host's pool
+    # Sender with none: a fault of the nemesis cut it off, or killed it, just then.)
+    first = report["connections"][0]
+    assert all(c.get("pool_sender", 0) > 0 for c in first.values()), report["connections"]
     for sample in report["connections"]:
         for connections in sample.values():
             assert connections.get("apps", 0) == 0, report["connections"]
-            assert 0 < connections.get("pool_sender", 0) <= 3 + 3, report["connections"]
+            assert connections.get("pool_sender", 0) <= 3 + 3, report["connections"]
