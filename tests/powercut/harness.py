@@ -90,8 +90,13 @@ def run(peer_bootstrap: str, topic: str, root: Path, mode: str, cuts: int, seed:
                              root / f"log-{round_ * apps + i}")  # fmt: skip
                 procs.append(proc)
                 running.append((proc, _start(proc, pool, settings, topic)))
-            # a short while lands the cut in the recovery or the start; most land under load
-            time.sleep(rng.uniform(0.05, 0.4) if rng.random() < 0.25 else rng.uniform(0.8, 3.0))
+            # a short while lands the cut in the recovery or the start; most land under load,
+            # once every app has sent (an app's start, the Sender's too, takes a second)
+            if rng.random() < 0.25:
+                time.sleep(rng.uniform(0.05, 0.4))
+            else:
+                _until_sending([p for p, _ in running], bound_s=20)
+                time.sleep(rng.uniform(0.2, 1.5))
             victims = [p.pid for _, p in running] + _senders(pool)
             kept, dropped = host.cut(victims, keep=rng.choice((0.0, 0.3, 0.8)),
                                      seed=rng.randrange(1 << 30), pools=[pool])  # fmt: skip
@@ -119,6 +124,15 @@ def run(peer_bootstrap: str, topic: str, root: Path, mode: str, cuts: int, seed:
                 with contextlib.suppress(OSError):
                     os.unlink(f"/dev/shm/{name}")
     return outcome
+
+
+def _until_sending(procs: list[_Proc], bound_s: float) -> None:
+    """Until every app has logged a sent record (at most ``bound_s``)."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        if all(p.log.exists() and p.log.stat().st_size > 0 for p in procs):
+            return
+        time.sleep(0.02)
 
 
 def _start(proc: _Proc, pool: str, settings: dict[str, Any], topic: str) -> subprocess.Popen[bytes]:
