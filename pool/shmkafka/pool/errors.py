@@ -65,7 +65,8 @@ class MemoryExhaustedError(KafkaTimeoutError):
 
 
 class DurabilityTimeoutError(KafkaTimeoutError):
-    """A ``sync`` pool's disk did not finish the commit of a record within ``max_block_ms``.
+    """A ``sync`` pool's disk did not finish the commit of a record within
+    ``delivery_timeout_ms``.
     The record was accepted (its future or report comes as any other's); it is not known to
     be on the disk."""
 

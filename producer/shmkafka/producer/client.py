@@ -174,6 +174,9 @@ class Client(Results, SenderEvents, PoolView):
                sender_log: str | None, sender_idle_exit_ms: int | None,
                sender_stall_ms: int) -> None:  # fmt: skip
         self.max_block_ms = max_block_ms
+        # a sync pool's send waits this long at most for its commit (views.py): max_block_ms
+        # may be 0 (confluent's produce, aiokafka's send), a record's life is bounded by this
+        self.durable_wait_ms = int(sender_config.get("delivery_timeout_ms", 120_000))
         self.config: Config | None = None  # (set by open(); tests make clients without one)
         self.sender_log = sender_log
         if sender_idle_exit_ms is None and os.environ.get("SHMKAFKA_SENDER_IDLE_EXIT_MS"):

@@ -38,7 +38,7 @@ class PoolView:
     """A client's read-only view of its pool (``Client`` is one)."""
 
     pool: SharedPool
-    max_block_ms: int
+    durable_wait_ms: int
 
     @property
     def forked(self) -> bool:
@@ -55,10 +55,10 @@ class PoolView:
         every record appended meanwhile, by every process (pool/durability.py). A sync
         pool's ``send`` calls it unless ``waits_in_send`` is off (asyncio: the facade
         awaits it in a thread instead, never blocking the loop). Raises
-        DurabilityTimeoutError if the disk takes more than max_block_ms."""
+        DurabilityTimeoutError if the disk takes more than delivery_timeout_ms."""
         committer = self.pool.committer
         assert committer is not None
-        committer.wait_durable(self.max_block_ms / 1000)
+        committer.wait_durable(self.durable_wait_ms / 1000)
 
     def partitions(self, topic: str) -> tuple[PartitionEntry, ...] | None:
         """The topic's partitions as the pool knows them now, or None."""
