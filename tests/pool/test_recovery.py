@@ -37,19 +37,36 @@ def config(tmp_path: Path) -> PoolConfig:
     return dataclasses.replace(SMALL, pool_dir=str(tmp_path), pool_durability="flush")
 
 
+class Host:
+    """A host with one durable pool, which it owns until it destroys it: ``boot`` opens it
+    (topic "t"), ``reboot`` takes every process and /dev/shm away (only the file stays) and
+    opens it again, which recovers it."""
+
+    def __init__(self, name: str, config: PoolConfig) -> None:
+        self.name, self.config = name, config
+        self.pool: SharedPool | None = None
+
+    def boot(self, partitions: int, config: PoolConfig | None = None) -> SharedPool:
+        self.config = config or self.config
+        self.pool = SharedPool.open(self.name, self.config)
+        publish(self.pool, {"t": partitions})
+        return self.pool
+
+    def reboot(self) -> SharedPool:
+        assert self.pool is not None
+        self.pool.detach()
+        self.pool = None
+        _remove_semaphores(self.name)
+        self.pool = SharedPool.open(self.name, self.config)
+        return self.pool
+
+
 @pytest.fixture
-def opened(pool_name: str, config: PoolConfig) -> Iterator[list[SharedPool]]:
-    pools: list[SharedPool] = []
-    yield pools
-    for pool in pools[-1:]:
-        pool.destroy()
-
-
-def _reboot(pool: SharedPool) -> None:
-    """Every process of the host is gone, and so is /dev/shm: only the file stays."""
-    name = pool.name
-    pool.detach()
-    _remove_semaphores(name)
+def host(pool_name: str, config: PoolConfig) -> Iterator[Host]:
+    made = Host(pool_name, config)
+    yield made
+    if made.pool is not None:
+        made.pool.destroy()
 
 
 def _records_of(pool: SharedPool) -> list[tuple[int, bytes | None]]:
@@ -66,20 +83,17 @@ def _records_of(pool: SharedPool) -> list[tuple[int, bytes | None]]:
 
 
 def test_committed_records_come_back_and_uncommitted_ones_do_not(
-    pool_name: str, config: PoolConfig, opened: list[SharedPool]
+    host: Host, config: PoolConfig
 ) -> None:
-    pool = SharedPool.open(pool_name, config)
-    publish(pool, {"t": 2})
+    pool = host.boot(2)
     acc = RecordAccumulator(pool, max_block_ms=100)
     for i in range(3):
         append(acc, "t", i % 2, 1000 + i, None, b"v%d" % i, now_ms=1)
     assert pool.committer is not None
     pool.committer.commit()
     append(acc, "t", 0, 2000, None, b"after the last commit", now_ms=2)
-    _reboot(pool)
-    recovered = SharedPool.open(pool_name, config)
-    opened.append(recovered)
-    assert not (Path(config.pool_dir) / f"shmkafka.{pool_name}.recovering").exists()
+    recovered = host.reboot()
+    assert not (Path(config.pool_dir) / f"shmkafka.{host.name}.recovering").exists()
     stats = recovered.recovery_stats()
     assert (stats[RECOVERED_BATCHES], stats[RECOVERED_RECORDS], stats[RECOVERIES]) == (2, 3, 1)
     assert stats[UNCOMMITTED_RECORDS] == 1  # (the one after the last commit: lost, counted)
@@ -90,11 +104,8 @@ def test_committed_records_come_back_and_uncommitted_ones_do_not(
     assert "recovered after the host went down: 3 records in 2 batches" in shown
 
 
-def test_a_batch_whose_records_do_not_check_falls_back_to_its_older_commit(
-    pool_name: str, config: PoolConfig, opened: list[SharedPool]
-) -> None:
-    pool = SharedPool.open(pool_name, config)
-    publish(pool, {"t": 1})
+def test_a_batch_whose_records_do_not_check_falls_back_to_its_older_commit(host: Host) -> None:
+    pool = host.boot(1)
     acc = RecordAccumulator(pool, max_block_ms=100)
     first = append(acc, "t", 0, 1, None, b"kept", now_ms=1)
     assert pool.committer is not None
@@ -106,34 +117,26 @@ def test_a_batch_whose_records_do_not_check_falls_back_to_its_older_commit(
     info = pool.batches.read(first.batch_id)
     pool.segment.buf[start + info.write_pos - 1] ^= 0xFF
     assert second.batch_id == first.batch_id
-    _reboot(pool)
-    recovered = SharedPool.open(pool_name, config)
-    opened.append(recovered)
+    recovered = host.reboot()
     assert _records_of(recovered) == [(0, b"kept")]
     assert recovered.recovery_stats()[TORN_RECORDS] == 0  # (none of it acknowledged: not torn)
 
 
-def test_a_batch_with_no_commit_whose_records_check_is_dropped_and_counted(
-    pool_name: str, config: PoolConfig, opened: list[SharedPool]
-) -> None:
-    pool = SharedPool.open(pool_name, config)
-    publish(pool, {"t": 1})
+def test_a_batch_with_no_commit_whose_records_check_is_dropped_and_counted(host: Host) -> None:
+    pool = host.boot(1)
     first = append(RecordAccumulator(pool, max_block_ms=100), "t", 0, 1, None, b"x", now_ms=1)
     assert pool.committer is not None
     pool.committer.commit()
     pool.segment.buf[pool.layout.slab_at(first.batch_id) + HEADER_SIZE] ^= 0xFF
-    _reboot(pool)
-    recovered = SharedPool.open(pool_name, config)
-    opened.append(recovered)
+    recovered = host.reboot()
     assert _records_of(recovered) == []
     assert recovered.recovery_stats()[TORN_RECORDS] == 1
 
 
 def test_a_sent_batch_comes_back_in_flight_under_its_producer_and_sequence(
-    pool_name: str, config: PoolConfig, opened: list[SharedPool]
+    host: Host, config: PoolConfig
 ) -> None:
-    pool = SharedPool.open(pool_name, config)
-    publish(pool, {"t": 1})
+    pool = host.boot(1)
     acc = RecordAccumulator(pool, max_block_ms=100)
     append(acc, "t", 0, 1, None, b"sent", now_ms=1)
     (state,) = acc.partition_states()
@@ -143,9 +146,7 @@ def test_a_sent_batch_comes_back_in_flight_under_its_producer_and_sequence(
     append(acc, "t", 0, 2, None, b"queued", now_ms=2)
     assert pool.committer is not None
     pool.committer.commit()
-    _reboot(pool)
-    recovered = SharedPool.open(pool_name, config)
-    opened.append(recovered)
+    recovered = host.reboot()
     states = {}
     for batch_id in range(recovered.config.num_slabs):
         info = recovered.batches.read(batch_id)
@@ -155,14 +156,11 @@ def test_a_sent_batch_comes_back_in_flight_under_its_producer_and_sequence(
     assert _records_of(recovered) == [(0, b"sent"), (0, b"queued")]  # (in that order)
 
 
-def test_a_batch_opened_without_a_record_yet_is_neither_committed_nor_recovered(
-    pool_name: str, config: PoolConfig, opened: list[SharedPool]
-) -> None:
+def test_a_batch_opened_without_a_record_yet_is_neither_committed_nor_recovered(host: Host) -> None:
     """A commit between a batch's opening and its first record sees it OPEN and empty:
     recovered, it would reach the Sender as a batch of no records (once failed as corrupt,
     which stalled a producer reset and expired every recovered record after it)."""
-    pool = SharedPool.open(pool_name, config)
-    publish(pool, {"t": 2})
+    pool = host.boot(2)
     acc = RecordAccumulator(pool, max_block_ms=100)
     append(acc, "t", 0, 1, None, b"kept", now_ms=1)
     run = pool.buffers.allocate(HEADER_SIZE + 100, 0)
@@ -174,9 +172,7 @@ def test_a_batch_opened_without_a_record_yet_is_neither_committed_nor_recovered(
     pool.segment.buf[pool.layout.commit_at(run.first, 0) : pool.layout.commit_at(run.first, 1)] = (
         _sealed_empty_record(run.first, deque_id)
     )  # (as an older version wrote it: recovery skips it too)
-    _reboot(pool)
-    recovered = SharedPool.open(pool_name, config)
-    opened.append(recovered)
+    recovered = host.reboot()
     assert _records_of(recovered) == [(0, b"kept")]
     assert recovered.recovery_stats()[RECOVERED_BATCHES] == 1
 
@@ -213,16 +209,12 @@ def test_halves_give_way_to_a_live_parent_and_to_a_live_half_that_covers_them() 
 
 
 def test_the_open_transaction_of_a_transactional_pool_is_aborted(
-    pool_name: str, config: PoolConfig, opened: list[SharedPool]
+    host: Host, config: PoolConfig
 ) -> None:
-    config = dataclasses.replace(config, sender_settings='{"transactional_id": "orders"}')
-    pool = SharedPool.open(pool_name, config)
-    publish(pool, {"t": 1})
+    pool = host.boot(1, dataclasses.replace(config, sender_settings='{"transactional_id": "x"}'))
     append(RecordAccumulator(pool, max_block_ms=100), "t", 0, 1, None, b"open txn", now_ms=1)
     assert pool.committer is not None
     pool.committer.commit()
-    _reboot(pool)
-    recovered = SharedPool.open(pool_name, config)
-    opened.append(recovered)
+    recovered = host.reboot()
     assert _records_of(recovered) == []
     assert recovered.recovery_stats()[RECOVERIES] == 1
