@@ -52,6 +52,10 @@ def _confluent(peer: Peer, pool: str, durable: dict[str, Any], topic: str) -> in
     for i in range(RECORDS):
         producer.produce(topic, b"%d" % i, partition=0,
                          on_delivery=lambda err, msg: err and errors.append(err))  # fmt: skip
+        if i == 0 and durable["pool_durability"] == "sync":
+            # the pool did not know the topic: the record waited in the process for its
+            # metadata, and produce() returned only once it was in the pool and committed
+            assert pool_stat(pool)["durability"]["commits"] >= 1
     assert producer.flush(30) == 0 and errors == []
     return _commits(pool, durable)
 

@@ -1,11 +1,9 @@
 """``shmkafka.Producer``: confluent-kafka's ``Producer`` on the shared pool.
 
-Change ``from confluent_kafka import Producer`` to ``from shmkafka import Producer`` (or the
-whole module: ``import shmkafka.confluent_kafka as confluent_kafka``): ``Producer(conf)``
-takes librdkafka's properties, checked as librdkafka does (config.py); ``produce``
-never blocks; delivery reports and ``error_cb`` are served by ``poll()`` / ``flush()`` in
-the calling thread, with confluent-kafka's own ``KafkaError`` / ``Message`` when it is
-installed (types.py).
+Change ``from confluent_kafka import Producer`` to ``from shmkafka import Producer``:
+``Producer(conf)`` takes librdkafka's properties, checked as librdkafka does (config.py);
+``produce`` never blocks (a ``sync`` pool's: until its record is on the disk); reports and
+``error_cb`` are served by ``poll()``/``flush()`` in the calling thread (types.py).
 
 Rules:
 - Reports are queued by the completion thread in offset order per batch (so in order per
@@ -16,9 +14,8 @@ Rules:
   has not: its queue bounds one producer) is waited for up to ``ROOM_WAIT_MS``, in the kernel,
   first. (A record refused at once would take the first crumb freed: small batches.)
 - A record for a topic not yet in the pool's directory waits in this process (librdkafka's
-  unassigned queue) until the Sender has its metadata; it fails with ``_MSG_TIMED_OUT``
-  after ``message.timeout.ms``. Without ``bootstrap.servers`` there is no pool at all: every
-  record waits there and times out, as in librdkafka.
+  unassigned queue) until the Sender has its metadata, or ``_MSG_TIMED_OUT``. Without
+  ``bootstrap.servers`` there is no pool: every record waits there and times out.
 - Errors of the pool's Sender (connection, resolution, metadata) reach ``error_cb`` in the
   thread that polls; without one they are logged (to ``logger`` if given).
 """
@@ -54,6 +51,7 @@ from shmkafka.facades.confluent.records import (
     partition_for,
     serve_waiting,
     text_of,
+    wait_appended,
 )
 from shmkafka.facades.confluent.reports import serve_reports
 from shmkafka.facades.confluent.stats import statistics
@@ -294,23 +292,30 @@ class Producer(ConfluentTransactions, ProduceEntry):
             handle = self._handle
             if handle is None:
                 self._unassigned.append(record)
+            elif not self._unassigned and self._append(handle, record, verdict):
                 return
-            if not self._unassigned and self._append(handle, record, verdict):
-                return
-            with self._unassigned_lock:
-                self._serve_unassigned(handle)
-                # A record of its topic still waiting goes first, even if the topic became
-                # known just after that pass (else this one would overtake it: found by the
-                # soak, tests/soak): behind them, then served again.
-                behind = any(r.topic == topic for r in self._unassigned)
-                if behind or not self._append(handle, record):
-                    if not behind:
-                        handle.topics.request(topic)
-                    self._unassigned.append(record)
-                    if behind:
-                        self._serve_unassigned(handle)
+            else:
+                self._queue_behind(handle, record)
+            if self._settings.get("pool_durability") == "sync":  # (durable before it returns)
+                wait_appended(self._unassigned, record, self._serve_current)
         except ProtocolKafkaError as exc:
             raise confluent_exception(exc) from None
+
+    def _serve_current(self) -> None:  # (the handle as it is now: None until it is open)
+        self._serve_unassigned(self._handle)
+
+    def _queue_behind(self, handle: Client, record: Unassigned) -> None:
+        with self._unassigned_lock:
+            self._serve_unassigned(handle)
+            # a record of its topic still waiting goes first, even if the topic became known
+            # just after that pass (else this one would overtake it: tests/soak found it)
+            behind = any(r.topic == record.topic for r in self._unassigned)
+            if behind or not self._append(handle, record):
+                if not behind:
+                    handle.topics.request(record.topic)
+                self._unassigned.append(record)
+                if behind:
+                    self._serve_unassigned(handle)
 
     def _append(self, handle: Client, record: Unassigned, verdict: int | None = None) -> bool:
         """Append a record whose topic the pool knows; False if it does not know it yet."""
@@ -522,9 +527,8 @@ class Producer(ConfluentTransactions, ProduceEntry):
         return None if handle is None else handle.cluster_id(timeout)
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
-        """As librdkafka's: the next authentication (a new connection, or a
-        re-authentication) uses ``username`` and ``password``; connections up stay up. The
-        pool's connections are every producer's of the pool, so it sets them for all."""
+        """As librdkafka's: the next authentication (a new connection, or a re-authentication)
+        uses these; connections up stay up. It sets them for every producer of the pool."""
         self._check_open("Handle has been closed")
         if not isinstance(username, str) or not isinstance(password, str):
             raise TypeError("username and password must be str")

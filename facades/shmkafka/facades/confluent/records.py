@@ -248,6 +248,20 @@ class Purged(ProtocolKafkaError):
         self.error_code = code
 
 
+def wait_appended(unassigned: deque[Unassigned], record: Unassigned,
+                  serve: Callable[[], None]) -> None:  # fmt: skip
+    """A sync pool's ``produce`` returns once its record is on the disk: one that waits for
+    its topic is served here until it is appended (and committed: the handle's send waits
+    for that) or failed at its deadline, never left for a later ``poll``."""
+    pause = 0.001
+    while any(r is record for r in unassigned):
+        serve()
+        if time.monotonic() > record.deadline + 1.0:  # (serve fails it at its deadline)
+            return
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
+
+
 def serve_waiting(
     unassigned: deque[Unassigned], handle: Any,
     append: Callable[[Any, Unassigned], bool], fail: Callable[[Unassigned, Any], None],
