@@ -423,6 +423,14 @@ async def _serve(fs: CutFs, control: str) -> None:
             nursery.cancel_scope.cancel()
 
 
+def _only_aborted(exc: BaseException) -> bool:
+    """The FUSE connection aborted, and nothing else (trio groups what its tasks raised)."""
+    inner = getattr(exc, "exceptions", None)
+    if inner is None:
+        return isinstance(exc, ConnectionAbortedError)
+    return all(_only_aborted(e) for e in inner)
+
+
 def main(argv: list[str]) -> int:
     mountpoint, backing, control = argv
     fs = CutFs(backing)
@@ -430,6 +438,9 @@ def main(argv: list[str]) -> int:
     pyfuse3.init(fs, mountpoint, options)
     try:
         trio.run(_serve, fs, control)
+    except BaseException as exc:
+        if not _only_aborted(exc):  # (a cut aborts the connection: how this host ends)
+            raise
     finally:
         pyfuse3.close(unmount=not fs.dead)
     return 0
