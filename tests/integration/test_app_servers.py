@@ -102,7 +102,9 @@ def _serving(server: str, tansu: Peer, topic: str, pool: str) -> Iterator[tuple[
         yield port, proc
     finally:
         with_children = psutil.Process(proc.pid).children(recursive=True)
-        os.killpg(proc.pid, signal.SIGTERM)
+        # (uWSGI's master waits out its workers' reload mercy, 60 s, on SIGTERM; SIGINT is
+        # its "stop now")
+        os.killpg(proc.pid, signal.SIGINT if server.startswith("uwsgi") else signal.SIGTERM)
         try:
             proc.wait(20)
         except subprocess.TimeoutExpired:
