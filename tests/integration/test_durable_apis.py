@@ -6,14 +6,22 @@ pool keeps through a power cut is tests/powercut's.)"""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.recovery import DELIVERED_RECORDS, FAILED_RECORDS, RECOVERED_RECORDS
 from shmkafka.pool.stat import pool_stat
+from shmkafka.producer.client import Client
+from tests.appending import append
+from tests.conftest import SMALL, publish
 from tests.integration.kafka_io import cluster, consume_all, unique_topic
 from tests.peers import Peer
+from tests.powercut.host import _remove_semaphores
 
 pytestmark = pytest.mark.integration
 RECORDS = 40
@@ -93,3 +101,47 @@ def test_every_api_sends_through_a_durable_pool(
     assert commits >= (RECORDS if mode == "sync" else 1)
     values = sorted(int(m.value()) for m in consume_all(tansu, topic, [0], RECORDS))
     assert values == list(range(RECORDS))
+
+
+def test_recovery_after_the_broker_forgot_the_producer_delivers_in_order(
+    tansu: Peer, tmp_path: Path, pool_name: str
+) -> None:
+    """A batch the cut left in flight goes again under its old producer; a broker that
+    never knew that producer (or forgot it: producer.id.expiration.ms) refuses it, the
+    Sender takes a new producer id and sends it again, and the newer batch of its partition
+    waits behind it: both are read back once, in order. (A batch whose acknowledgement the
+    cut lost would then be written twice: reliability.md says so.)"""
+    topic = unique_topic("recovered-expired")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    config = dataclasses.replace(SMALL, pool_dir=str(tmp_path), pool_durability="flush")
+    sender = {"bootstrap_servers": [tansu.bootstrap], "enable_idempotence": True, "acks": -1}
+    before = Client(pool_name, sender, pool_config=config, start_sender=False)
+    try:
+        pool = before.pool
+        publish(pool, {topic: 1})
+        acc = RecordAccumulator(pool, max_block_ms=100)
+        append(acc, topic, 0, 1, None, b"sent before the cut", now_ms=1)
+        (state,) = acc.partition_states()
+        (batch,) = acc.drain([state.deque_id], 1 << 20)
+        pool.batches.set_producer_state(batch.batch_id, 424242, 0, 17)  # (unknown to Tansu)
+        acc.mark_in_flight(batch)
+        append(acc, topic, 0, 2, None, b"queued at the cut", now_ms=2)
+        assert pool.committer is not None
+        pool.committer.commit()
+    finally:
+        before.close(5)
+    _remove_semaphores(pool_name)  # (the host went down: only the pool's file is left)
+    after = Client(pool_name, sender, pool_config=config)
+    try:
+        stats = after.pool.recovery_stats
+        deadline = time.monotonic() + 60
+        while stats()[DELIVERED_RECORDS] + stats()[FAILED_RECORDS] < 2:
+            assert time.monotonic() < deadline, stats()
+            time.sleep(0.05)
+        assert stats()[RECOVERED_RECORDS] == 2 and stats()[FAILED_RECORDS] == 0
+        assert after.pool.producer_identity()[0] not in (-1, 424242)
+    finally:
+        after.close(10)
+    read = [m.value() for m in consume_all(tansu, topic, [0], 2)]
+    assert read == [b"sent before the cut", b"queued at the cut"]
