@@ -45,6 +45,7 @@ from tests.powercut.workers import API_NAMES, SAME, parse
 ROOT = Path(__file__).resolve().parents[2]
 QUIET_S = 2.0  # the read back's end: this long without a record, past the watermarks
 FSYNC_DELAY_MS = 5  # a slow disk: cuts land inside syncs, tearing commits
+SENDING_BOUND_S = 60  # (an app and its Sender start in about a second, on a loaded host in many)
 
 
 @dataclass
@@ -91,11 +92,15 @@ def run(peer_bootstrap: str, topic: str, root: Path, mode: str, cuts: int, seed:
                 procs.append(proc)
                 running.append((proc, _start(proc, pool, settings, topic)))
             # a short while lands the cut in the recovery or the start; most land under load,
-            # once every app has sent (an app's start, the Sender's too, takes a second)
-            if rng.random() < 0.25:
+            # once every app has sent (an app's start, the Sender's too, takes a second; many
+            # on a loaded machine). The first round always sends: a run checks something.
+            if round_ and rng.random() < 0.25:
                 time.sleep(rng.uniform(0.05, 0.4))
             else:
-                _until_sending([p for p, _ in running], bound_s=20)
+                if not _until_sending([p for p, _ in running], bound_s=SENDING_BOUND_S):
+                    outcome.problems.append(
+                        f"round {round_}: an app did not send within {SENDING_BOUND_S} s"
+                    )
                 time.sleep(rng.uniform(0.2, 1.5))
             victims = [p.pid for _, p in running] + _senders(pool)
             kept, dropped = host.cut(victims, keep=rng.choice((0.0, 0.3, 0.8)),
@@ -126,13 +131,14 @@ def run(peer_bootstrap: str, topic: str, root: Path, mode: str, cuts: int, seed:
     return outcome
 
 
-def _until_sending(procs: list[_Proc], bound_s: float) -> None:
-    """Until every app has logged a sent record (at most ``bound_s``)."""
+def _until_sending(procs: list[_Proc], bound_s: float) -> bool:
+    """Until every app has logged a sent record; False if ``bound_s`` passed first."""
     deadline = time.monotonic() + bound_s
     while time.monotonic() < deadline:
         if all(p.log.exists() and p.log.stat().st_size > 0 for p in procs):
-            return
+            return True
         time.sleep(0.02)
+    return False
 
 
 def _start(proc: _Proc, pool: str, settings: dict[str, Any], topic: str) -> subprocess.Popen[bytes]:
