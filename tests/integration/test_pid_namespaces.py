@@ -5,6 +5,7 @@ cleanup removes the live pool (the Sender's kernel lock says it is alive)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -87,6 +88,16 @@ def test_a_producer_that_cannot_see_the_sender_is_refused(
             assert float(other.stdout.split()[2]) < 5  # at once, not after a start timeout
             assert "cannot see: the pool is shared across PID namespaces" in other.stdout
             assert "shareProcessNamespace: true" in other.stdout
+            # shmkafka doctor, run in such a container, names the pool and what to change
+            doctor = subprocess.run(
+                [*unshare, sys.executable, "-m", "shmkafka", "doctor", "--json"],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert doctor.returncode == 1, doctor.stderr
+            found = {f["check"]: f for f in json.loads(doctor.stdout)["findings"]}
+            seen = found[f"pool {pool_name} namespace"]
+            assert seen["status"] == "fail" and "cannot see into" in seen["found"]
+            assert "shareProcessNamespace: true" in seen["change"]
             # From here (the host's namespace) the recorded Sender pid is not that process
             # either; its lock keeps the pool from every cleanup.
             kept = cleanup_pool(pool_name)

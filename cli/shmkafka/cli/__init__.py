@@ -46,6 +46,12 @@ COMMANDS = {
         "build_parser",
         "run",
     ),
+    "doctor": Command(
+        "check what a pool needs on this host, and say what to change",
+        "shmkafka.cli.doctor",
+        "build_parser",
+        "run",
+    ),
     "cleanup": Command(
         "remove shared-memory pools whose processes are all dead",
         "shmkafka.cli",

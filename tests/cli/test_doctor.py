@@ -1,0 +1,191 @@
+"""``shmkafka doctor`` (cli/doctor.py): every check passes on a host that has what a pool
+needs, and each check's failure is made for real and named with what to change: a 16 MiB
+/dev/shm and a read-only one (each in a mount namespace of its own, so the host's pools are
+untouched), another user's pool and a pool others can read, a low file limit, the C parts
+switched off, an unreachable broker, a broker that refuses the SASL login, and a pool
+without a Sender. (A pool whose Sender is in another PID namespace: test_pid_namespaces.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shmkafka.cli import main
+from shmkafka.pool.shared_pool import SharedPool
+from tests.conftest import SMALL
+from tests.security import USERS, Setup, make_certs
+
+DOCTOR = [sys.executable, "-m", "shmkafka", "doctor", "--json"]
+
+
+def _findings(out: str) -> dict[str, dict[str, str]]:
+    return {f["check"]: f for f in json.loads(out)["findings"]}
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, dict[str, str]]]:
+    status = main(["doctor", "--json", *args])
+    return status, _findings(capsys.readouterr().out)
+
+
+def _in_own_shm(
+    setup: str, *args: str, mount: str = "size=64m"
+) -> subprocess.CompletedProcess[str]:
+    """``shmkafka doctor`` in a mount namespace whose /dev/shm is a new tmpfs (``mount``'s
+    options), after the shell lines ``setup`` ran there."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.fail(
+            "these checks' failures are made in mount namespaces: run as root with unshare(1)"
+        )
+    script = f'mount -t tmpfs -o {mount} tmpfs /dev/shm && {setup or "true"} && exec "$@"'
+    unshare = ["unshare", "--mount", "--propagation", "private"]
+    return subprocess.run([*unshare, "sh", "-c", script, "sh", *DOCTOR, *args],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_a_host_with_what_a_pool_needs_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    status, found = _run(capsys)
+    assert status == 0
+    for check in ("/dev/shm space", "/dev/shm writable", "semaphores", "open files",
+                  "namespaces", "C extensions", "peers"):  # fmt: skip
+        assert found[check]["status"] == "ok", found[check]
+    assert "confluent-kafka 2." in found["peers"]["found"]
+
+
+def test_a_16_mib_dev_shm_fails_with_the_size_to_give_it() -> None:
+    out = _in_own_shm("", mount="size=16m")
+    assert out.returncode == 1, out.stderr
+    space = _findings(out.stdout)["/dev/shm space"]
+    assert space["status"] == "fail"
+    assert space["found"].startswith("16 MiB, 16 MiB free; a pool with these settings takes 34 MiB")
+    assert "make /dev/shm at least 34 MiB" in space["change"] and "--shm-size" in space["change"]
+    # with a buffer small enough, the same /dev/shm is enough
+    small = _in_own_shm("", "--producer-property", "buffer_memory=4194304", mount="size=16m")
+    assert _findings(small.stdout)["/dev/shm space"]["status"] == "ok"
+
+
+def test_a_read_only_dev_shm_fails_the_file_and_semaphore_checks() -> None:
+    out = _in_own_shm("", mount="size=64m,ro")
+    assert out.returncode == 1, out.stderr
+    found = _findings(out.stdout)
+    assert found["/dev/shm writable"]["status"] == "fail"
+    assert "Read-only file system" in found["/dev/shm writable"]["found"]
+    assert found["semaphores"]["status"] == "fail"
+    assert not [f for f in found.values() if f["check"].startswith("pool ")]
+
+
+def test_another_users_pool_is_named_and_a_readable_one_fails() -> None:
+    setup = (
+        "touch /dev/shm/shmkafka.theirs && chown 65534:65534 /dev/shm/shmkafka.theirs && "
+        "chmod 600 /dev/shm/shmkafka.theirs && "
+        "touch /dev/shm/shmkafka.mine && chmod 644 /dev/shm/shmkafka.mine && "
+        "touch /dev/shm/shmkafka.kept && chmod 600 /dev/shm/shmkafka.kept"
+    )
+    out = _in_own_shm(setup)
+    assert out.returncode == 1, out.stderr
+    found = _findings(out.stdout)
+    theirs = found["pool theirs"]
+    assert theirs["status"] == "warn" and "belongs to uid 65534" in theirs["found"]
+    assert "as uid 65534, or give this user's producers another pool name" in theirs["change"]
+    mine = found["pool mine"]
+    assert mine["status"] == "fail" and mine["found"].startswith("mode 644: other users can read")
+    assert mine["change"] == "chmod 600 /dev/shm/shmkafka.mine"
+    assert found["pool kept"]["status"] == "ok"
+
+
+def test_a_low_file_limit_warns() -> None:
+    def low() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    out = subprocess.run(DOCTOR, capture_output=True, text=True, timeout=60, preexec_fn=low)
+    assert out.returncode == 0, out.stderr  # (a warning: it works, until it does not)
+    files = _findings(out.stdout)["open files"]
+    assert files["status"] == "warn" and files["found"] == "RLIMIT_NOFILE soft 256, hard 256"
+    assert "raise it to 1024" in files["change"]
+
+
+def test_the_pure_python_switch_warns() -> None:
+    env = {**os.environ, "SHMKAFKA_PURE_PYTHON": "1"}
+    out = subprocess.run(DOCTOR, capture_output=True, text=True, timeout=60, env=env)
+    c = _findings(out.stdout)["C extensions"]
+    assert c["status"] == "warn" and "SHMKAFKA_PURE_PYTHON is set" in c["found"]
+
+
+def test_an_unreachable_broker_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # (closed again: nobody listens there)
+    status, found = _run(capsys, "--bootstrap-server", f"127.0.0.1:{port}", "--timeout-ms", "1500")
+    assert status == 1
+    brokers = found["brokers"]
+    assert brokers["status"] == "fail"
+    assert brokers["found"].startswith(f"127.0.0.1:{port} (PLAINTEXT): NoBrokersAvailable")
+    assert "listener" in brokers["change"]
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_a_refused_sasl_login_fails_and_never_shows_the_password(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, mechanism: str
+) -> None:
+    setup = Setup(mechanism=mechanism)
+    with setup.stub(make_certs(tmp_path), nodes=2) as stub:
+
+        def doctor(password: str) -> tuple[int, dict[str, Any], str]:
+            config = tmp_path / "client.properties"  # (a secret never goes on a command line)
+            config.write_text(
+                f"security_protocol=SASL_PLAINTEXT\nsasl_mechanism={mechanism}\n"
+                f"sasl_plain_username=alice\nsasl_plain_password={password}\n"
+            )
+            config.chmod(0o600)
+            status = main(["doctor", "--json", "--bootstrap-server", stub.bootstrap,
+                           "--producer.config", str(config), "--timeout-ms", "3000"])  # fmt: skip
+            out = capsys.readouterr().out
+            return status, _findings(out)["brokers"], out
+
+        status, brokers, out = doctor("not-" + USERS["alice"])
+        assert status == 1 and brokers["status"] == "fail", brokers
+        assert "SASL_PLAINTEXT" in brokers["found"] and "uthentication" in brokers["found"]
+        assert "not-" + USERS["alice"] not in out
+        status, brokers, out = doctor(USERS["alice"])
+        assert status == 0 and brokers["status"] == "ok", brokers
+        assert "2 brokers" in brokers["found"] and USERS["alice"] not in out
+
+
+def test_a_pool_without_a_sender_and_a_missing_pool_fail(
+    capsys: pytest.CaptureFixture[str], pool_name: str
+) -> None:
+    status, found = _run(capsys, "--pool", pool_name)
+    assert status == 1
+    missing = found[f"pool {pool_name} health"]
+    assert missing["status"] == "fail" and f"no pool named {pool_name!r}" in missing["found"]
+    pool = SharedPool.open(pool_name, SMALL)
+    try:
+        status, found = _run(capsys, "--pool", pool_name)
+        assert status == 1
+        sender = found[f"pool {pool_name} Sender"]
+        assert sender["status"] == "fail" and sender["found"] == "no Sender is running"
+        assert f"shmkafka sender --pool {pool_name}" in sender["change"]
+        assert found[f"pool {pool_name} errors"]["status"] == "ok"
+        assert found[f"pool {pool_name}"]["status"] == "ok"  # (this user's, mode 600)
+    finally:
+        pool.destroy()
+
+
+def test_the_text_form_says_what_to_change(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["doctor", "--bootstrap-server", f"127.0.0.1:{port}", "--timeout-ms", "500"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    failed = [i for i, line in enumerate(lines) if line.startswith("FAIL  brokers")]
+    assert failed and lines[failed[0] + 1].lstrip().startswith("-> check the address")
+    assert lines[-1].startswith("1 failed, ")
