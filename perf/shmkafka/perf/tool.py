@@ -5,7 +5,7 @@ with kafka-python and confluent-kafka on the same machine, broker and workload, 
 
     shmkafka perf                                  # 4 processes on the embedded broker_stub
     shmkafka perf --compare kafka-python,confluent-kafka --broker tansu --records 250000
-    shmkafka perf --scale --duration 10 --json out.json --plot out.png
+    shmkafka perf --scale --duration 10 --json out.json --chart out.svg
     shmkafka perf --record-size 100,1000,10000,100000 --megabytes 300 --value-kind realistic
     shmkafka perf --fleet 500 --processes 32 --record-size 200 --duration 20 \\
         --compare shmkafka-confluent,confluent-kafka
@@ -41,7 +41,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, replace
 from typing import Any
 
-from shmkafka.perf import report
+from shmkafka.perf import chart, report
 from shmkafka.perf.brokers import RunningBroker, run_broker_stub, run_tansu
 from shmkafka.perf.clients import cpu_seconds, run_worker
 from shmkafka.perf.workload import (
@@ -165,7 +165,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                    help="a running cluster instead of starting one")  # fmt: skip
     p.add_argument("--scale", action="store_true", help="sweep processes 1, 2, 4, 8")
     p.add_argument("--json", help="write the results to this file")
-    p.add_argument("--plot", help="write a PNG chart to this file (needs matplotlib)")
+    p.add_argument(
+        "--chart",
+        "--plot",
+        dest="chart",
+        metavar="FILE.svg|FILE.png",
+        help="draw the sweep into this file (needs matplotlib: the perf extra)",
+    )
     p.add_argument("--quiet", action="store_true")
     return p
 
@@ -355,6 +361,8 @@ def run(args: argparse.Namespace) -> int:
     if args.pool_durability != ["memory"] and not args.idempotence:
         raise SystemExit("--pool-durability flush or sync needs --idempotence (and --acks all)")
     base = workload_of(args)
+    if args.chart:
+        chart.check_path(args.chart)
     points = sweep(base, args)
     fleet = args.fleet is not None
     results: list[dict[str, Any]] = []
@@ -384,9 +392,16 @@ def run(args: argparse.Namespace) -> int:
         with open(args.json, "w") as f:
             json.dump({"workload": asdict(base), "sweep": sweep_of, "broker": broker_name,
                        "results": results}, f, indent=2)  # fmt: skip
-    if args.plot:
-        report.plot(results, args.plot, fleet)
+    if args.chart:
+        chart.draw(results, args.chart, fleet, _title(base, broker_name))
     return 1 if unresolved else 0
+
+
+def _title(work: Workload, broker: str) -> str:
+    duration = f"{work.duration_s:g} s" if work.duration_s else f"{work.records:,} records"
+    return (f"{broker}; {work.value_kind} values, {work.compression}, acks={work.acks}, "
+            f"linger {work.linger_ms} ms, {work.partitions} partitions; {duration} per "
+            "client and point")  # fmt: skip
 
 
 def _runs(work: Workload, clients: list[str], args: argparse.Namespace,

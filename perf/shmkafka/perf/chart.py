@@ -1,0 +1,107 @@
+"""``shmkafka perf --chart FILE``: the sweep drawn, as SVG or PNG (by the file's suffix).
+
+Rules:
+- matplotlib (the ``perf`` extra) is imported only here, and only when a chart is asked for.
+- A sweep of several record sizes puts the size on x (log scale), one column per process
+  count; a sweep of one size puts the process count on x. The rows are records/s and MB/s
+  of values (log scales: the sizes span three orders of magnitude) and the p99 send→ack
+  latency beside them; one line per client, the same colour in every panel, one legend.
+- A ``--fleet`` run draws its cost instead: host CPU, PSS and p99 by process count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from shmkafka.perf.report import label
+
+FORMATS = (".svg", ".png")
+Row = tuple[str, Callable[[dict[str, Any]], float]]
+SWEEP_ROWS: tuple[Row, ...] = (
+    ("records/s", lambda r: r["records_per_s"]),
+    ("MB/s of values", lambda r: r["mb_per_s"]),
+    ("p99 send→ack (ms)", lambda r: r["latency_ms"]["p99"]),
+)
+FLEET_ROWS: tuple[Row, ...] = (
+    ("host CPU (s, app + Sender)", lambda r: r["cpu_s"]["host"]),
+    ("PSS (MB)", lambda r: r["pss_mb"]),
+    ("p99 send→ack (ms)", lambda r: r["latency_ms"]["p99"]),
+)
+
+
+def size_name(size: int) -> str:
+    for unit, scale in (("MB", 1_000_000), ("KB", 1000)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def check_path(path: str) -> None:
+    """Refuse a suffix matplotlib would not write, before a long run, not after it."""
+    if Path(path).suffix.lower() not in FORMATS:
+        raise SystemExit(f"--chart {path}: the file must end in .svg or .png")
+
+
+def draw(results: list[dict[str, Any]], path: str, fleet: bool = False, title: str = "") -> None:
+    check_path(path)
+    fig = figure(results, fleet, title)
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    print(f"chart written to {path}")
+
+
+def figure(results: list[dict[str, Any]], fleet: bool = False, title: str = "") -> Any:
+    """The matplotlib Figure of the sweep (``draw`` writes it)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        matplotlib.rcParams["svg.fonttype"] = "none"  # (SVG text stays text: smaller, findable)
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("--chart needs matplotlib: pip install 'shmkafka[perf]'") from None
+    sizes = sorted({r["record_size"] for r in results})
+    processes = sorted({r["processes"] for r in results})
+    by_size = len(sizes) > 1 and not fleet
+    columns = processes if by_size else [None]
+    rows = FLEET_ROWS if fleet else SWEEP_ROWS
+    clients = list(dict.fromkeys(label(r) for r in results))
+    colours = {c: f"C{i}" for i, c in enumerate(clients)}
+    fig, axes = plt.subplots(len(rows), len(columns), squeeze=False, sharex=True, sharey="row",
+                             figsize=(3.6 * len(columns) + 1.4, 2.6 * len(rows) + 0.8))  # fmt: skip
+    for col, column in enumerate(columns):
+        for row, (name, value) in enumerate(rows):
+            ax = axes[row][col]
+            for client in clients:
+                mine = [r for r in results if label(r) == client
+                        and (column is None or r["processes"] == column)]  # fmt: skip
+                mine.sort(key=lambda r: r["record_size"] if by_size else r["processes"])
+                xs = [r["record_size"] if by_size else r["processes"] for r in mine]
+                ax.plot(xs, [value(r) for r in mine], marker="o", color=colours[client],
+                        label=client)  # fmt: skip
+            ax.set_yscale("log")
+            ax.grid(True, which="major", alpha=0.3)
+            if col == 0:
+                ax.set_ylabel(name)
+            if row == 0 and column is not None:
+                ax.set_title(f"{column} process{'es' if column > 1 else ''}")
+            if row == len(rows) - 1:
+                _x_axis(ax, sizes if by_size else processes, by_size)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(clients), 4), frameon=False)
+    if title:
+        fig.suptitle(title, y=0.005, va="bottom", fontsize="small")
+    fig.tight_layout(rect=(0, 0.03 if title else 0, 1, 0.95))
+    return fig
+
+
+def _x_axis(ax: Any, ticks: list[int], by_size: bool) -> None:
+    ax.set_xscale("log")
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([size_name(t) for t in ticks] if by_size else [str(t) for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("record size" if by_size else "processes")
