@@ -139,23 +139,23 @@ def test_a_refused_sasl_login_fails_and_never_shows_the_password(
     setup = Setup(mechanism=mechanism)
     with setup.stub(make_certs(tmp_path), nodes=2) as stub:
 
-        def doctor(password: str) -> tuple[int, dict[str, Any], str]:
+        def doctor(password: str, timeout_ms: int) -> tuple[int, dict[str, Any], str]:
             config = tmp_path / "client.properties"  # (a secret never goes on a command line)
             config.write_text(
                 f"security_protocol=SASL_PLAINTEXT\nsasl_mechanism={mechanism}\n"
                 f"sasl_plain_username=alice\nsasl_plain_password={password}\n"
             )
             config.chmod(0o600)
-            status = main(["doctor", "--json", "--bootstrap-server", stub.bootstrap,
-                           "--producer.config", str(config), "--timeout-ms", "3000"])  # fmt: skip
+            given = ["--producer.config", str(config), "--timeout-ms", str(timeout_ms)]
+            status = main(["doctor", "--json", "--bootstrap-server", stub.bootstrap, *given])
             out = capsys.readouterr().out
             return status, _findings(out)["brokers"], out
 
-        status, brokers, out = doctor("not-" + USERS["alice"])
+        status, brokers, out = doctor("not-" + USERS["alice"], 1000)
         assert status == 1 and brokers["status"] == "fail", brokers
         assert "SASL_PLAINTEXT" in brokers["found"] and "uthentication" in brokers["found"]
         assert "not-" + USERS["alice"] not in out
-        status, brokers, out = doctor(USERS["alice"])
+        status, brokers, out = doctor(USERS["alice"], 10_000)
         assert status == 0 and brokers["status"] == "ok", brokers
         assert "2 brokers" in brokers["found"] and USERS["alice"] not in out
 

@@ -34,6 +34,7 @@ from shmkafka.shm.layout import Layout
 from shmkafka.shm.segment import PREFIX, list_pools
 
 SHM = "/dev/shm"
+MIN_SEGMENT_BYTES = 4096  # (a pool's header page)
 MIN_OPEN_FILES = 1024  # a Sender holds a socket per broker, apps a few descriptors each
 PEERS = ("kafka-python", "confluent-kafka", "aiokafka")
 C_EXTENSIONS = (
@@ -293,6 +294,8 @@ def check_namespaces() -> list[Finding]:
     findings = [ok("namespaces", f"pid {pid_ns}, ipc {_namespace('ipc')}, mnt {_namespace('mnt')}")]
     for pool in list_pools():
         try:
+            if os.stat(os.path.join(SHM, PREFIX + pool)).st_size < MIN_SEGMENT_BYTES:
+                continue  # (being made, or not a pool: attaching would wait for its header)
             segment = Segment.attach(pool)
         except (ShmError, OSError):
             continue  # (another user's, or being made: check_pools names it)
