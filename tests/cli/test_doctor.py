@@ -128,7 +128,7 @@ def test_an_unreachable_broker_fails(capsys: pytest.CaptureFixture[str]) -> None
     assert status == 1
     brokers = found["brokers"]
     assert brokers["status"] == "fail"
-    assert brokers["found"].startswith(f"127.0.0.1:{port} (PLAINTEXT): NoBrokersAvailable")
+    assert brokers["found"].startswith(f"127.0.0.1:{port} (PLAINTEXT): NoBrokersAvailable: no ")
     assert "listener" in brokers["change"]
 
 
@@ -189,3 +189,22 @@ def test_the_text_form_says_what_to_change(capsys: pytest.CaptureFixture[str]) -
     failed = [i for i, line in enumerate(lines) if line.startswith("FAIL  brokers")]
     assert failed and lines[failed[0] + 1].lstrip().startswith("-> check the address")
     assert lines[-1].startswith("1 failed, ")
+
+
+def test_tls_is_checked_against_the_ca_given(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    certs = make_certs(tmp_path)
+    with Setup(tls=True).stub(certs, nodes=1) as stub:
+        for ca, timeout_ms, expected in ((certs.other_ca, 1000, "fail"), (certs.ca, 10_000, "ok")):
+            status, found = _run(
+                capsys, "--bootstrap-server", stub.bootstrap, "--timeout-ms", str(timeout_ms),
+                "--producer-property", "security_protocol=SSL",
+                "--producer-property", f"ssl_cafile={ca}",
+            )  # fmt: skip
+            brokers = found["brokers"]
+            assert brokers["status"] == expected, brokers
+            assert status == (1 if expected == "fail" else 0)
+            assert "(SSL)" in brokers["found"]
+            if expected == "fail":
+                assert "SSL handshake failed: unable to get local issuer" in brokers["found"]

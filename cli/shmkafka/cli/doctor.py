@@ -383,13 +383,19 @@ def check_brokers(sender: SenderConfig, timeout_ms: int) -> Finding:
     except (KafkaError, OSError, ValueError) as exc:
         return fail(
             name,
-            f"{servers} ({how}): {type(exc).__name__}: {exc}",
+            f"{servers} ({how}): {_named(exc)}",
             "check the address, the port's listener, its security protocol, and the credentials",
         )
     return ok(
         name,
         f"{servers} ({how}): {len(metadata.brokers)} brokers, controller {metadata.controller_id}",
     )
+
+
+def _named(exc: BaseException) -> str:
+    """The error with its type's name, once (a KafkaError's text already starts with it)."""
+    text, kind = str(exc), type(exc).__name__
+    return text if text.startswith(kind) else f"{kind}: {text}"
 
 
 def check_pool(pool: str) -> list[Finding]:
