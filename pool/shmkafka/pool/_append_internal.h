@@ -21,6 +21,22 @@
 
 #include "_append.h"
 
+/* The semaphore calls moved from libpthread into libc in glibc 2.34, which kept the old
+ * versions there too. Linking against those old versions lets the wheel run on older
+ * distributions as well (manylinux_2_17, not 2_34: auditwheel show, make dist); the calls
+ * are the same. Only where the old version exists: x86_64 (2.2.5) and aarch64 (2.17). */
+#if defined(__GLIBC__) && defined(__x86_64__)
+#define SHMKAFKA_OLD_SEM "GLIBC_2.2.5"
+#elif defined(__GLIBC__) && defined(__aarch64__)
+#define SHMKAFKA_OLD_SEM "GLIBC_2.17"
+#endif
+#ifdef SHMKAFKA_OLD_SEM
+__asm__(".symver sem_open,sem_open@" SHMKAFKA_OLD_SEM);
+__asm__(".symver sem_close,sem_close@" SHMKAFKA_OLD_SEM);
+__asm__(".symver sem_post,sem_post@" SHMKAFKA_OLD_SEM);
+__asm__(".symver sem_trywait,sem_trywait@" SHMKAFKA_OLD_SEM);
+#endif
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the pool layout is little-endian; use the pure-Python path here"
 #endif

@@ -86,8 +86,9 @@ def fast_path_for(pool: SharedPool) -> FastAppend | None:
     if FastAppend is None and not _warned_not_built and not native.turned_off():
         _warned_not_built = True
         log.warning(
-            "shmkafka's C extension was not built (no C compiler at install?): every send "
-            "runs in Python, about 10x slower; reinstall with gcc and the Python headers"
+            "shmkafka's C extension was not built (a pure-Python wheel, or no C compiler at "
+            "install): every send runs in Python, about 10x slower; install the manylinux "
+            "wheel, or build with gcc and the Python headers (shmkafka doctor)"
         )
     if FastAppend is None or native.turned_off():
         return None
