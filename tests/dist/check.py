@@ -55,6 +55,7 @@ def interpreter(version: str) -> str | None:
                 [name, "-c", "import sys, venv; print(sys.version_info[:2])"],
                 capture_output=True,
                 text=True,
+                timeout=60,
             )
             if out.returncode == 0 and out.stdout.strip() == str(
                 tuple(map(int, version.split(".")))

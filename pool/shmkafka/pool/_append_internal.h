@@ -24,10 +24,11 @@
 /* The semaphore calls moved from libpthread into libc in glibc 2.34, which kept the old
  * versions there too. Linking against those old versions lets the wheel run on older
  * distributions as well (manylinux_2_17, not 2_34: auditwheel show, make dist); the calls
- * are the same. Only where the old version exists: x86_64 (2.2.5) and aarch64 (2.17). */
-#if defined(__GLIBC__) && defined(__x86_64__)
+ * are the same. Only where libc has the old version (glibc 2.34 on; before, it is
+ * libpthread's, and a plain link is already old): x86_64 (2.2.5) and aarch64 (2.17). */
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34) && defined(__x86_64__)
 #define SHMKAFKA_OLD_SEM "GLIBC_2.2.5"
-#elif defined(__GLIBC__) && defined(__aarch64__)
+#elif defined(__GLIBC__) && __GLIBC_PREREQ(2, 34) && defined(__aarch64__)
 #define SHMKAFKA_OLD_SEM "GLIBC_2.17"
 #endif
 #ifdef SHMKAFKA_OLD_SEM
