@@ -211,3 +211,19 @@ def test_tls_is_checked_against_the_ca_given(
             assert "(SSL)" in brokers["found"]
             if expected == "fail":
                 assert "SSL handshake failed: unable to get local issuer" in brokers["found"]
+
+
+def test_a_password_that_reads_as_a_number_stays_text(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with Setup(mechanism="PLAIN").stub(make_certs(tmp_path), nodes=1) as stub:
+        config = tmp_path / "client.properties"
+        config.write_text(
+            "security_protocol=SASL_PLAINTEXT\nsasl_mechanism=PLAIN\n"
+            "sasl_plain_username=alice\nsasl_plain_password=98765432\n"
+        )
+        config.chmod(0o600)
+        status, found = _run(capsys, "--bootstrap-server", stub.bootstrap, "--timeout-ms",
+                             "1000", "--producer.config", str(config))  # fmt: skip
+    brokers = found["brokers"]  # (the broker refuses it: it is not alice's password)
+    assert status == 1 and brokers["status"] == "fail" and "uthentication" in brokers["found"]

@@ -10,7 +10,8 @@ Rules:
 - A pool of that name made with other settings is an error here, not replaced.
 - Properties come as ``key=value`` (``--producer-property``, repeatable) and from files of
   such lines (``--producer.config``); the command line wins. kafka-python's values are read
-  as Python literals where they are ones (``linger_ms=5``, ``acks=all`` stays a string).
+  as Python literals where they are ones (``linger_ms=5``, ``acks=all`` stays a string);
+  user names and secrets stay text.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def create(args: argparse.Namespace) -> SenderConfig:
 def settings_for(api: str, bootstrap: str, properties: dict[str, str], pool: str) -> Config:
     """The settings a producer of ``api`` with these properties would ask for."""
     if api == "kafka-python":
-        configs = {key: literal(value) for key, value in properties.items()}
+        configs = {key: value if _text_only(key) else literal(value)
+                   for key, value in properties.items()}  # fmt: skip
         configs.update(bootstrap_servers=bootstrap.split(","), pool=pool)
         return kafka_python.settings_for(configs)
     if api == "confluent":
@@ -74,6 +76,11 @@ def settings_for(api: str, bootstrap: str, properties: dict[str, str], pool: str
         conf["shmkafka.pool"] = pool
         return confluent.settings_for(conf)
     raise KafkaConfigurationError(f"--api must be one of {', '.join(APIS)}, got {api!r}")
+
+
+def _text_only(key: str) -> bool:
+    """A user name or a secret is text, whatever it looks like (a password ``98765432``)."""
+    return key.endswith(("password", "username", "_pem"))
 
 
 def create_pool(name: str, settings: Config) -> bool:
