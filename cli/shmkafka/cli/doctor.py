@@ -37,11 +37,6 @@ SHM = "/dev/shm"
 MIN_SEGMENT_BYTES = 4096  # (a pool's header page)
 MIN_OPEN_FILES = 1024  # a Sender holds a socket per broker, apps a few descriptors each
 PEERS = ("kafka-python", "confluent-kafka", "aiokafka")
-C_EXTENSIONS = (
-    "shmkafka.pool._append",
-    "shmkafka.producer._tracker",
-    "shmkafka.facades.confluent._reports",
-)
 DEFAULT_BOOTSTRAP = "localhost:9092"  # (only to size the pool when none is given)
 
 
@@ -326,7 +321,7 @@ def check_c_extensions() -> Finding:
     from shmkafka.pool.native import PURE_PYTHON_ENV, turned_off
 
     missing = []
-    for module in C_EXTENSIONS:
+    for module in _extension_modules():
         try:
             importlib.import_module(module)
         except ImportError as exc:
@@ -344,7 +339,14 @@ def check_c_extensions() -> Finding:
             f"loaded, but {PURE_PYTHON_ENV} is set: sends run in Python",
             f"unset {PURE_PYTHON_ENV}",
         )
-    return ok(name, "loaded: " + ", ".join(m.rsplit(".", 1)[1] for m in C_EXTENSIONS))
+    return ok(name, "loaded: " + ", ".join(m.rsplit(".", 1)[1] for m in _extension_modules()))
+
+
+def _extension_modules() -> list[str]:
+    """The C extensions' modules, from the one list the ``shmkafka`` command keeps."""
+    from shmkafka.cli import C_EXTENSIONS
+
+    return ["shmkafka." + folder.replace("/", ".") for folder in C_EXTENSIONS]
 
 
 def check_peers() -> Finding:
