@@ -18,8 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate-fraction", type=float, default=0.8)
     parser.add_argument("--fault-interval", default="3,8", metavar="LOW,HIGH",
                         help="seconds between fault starts (random in the range)")  # fmt: skip
-    parser.add_argument("--min-faults", type=int, default=10,
-                        help="each kind at least this often, or the run fails")  # fmt: skip
+    parser.add_argument("--min-faults", type=int,
+                        help="each kind at least this often, or the run fails (default: 60%% "
+                             "of what the deck deals each kind over the duration)")  # fmt: skip
     parser.add_argument("--record-size", type=int, default=200)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--dir", help="the run's directory (default: a new one in /tmp)")
