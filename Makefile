@@ -83,7 +83,10 @@ dist: $(DIST_STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/auditwheel repair --wheel-dir dist dist/*-linux_*.whl
 	rm dist/*-linux_*.whl
 	SHMKAFKA_PURE_WHEEL=1 $(BIN)/python -m build --wheel --outdir dist .
-	$(BIN)/auditwheel show dist/*manylinux*.whl
+	$(BIN)/auditwheel show dist/*manylinux*.whl > dist/.auditwheel-show
+	cat dist/.auditwheel-show
+	grep -q '"manylinux_2_17_' dist/.auditwheel-show  # (the tag the wheel's name promises)
+	rm dist/.auditwheel-show
 	$(BIN)/twine check --strict dist/*
 
 # The user's path (tests/dist/check.py): each built distribution installed alone in a new

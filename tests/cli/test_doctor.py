@@ -8,6 +8,7 @@ without a Sender. (A pool whose Sender is in another PID namespace: test_pid_nam
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -21,7 +22,10 @@ from typing import Any
 import pytest
 
 from shmkafka.cli import main
+from shmkafka.cli.doctor import _extension_modules
+from shmkafka.pool.config import PoolConfig
 from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.shm.layout import H_INTERNAL_ERRORS, Layout
 from tests.conftest import SMALL
 from tests.security import USERS, Setup, make_certs
 
@@ -70,9 +74,14 @@ def test_a_16_mib_dev_shm_fails_with_the_size_to_give_it() -> None:
     assert space["status"] == "fail"
     assert space["found"].startswith("16 MiB, 16 MiB free; a pool with these settings takes 34 MiB")
     assert "make /dev/shm at least 34 MiB" in space["change"] and "--shm-size" in space["change"]
-    # with a buffer small enough, the same /dev/shm is enough
+    # with a buffer small enough, the same /dev/shm makes the pool, but not the whole map it
+    # grows to as processes and partitions come: a warning, with the size that fits it
     small = _in_own_shm("", "--producer-property", "buffer_memory=4194304", mount="size=16m")
-    assert _findings(small.stdout)["/dev/shm space"]["status"] == "ok"
+    assert small.returncode == 0, small.stdout + small.stderr
+    space = _findings(small.stdout)["/dev/shm space"]
+    whole = Layout.for_config(PoolConfig(buffer_memory=4 << 20)).size >> 20
+    assert space["status"] == "warn" and f"it grows to {whole} MiB" in space["found"]
+    assert space["change"].startswith(f"make /dev/shm at least {whole} MiB")
 
 
 def test_a_read_only_dev_shm_fails_the_file_and_semaphore_checks() -> None:
@@ -227,3 +236,92 @@ def test_a_password_that_reads_as_a_number_stays_text(
                              "1000", "--producer.config", str(config))  # fmt: skip
     brokers = found["brokers"]  # (the broker refuses it: it is not alice's password)
     assert status == 1 and brokers["status"] == "fail" and "uthentication" in brokers["found"]
+
+
+def test_a_pool_full_of_live_processes_fails_and_dead_ones_and_internal_errors_are_named(
+    capsys: pytest.CaptureFixture[str], pool_name: str
+) -> None:
+    pool = SharedPool.open(pool_name, dataclasses.replace(SMALL, max_processes=2))
+    attach = (
+        "import sys; from shmkafka.pool.shared_pool import SharedPool; "
+        f"p = SharedPool.open({pool_name!r}); print('attached', flush=True); sys.stdin.read()"
+    )
+    child = subprocess.Popen([sys.executable, "-c", attach], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        with child:
+            assert child.stdout is not None and child.stdout.readline() == "attached\n"
+            _, found = _run(capsys, "--pool", pool_name)
+            slots = found[f"pool {pool_name} processes"]
+            assert slots["status"] == "fail", slots
+            assert slots["found"] == "2 of 2 slots taken, 0 by dead processes"
+            assert slots["change"].startswith("no process can attach: make the pool with a larger")
+            child.kill()
+            child.wait(timeout=10)
+            _, found = _run(capsys, "--pool", pool_name)
+            slots = found[f"pool {pool_name} processes"]
+            assert slots["status"] == "warn", slots
+            assert slots["found"] == f"2 of 2 slots taken, 1 by dead processes (pids [{child.pid}])"
+            assert slots["change"] == "the next process to attach reclaims their slots"
+            assert found[f"pool {pool_name} errors"]["status"] == "ok"
+            pool.count_internal_errors(3)  # (as liveness.py counts a record no result can reach)
+            status, found = _run(capsys, "--pool", pool_name)
+            errors = found[f"pool {pool_name} errors"]
+            assert status == 1 and errors["status"] == "fail"
+            assert errors["found"] == "3 internal errors recorded"
+            assert pool.segment.words[H_INTERNAL_ERRORS >> 3] == 3
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+        pool.destroy()
+
+
+def test_c_extensions_that_do_not_load_warn_with_what_to_install() -> None:
+    # (the one extension's import fails as it does where no wheel fits the platform)
+    block = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        f"        if name == {_extension_modules()[0]!r}: raise ImportError('no such .so')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from shmkafka.cli import main\n"
+        "sys.exit(main(['doctor', '--json']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=60)
+    c = _findings(out.stdout)["C extensions"]
+    assert c["status"] == "warn", c
+    assert c["found"].startswith("not loaded, sends run in Python (slower): ")
+    assert f"{_extension_modules()[0]} (no such .so)" in c["found"]
+    assert "install a wheel for this platform" in c["change"]
+
+
+def test_a_pool_link_to_a_file_that_is_gone_warns() -> None:
+    # (a durable pool is a link from /dev/shm to its file on disk)
+    out = _in_own_shm("ln -s /nonexistent/pool /dev/shm/shmkafka.ghost")
+    ghost = _findings(out.stdout)["pool ghost"]
+    assert ghost["status"] == "warn", ghost
+    assert ghost["found"] == "links to /nonexistent/pool, which is gone"
+    assert ghost["change"] == "shmkafka cleanup --pool ghost"
+
+
+def test_an_oauthbearer_broker_is_named_as_not_checked(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # (confluent-kafka's OIDC settings: the Sender would fetch the token from the endpoint)
+    secret = tmp_path / "client.properties"
+    secret.write_text("sasl.oauthbearer.client.secret=s3cr3t\n")
+    secret.chmod(0o600)
+    _, found = _run(
+        capsys, "--api", "confluent", "--bootstrap-server", "127.0.0.1:9",
+        "--producer-property", "security.protocol=SASL_PLAINTEXT",
+        "--producer-property", "sasl.mechanism=OAUTHBEARER",
+        "--producer-property", "sasl.oauthbearer.method=oidc",
+        "--producer-property", "sasl.oauthbearer.client.id=app",
+        "--producer-property", "sasl.oauthbearer.token.endpoint.url=http://127.0.0.1:9/token",
+        "--producer.config", str(secret),
+    )  # fmt: skip
+    brokers = found["brokers"]
+    assert brokers["status"] == "warn", brokers
+    assert brokers["found"].startswith("127.0.0.1:9 (SASL_PLAINTEXT, OAUTHBEARER) not checked")
+    assert brokers["change"] == "check it with a producer"

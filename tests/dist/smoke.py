@@ -119,6 +119,8 @@ def main() -> None:
     deadline = time.monotonic() + 30  # (the idle Senders remove their pools)
     while [n for n in os.listdir("/dev/shm") if TAG in n] and time.monotonic() < deadline:
         time.sleep(0.1)
+    left = [n for n in os.listdir("/dev/shm") if TAG in n]
+    check(not left, f"pools and semaphores left in /dev/shm 30 s after the last producer: {left}")
     print("smoke ok" + (f": {warned[0]}" if warned else ""))
 
 

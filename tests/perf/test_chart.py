@@ -3,12 +3,14 @@ axes and scales named, one line per client in every panel, written as SVG and PN
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from shmkafka.cli import main
 from shmkafka.perf import chart
 
 CLIENTS = ("shmkafka", "confluent-kafka")
@@ -87,3 +89,19 @@ def test_svg_and_png_are_written_and_other_suffixes_refused(tmp_path: Path) -> N
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SystemExit, match=r"must end in \.svg or \.png"):
         chart.draw(sweep(), str(tmp_path / "sweep.pdf"))
+
+
+def test_a_missing_matplotlib_is_said_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = importlib.util.find_spec
+
+    def find_spec(name: str, *more: Any) -> Any:
+        return None if name == "matplotlib" else found(name, *more)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(SystemExit, match=r"needs matplotlib: pip install 'shmkafka\[perf\]'"):
+        chart.check_path(str(tmp_path / "sweep.svg"))
+    # and the perf command refuses it before it starts a broker or a process
+    with pytest.raises(SystemExit, match="needs matplotlib"):
+        main(["perf", "--duration", "1", "--chart", str(tmp_path / "sweep.svg")])

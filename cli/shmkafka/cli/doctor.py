@@ -26,6 +26,7 @@ import stat
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from shmkafka.cli.properties import add_property_arguments, read_properties
 from shmkafka.pool.config import Config, SenderConfig
@@ -175,6 +176,13 @@ def check_shm(layout: Layout) -> Finding:
             f"make /dev/shm at least {need} (Docker: --shm-size; "
             "Kubernetes: an emptyDir with medium: Memory), or lower buffer_memory",
         )
+    if free < layout.size:
+        return warn(
+            name,
+            f"{found}; it grows to {_mib(layout.size)} as processes and partitions come",
+            f"make /dev/shm at least {_mib(layout.size + (size - free))}, or lower "
+            "buffer_memory, max_processes or the partition limit",
+        )
     if free < 2 * at_creation:
         return warn(name, found, "room for one such pool only: make /dev/shm larger")
     return ok(name, found)
@@ -285,8 +293,10 @@ def check_namespaces() -> list[Finding]:
     from shmkafka.shm.namespaces import sender_out_of_sight
     from shmkafka.shm.segment import Segment
 
-    pid_ns = _namespace("pid")
-    findings = [ok("namespaces", f"pid {pid_ns}, ipc {_namespace('ipc')}, mnt {_namespace('mnt')}")]
+    # (the processes of a pool share it by sharing /dev/shm, which a container runtime ties
+    # to the IPC namespace: Docker's --ipc=shareable and --ipc=container:NAME)
+    found = f"pid {_namespace('pid')}, ipc {_namespace('ipc')}, mnt {_namespace('mnt')}"
+    findings = [ok("namespaces", found)]
     for pool in list_pools():
         try:
             if os.stat(os.path.join(SHM, PREFIX + pool)).st_size < MIN_SEGMENT_BYTES:
@@ -375,8 +385,8 @@ def check_brokers(sender: SenderConfig, timeout_ms: int) -> Finding:
             if sender.sasl_mechanism == "OAUTHBEARER":
                 return warn(
                     name,
-                    f"{servers} ({how}, OAUTHBEARER) not checked: its token "
-                    "comes from the pool's token callback",
+                    f"{servers} ({how}, OAUTHBEARER) not checked: the token comes "
+                    "from the producer (its token callback, or the OIDC endpoint)",
                     "check it with a producer",
                 )
             sasl = SaslSettings(sender.sasl_mechanism, sender.sasl_username, sender.sasl_password)
@@ -410,33 +420,7 @@ def check_pool(pool: str) -> list[Finding]:
         s = pool_stat(pool)
     except (ShmError, OSError) as exc:
         return [fail(name, str(exc), "start a producer or `shmkafka sender --create` for it")]
-    findings = []
-    sender = s["sender"]
-    if sender["alive"]:
-        findings.append(
-            ok(f"pool {pool} Sender", f"pid {sender['pid']}, up {sender['uptime_s']} s")
-        )
-    else:
-        findings.append(
-            fail(
-                f"pool {pool} Sender",
-                "no Sender is running",
-                f"a producer starts one on its next send; or run `shmkafka sender --pool {pool}`",
-            )
-        )
-    processes = s["processes"]
-    dead = [p["pid"] for p in processes if not p["alive"]]
-    found = f"{len(processes)} processes attached, {len(dead)} dead"
-    if dead:
-        findings.append(
-            warn(
-                f"pool {pool} processes",
-                f"{found} (pids {dead[:8]})",
-                "the next process to attach reclaims their slots",
-            )
-        )
-    else:
-        findings.append(ok(f"pool {pool} processes", found))
+    findings = [_sender_health(pool, s["sender"]), _slot_health(pool, s)]
     errors = s["internal_errors"]
     if errors:
         findings.append(
@@ -449,3 +433,55 @@ def check_pool(pool: str) -> list[Finding]:
     else:
         findings.append(ok(f"pool {pool} errors", "no internal errors"))
     return findings
+
+
+def _sender_health(pool: str, sender: dict[str, Any]) -> Finding:
+    name = f"pool {pool} Sender"
+    if sender["alive"]:
+        return ok(name, f"pid {sender['pid']}, up {sender['uptime_s']} s")
+    if _sender_out_of_sight(pool):
+        return fail(
+            name,
+            "a Sender runs, in a PID namespace this process cannot see into",
+            "share the PID namespace with the pool's other processes, or use a pool of your own",
+        )
+    return fail(
+        name,
+        "no Sender is running",
+        f"a producer starts one on its next send; or run `shmkafka sender --pool {pool}`",
+    )
+
+
+def _sender_out_of_sight(pool: str) -> bool:
+    from shmkafka.shm.errors import ShmError
+    from shmkafka.shm.namespaces import sender_out_of_sight
+    from shmkafka.shm.segment import Segment
+
+    try:
+        segment = Segment.attach(pool)
+    except (ShmError, OSError):
+        return False
+    try:
+        return sender_out_of_sight(segment)
+    finally:
+        segment.close()
+
+
+def _slot_health(pool: str, s: dict[str, Any]) -> Finding:
+    """Each process attached holds a slot until it exits; a dead one's is reclaimed by the
+    next process to attach. A pool whose slots are all held by live processes refuses more."""
+    name = f"pool {pool} processes"
+    processes, limit = s["processes"], s["max_processes"]
+    dead = [p["pid"] for p in processes if not p["alive"]]
+    live = len(processes) - len(dead)
+    found = f"{len(processes)} of {limit} slots taken, {len(dead)} by dead processes"
+    if dead:
+        found += f" (pids {dead[:8]})"
+    more = "make the pool with a larger max_processes (under a new name: its size is fixed)"
+    if live >= limit:
+        return fail(name, found, f"no process can attach: {more}")
+    if live >= 0.9 * limit:
+        return warn(name, found, f"close to full: {more}")
+    if dead:
+        return warn(name, found, "the next process to attach reclaims their slots")
+    return ok(name, found)

@@ -1,5 +1,9 @@
 """``key=value`` properties, as Kafka's command-line tools take them: ``--producer-property``
-(repeatable) and files of such lines (``--producer.config``)."""
+(repeatable) and files of such lines (``--producer.config``).
+
+Rule: a secret (a password, an inline private key, an OAuth client secret) is refused on
+the command line, where every user of the host reads it (``ps``, /proc/PID/cmdline); it
+comes from a file only. The error names the key, never the value."""
 
 from __future__ import annotations
 
@@ -10,10 +14,26 @@ from typing import Any
 
 from shmkafka.pool.errors import KafkaConfigurationError
 
+# (in either client's spelling: sasl_plain_password, sasl.password, ssl.key.password,
+# ssl_key_pem, sasl.oauthbearer.client.secret, ...)
+SECRET_MARKS = ("password", "secret", "key_pem", "key.pem")
+
+
+def is_secret(key: str) -> bool:
+    name = key.strip().lower()
+    return any(mark in name for mark in SECRET_MARKS)
+
 
 def read_properties(pairs: list[str], files: list[str]) -> dict[str, str]:
     """``key=value`` pairs from the files (``#`` comments, blank lines), then ``pairs``: the
-    command line wins."""
+    command line wins. A secret among ``pairs`` is a ``KafkaConfigurationError``."""
+    for pair in pairs:
+        key = pair.partition("=")[0]
+        if is_secret(key):
+            raise KafkaConfigurationError(
+                f"{key.strip()} is a secret: a command line is readable by every user of the "
+                "host; put it in a file only you can read, given with --producer.config"
+            )
     lines = [line for name in files for line in Path(name).read_text().splitlines()]
     out: dict[str, str] = {}
     for line in [*lines, *pairs]:

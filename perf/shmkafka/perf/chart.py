@@ -11,6 +11,7 @@ Rules:
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from shmkafka.perf.report import label
 
 FORMATS = (".svg", ".png")
+NO_MATPLOTLIB = "--chart needs matplotlib: pip install 'shmkafka[perf]'"
 Row = tuple[str, Callable[[dict[str, Any]], float]]
 SWEEP_ROWS: tuple[Row, ...] = (
     ("records/s", lambda r: r["records_per_s"]),
@@ -39,9 +41,12 @@ def size_name(size: int) -> str:
 
 
 def check_path(path: str) -> None:
-    """Refuse a suffix matplotlib would not write, before a long run, not after it."""
+    """Refuse a suffix matplotlib would not write, or a missing matplotlib, before a long
+    run, not after it."""
     if Path(path).suffix.lower() not in FORMATS:
         raise SystemExit(f"--chart {path}: the file must end in .svg or .png")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise SystemExit(NO_MATPLOTLIB)
 
 
 def draw(results: list[dict[str, Any]], path: str, fleet: bool = False, title: str = "") -> None:
@@ -63,7 +68,7 @@ def figure(results: list[dict[str, Any]], fleet: bool = False, title: str = "") 
         matplotlib.rcParams["svg.fonttype"] = "none"  # (SVG text stays text: smaller, findable)
         import matplotlib.pyplot as plt
     except ImportError:
-        raise SystemExit("--chart needs matplotlib: pip install 'shmkafka[perf]'") from None
+        raise SystemExit(NO_MATPLOTLIB) from None
     sizes = sorted({r["record_size"] for r in results})
     processes = sorted({r["processes"] for r in results})
     by_size = len(sizes) > 1 and not fleet

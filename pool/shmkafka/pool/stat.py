@@ -98,6 +98,7 @@ def segment_stat(segment: Segment) -> dict[str, Any]:
         "pool": segment.pool,
         "sender": {"pid": pid, "alive": alive, "uptime_s": uptime, **counters},
         "processes": processes,
+        "max_processes": config.max_processes,
         "buffer": {
             "slabs": config.num_slabs,
             "used_slabs": used,
