@@ -83,8 +83,10 @@ dist: $(DIST_STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/auditwheel repair --wheel-dir dist dist/*-linux_*.whl
 	rm dist/*-linux_*.whl
 	SHMKAFKA_PURE_WHEEL=1 $(BIN)/python -m build --wheel --outdir dist .
-	$(BIN)/auditwheel show dist/*manylinux*.whl > dist/.auditwheel-show
+	$(BIN)/auditwheel show dist/*manylinux*.whl > dist/.auditwheel-show \
+		|| { cat dist/.auditwheel-show; exit 1; }
 	cat dist/.auditwheel-show
+	grep -q 'consistent with the following platform tag' dist/.auditwheel-show
 	grep -q '"manylinux_2_17_' dist/.auditwheel-show  # (the tag the wheel's name promises)
 	rm dist/.auditwheel-show
 	$(BIN)/twine check --strict dist/*

@@ -90,7 +90,8 @@ def test_a_producer_that_cannot_see_the_sender_is_refused(
             assert "shareProcessNamespace: true" in other.stdout
             # shmkafka doctor, run in such a container, names the pool and what to change
             doctor = subprocess.run(
-                [*unshare, sys.executable, "-m", "shmkafka", "doctor", "--json"],
+                [*unshare, sys.executable, "-m", "shmkafka", "doctor", "--json",
+                 "--pool", pool_name],
                 capture_output=True, text=True, timeout=60,
             )  # fmt: skip
             assert doctor.returncode == 1, doctor.stderr
@@ -98,6 +99,11 @@ def test_a_producer_that_cannot_see_the_sender_is_refused(
             seen = found[f"pool {pool_name} namespace"]
             assert seen["status"] == "fail" and "cannot see into" in seen["found"]
             assert "shareProcessNamespace: true" in seen["change"]
+            sender = found[f"pool {pool_name} Sender"]  # (its health: not "no Sender")
+            assert sender["status"] == "fail", sender
+            assert (
+                sender["found"] == "a Sender runs, in a PID namespace this process cannot see into"
+            )
             # From here (the host's namespace) the recorded Sender pid is not that process
             # either; its lock keeps the pool from every cleanup.
             kept = cleanup_pool(pool_name)

@@ -173,7 +173,8 @@ def print_report(report: dict[str, Any]) -> None:
         f"  send→ack p50/p99 ms: quiet {report['p50_ms_quiet']}/{report['p99_ms_quiet']}, "
         f"during faults {report['p50_ms_faults']}/{report['p99_ms_faults']}"
     )
-    print(f"  each kind needed at least {report.get('faults_required')} times")
+    if report.get("faults_required") is not None:
+        print(f"  each kind needed at least {report['faults_required']} times")
     print("  fault                      n  longest gap ms  median gap  max recovery ms")
     for kind in KINDS:
         f = report["by_fault"].get(kind)

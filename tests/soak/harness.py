@@ -72,12 +72,17 @@ class Options:
     directory: str | None = None
 
 
-def required_faults(o: Options) -> int:
-    """How often each fault kind must have happened for the run to pass."""
+def required_faults(o: Options, kind: str = "") -> int:
+    """How often a fault kind must have happened for the run to pass (the topic grows only
+    up to ``max_partitions``: ``partitions_grow`` can happen no more often than that)."""
     if o.min_faults is not None:
-        return o.min_faults
-    dealt = o.duration_s / (sum(o.fault_interval_s) / 2) / len(KINDS)
-    return max(1, int(0.6 * dealt))
+        need = o.min_faults
+    else:
+        dealt = o.duration_s / (sum(o.fault_interval_s) / 2) / len(KINDS)
+        need = max(1, int(0.6 * dealt))
+    if kind == "partitions_grow":
+        return min(need, o.max_partitions - o.partitions)
+    return need
 
 
 @dataclass
@@ -561,6 +566,6 @@ class Soak:
             all(counts.get(k, 0) == 0 for k in (*DEFECTS, "resolved_twice", "ack_mismatch",
                                                 "txn_partial", "fire_and_forget_absent"))
             and not stop["failed_processes"] and not left and bool(verdict.get("caught_up"))
-            and all(injected.get(k, 0) >= required_faults(self.o) for k in KINDS)
+            and all(injected.get(k, 0) >= required_faults(self.o, k) for k in KINDS)
         )  # fmt: skip
         return report

@@ -35,10 +35,15 @@ def test_a_short_soak_under_every_fault_loses_duplicates_reorders_and_hangs_noth
 
 
 def test_the_faults_a_run_needs_scale_with_its_duration_unless_given() -> None:
-    # the deck deals each of the kinds once per round, a round every 5.5 s on average
+    # the deck deals each kind once per round of len(KINDS) faults, a fault every 5.5 s on
+    # average
     # (docs/reliability.md says 12 in 30 minutes, 4 in 10)
     assert len(KINDS) == 16
     assert required_faults(Options(duration_s=1800)) == 12
     assert required_faults(Options(duration_s=600)) == 4
     assert required_faults(Options(duration_s=10)) == 1
     assert required_faults(Options(duration_s=600, min_faults=9)) == 9
+    # the topic grows from 4 to 24 partitions at most: 20 growths, however long the run
+    assert required_faults(Options(duration_s=7200)) == 49
+    assert required_faults(Options(duration_s=7200), "partitions_grow") == 20
+    assert required_faults(Options(duration_s=600), "partitions_grow") == 4

@@ -153,9 +153,16 @@ def _mib(n: float) -> str:
     return f"{n / (1 << 20):,.0f} MiB"
 
 
+def _mib_up(n: float) -> str:
+    """For "at least": rounded up, so that following the advice is enough."""
+    return f"{-(-int(n) // (1 << 20)):,} MiB"
+
+
 def check_shm(layout: Layout) -> Finding:
     """/dev/shm's size and free space against the pool these settings make: what creation
-    reserves at once, and the whole map once every process and partition is in use."""
+    takes at once. The rest of the map is address space, taken a page at a time as
+    processes, topics and partitions come (28 KiB a process, 49 bytes a partition): named,
+    not required, as a full /dev/shm then fails only what needed the page."""
     name = "/dev/shm space"
     try:
         fs = os.statvfs(SHM)
@@ -166,22 +173,16 @@ def check_shm(layout: Layout) -> Finding:
     at_creation = layout.size - (grown_to - grown_from)
     found = (
         f"{_mib(size)}, {_mib(free)} free; a pool with these settings takes "
-        f"{_mib(at_creation)} when made (buffer_memory {_mib(layout.config.buffer_memory)})"
+        f"{_mib_up(at_creation)} when made (buffer_memory {_mib(layout.config.buffer_memory)}), "
+        f"and grows with use up to {_mib_up(layout.size)} at its limits"
     )
     if free < at_creation:
-        need = _mib(at_creation + (size - free))
+        need = _mib_up(at_creation + (size - free))
         return fail(
             name,
             found,
             f"make /dev/shm at least {need} (Docker: --shm-size; "
             "Kubernetes: an emptyDir with medium: Memory), or lower buffer_memory",
-        )
-    if free < layout.size:
-        return warn(
-            name,
-            f"{found}; it grows to {_mib(layout.size)} as processes and partitions come",
-            f"make /dev/shm at least {_mib(layout.size + (size - free))}, or lower "
-            "buffer_memory, max_processes or the partition limit",
         )
     if free < 2 * at_creation:
         return warn(name, found, "room for one such pool only: make /dev/shm larger")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,17 @@ from shmkafka.pool.errors import KafkaConfigurationError
 
 # (in either client's spelling: sasl_plain_password, sasl.password, ssl.key.password,
 # ssl_key_pem, sasl.oauthbearer.client.secret, ...)
-SECRET_MARKS = ("password", "secret", "key_pem", "key.pem")
+SECRET_MARKS = ("password", "passphrase", "secret", "key_pem", "key.pem", "oauthbearer.config")
+
+
+def key_of(line: str) -> str:
+    """A line's key: the text before its first ``=``, ``:`` or blank, so that a line
+    written another way (``key: value``, ``key value``) is never echoed with its value."""
+    return re.split(r"[=:\s]", line.strip(), maxsplit=1)[0]
 
 
 def is_secret(key: str) -> bool:
-    name = key.strip().lower()
+    name = key_of(key).lower()
     return any(mark in name for mark in SECRET_MARKS)
 
 
@@ -28,10 +35,9 @@ def read_properties(pairs: list[str], files: list[str]) -> dict[str, str]:
     """``key=value`` pairs from the files (``#`` comments, blank lines), then ``pairs``: the
     command line wins. A secret among ``pairs`` is a ``KafkaConfigurationError``."""
     for pair in pairs:
-        key = pair.partition("=")[0]
-        if is_secret(key):
+        if is_secret(pair):
             raise KafkaConfigurationError(
-                f"{key.strip()} is a secret: a command line is readable by every user of the "
+                f"{key_of(pair)} is a secret: a command line is readable by every user of the "
                 "host; put it in a file only you can read, given with --producer.config"
             )
     lines = [line for name in files for line in Path(name).read_text().splitlines()]
@@ -42,7 +48,8 @@ def read_properties(pairs: list[str], files: list[str]) -> dict[str, str]:
             continue
         key, sep, value = line.partition("=")
         if not sep or not key.strip():
-            raise KafkaConfigurationError(f"a property must be key=value, got {line!r}")
+            shown = f"{key_of(line)}=..." if is_secret(line) else repr(line)
+            raise KafkaConfigurationError(f"a property must be key=value, got {shown}")
         out[key.strip()] = value.strip()
     return out
 

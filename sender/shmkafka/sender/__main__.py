@@ -10,7 +10,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.config import SECRET_FIELDS, SenderConfig
+from shmkafka.pool.errors import KafkaConfigurationError
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender.service import IDLE_EXIT_MS, run_sender
 
@@ -41,6 +42,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 def config_from_args(args: argparse.Namespace) -> SenderConfig:
     text = sys.stdin.read() if args.config_json == "-" else args.config_json
     fields = json.loads(text) if text else {}
+    inline = [k for k in SECRET_FIELDS if fields.get(k) is not None and args.config_json != "-"]
+    if inline:  # (named, never shown: a command line is visible to every user)
+        raise KafkaConfigurationError(
+            f"{', '.join(inline)} in --config-json on the command line: give the JSON on "
+            "stdin with --config-json -"
+        )
     if args.bootstrap:
         fields["bootstrap_servers"] = args.bootstrap.split(",")
     if "bootstrap_servers" in fields:
