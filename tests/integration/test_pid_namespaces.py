@@ -16,7 +16,8 @@ import pytest
 
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.pool.cleanup import cleanup_pool, remove_orphans
-from tests.conftest import wait_removed
+from shmkafka.pool.shared_pool import SharedPool
+from tests.conftest import SMALL, wait_removed
 
 # Creates the pool (and its Sender, in the same PID namespace), sends, says so, waits for
 # stdin to close, sends again, then closes and waits for the Sender to remove the pool: the
@@ -115,3 +116,27 @@ def test_a_producer_that_cannot_see_the_sender_is_refused(
             owner.stdin.close()
             assert owner.wait(30) == 0
     wait_removed(pool_name)
+
+
+SWEEP = """
+import json, sys
+from shmkafka.pool.cleanup import cleanup_pool, remove_orphans
+print(json.dumps([remove_orphans(), cleanup_pool(sys.argv[1]).removed]))
+"""
+
+
+def test_a_sweep_in_another_pid_namespace_never_removes_a_live_pool(pool_name: str) -> None:
+    # A pool of this namespace's processes, with no Sender and no record, as it is between
+    # a producer's attach and its Sender's start: another container's Sender, starting,
+    # sweeps the orphans of /dev/shm. The pids of our slots mean nothing there (was: they
+    # looked dead, and it removed our pool).
+    pool = SharedPool.open(pool_name, SMALL)
+    try:
+        sweep = subprocess.run([*_unshare(), sys.executable, "-c", SWEEP, pool_name],
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert sweep.returncode == 0, sweep.stderr
+        removed, cleaned = json.loads(sweep.stdout)
+        assert pool_name not in removed and cleaned is False
+        assert pool.segment.is_current()  # (the name is still our pool's)
+    finally:
+        pool.destroy()

@@ -104,7 +104,9 @@ Region 4 - SLOTS (grows): per process slot, SLOT_HEADER then the intent bytes th
      24  u64 ring_head                    owner (the reader of its ring)
      32  u64 ring_tail                    the Sender (the writer of the ring)
      40  u64 reserved (was appended_records, which nothing wrote; kept so nothing moves)
-     48  u64 reserved
+     48  u64 pid_ns                       attaching process, under the slot-table lock: the
+                                          inode of its PID namespace (0: unknown); a slot of
+                                          another namespace is never judged dead (slots.py)
      56  u32 waiting_alloc                owner, under the pool lock (1 while in the wait queue)
      60  u32 flushing                     owner (1 while its flush() or close() waits: the
                                           Sender then sends every batch without lingering)
@@ -340,6 +342,7 @@ S_PENDING = 16  # PENDING: u32 first slab, u32 count
 S_PENDING_COUNT = 20
 S_RING_HEAD = 24
 S_RING_TAIL = 32
+S_PID_NS = 48
 S_WAITING_ALLOC = 56
 S_FLUSHING = 60
 PENDING = struct.Struct("<II")

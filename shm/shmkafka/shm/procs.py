@@ -46,11 +46,37 @@ def cpu_seconds(pid: int) -> float | None:
     return None if fields is None else (int(fields[11]) + int(fields[12])) / _TICKS
 
 
+# A start time that says: the process is of another PID namespace, whose pid means nothing
+# here (slots.py records each slot's namespace). Such a process is never judged dead from
+# here: a container with a PID namespace of its own would take another's live pool for
+# an orphan, and remove it, or reclaim its slots.
+OUT_OF_SIGHT = -1
+
+
 def is_alive(pid: int, started: int) -> bool:
-    """True if ``pid`` is running and is the same process that started at ``started``."""
+    """True if ``pid`` is running and is the same process that started at ``started``
+    (or, ``OUT_OF_SIGHT``, is of another PID namespace: taken for alive)."""
+    if started == OUT_OF_SIGHT:
+        return True
     if pid <= 0:
         return False
     return start_time(pid) == started
+
+
+_namespace: tuple[int, int] = (0, 0)  # (pid, namespace): read again after a fork
+
+
+def pid_namespace() -> int:
+    """The inode of this process's PID namespace, or 0 if /proc does not say (a /proc of
+    another namespace): 0 is taken for "the same as everyone's"."""
+    global _namespace
+    pid = os.getpid()
+    if _namespace[0] != pid:
+        try:
+            _namespace = (pid, os.stat("/proc/self/ns/pid").st_ino)
+        except OSError:
+            _namespace = (pid, 0)
+    return _namespace[1]
 
 
 def my_identity() -> tuple[int, int]:

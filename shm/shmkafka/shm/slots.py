@@ -9,7 +9,10 @@ Rules:
   table stops at ``slots_high``, so the table costs memory for the most processes attached at
   once, not for ``max_processes``.
 - A slot whose process is gone, or whose pid now belongs to another process (another start
-  time), is dead. Dead slots are reclaimed by a live process (``SharedPool.reclaim_dead``),
+  time), is dead. A slot claimed from another PID namespace (``S_PID_NS``; containers that
+  share /dev/shm but not their PIDs) is never dead from here: its pid means nothing here,
+  so ``identity`` gives its start time as ``OUT_OF_SIGHT``, which ``is_alive`` takes for
+  alive. Dead slots are reclaimed by a live process (``SharedPool.reclaim_dead``),
   holding the slot-table lock throughout: first the locks it may hold are recovered, then
   its memory is returned, then the slot is freed here.
 """
@@ -26,14 +29,16 @@ from shmkafka.shm.layout import (
     S_FLUSHING,
     S_PENDING,
     S_PID,
+    S_PID_NS,
     S_START,
     S_STATE,
     SLOT_TABLE_BYTE,
     U32,
+    U64,
     Layout,
 )
 from shmkafka.shm.locks import KernelLock
-from shmkafka.shm.procs import is_alive
+from shmkafka.shm.procs import OUT_OF_SIGHT, is_alive, pid_namespace
 from shmkafka.shm.segment import Segment
 
 FREE_SLOT = 0
@@ -81,6 +86,7 @@ class SlotTable:
         PENDING.pack_into(buf, at + S_PENDING, NO_SLAB, 0)
         self.segment.store_u32(at + S_PID, pid)
         self.segment.store_u64(at + S_START, started)
+        self.segment.store_u64(at + S_PID_NS, pid_namespace())
         self.segment.store_u32(at + S_STATE, ACTIVE_SLOT)
 
     def high(self) -> int:
@@ -100,12 +106,16 @@ class SlotTable:
         self.segment.store_u32(at + S_PID, 0)
 
     def identity(self, slot: int) -> tuple[int, int, int]:
+        """(state, pid, start time); the start time ``OUT_OF_SIGHT`` for a process of
+        another PID namespace."""
         at = self.layout.slot_at(slot)
         buf = self.segment.buf
+        namespace = U64.unpack_from(buf, at + S_PID_NS)[0]
+        foreign = namespace != 0 and namespace != pid_namespace()
         return (
             U32.unpack_from(buf, at + S_STATE)[0],
             I32.unpack_from(buf, at + S_PID)[0],
-            I64.unpack_from(buf, at + S_START)[0],
+            OUT_OF_SIGHT if foreign else I64.unpack_from(buf, at + S_START)[0],
         )
 
     def active(self) -> list[tuple[int, int, int]]:
