@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +106,36 @@ def test_a_missing_matplotlib_is_said_before_the_run(
     # and the perf command refuses it before it starts a broker or a process
     with pytest.raises(SystemExit, match="needs matplotlib"):
         main(["perf", "--duration", "1", "--chart", str(tmp_path / "sweep.svg")])
+
+
+def test_a_run_that_left_records_without_a_result_is_a_cross_off_the_line() -> None:
+    results = sweep()
+    bad = next(r for r in results if r["client"] == "confluent-kafka" and r["processes"] == 16
+               and r["record_size"] == 100_000)  # fmt: skip
+    bad["unresolved"] = 127_240
+    fig = chart.figure(results, title="tansu")
+    ax = fig.get_axes()[2]  # records/s at 16 processes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines["confluent-kafka"].get_xdata()) == [100, 1000, 10_000]
+    cross = lines["_confluent-kafka without results"]
+    assert cross.get_marker() == "x" and cross.get_linestyle() == "None"
+    assert list(cross.get_xdata()) == [100_000] and list(cross.get_ydata()) == [
+        bad["records_per_s"]
+    ]
+    assert fig.texts[-1].get_text().endswith("x: records left without a result (no rate)")
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == list(CLIENTS)
+
+
+def test_chart_from_draws_a_saved_run(tmp_path: Path) -> None:
+    saved = tmp_path / "sweep.json"
+    workload = {"duration_s": 20.0, "records": 0, "value_kind": "compressible",
+                "compression": "lz4", "acks": "1", "linger_ms": 5, "partitions": 16,
+                "fleet_rate": None}  # fmt: skip
+    saved.write_text(json.dumps({"workload": workload, "broker": "Tansu", "results": sweep()}))
+    out = tmp_path / "again.svg"
+    assert main(["perf", "--chart-from", str(saved), "--chart", str(out)]) == 0
+    text = out.read_text()
+    assert "Tansu; compressible values, lz4, acks=1, linger 5 ms, 16 partitions; 20 s" in text
+    assert "16 processes" in text and "confluent-kafka" in text
+    with pytest.raises(SystemExit, match="--chart-from needs --chart"):
+        main(["perf", "--chart-from", str(saved)])

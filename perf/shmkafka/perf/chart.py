@@ -72,6 +72,7 @@ def figure(results: list[dict[str, Any]], fleet: bool = False, title: str = "") 
     sizes = sorted({r["record_size"] for r in results})
     processes = sorted({r["processes"] for r in results})
     by_size = len(sizes) > 1 and not fleet
+    on_x = "record_size" if by_size else "processes"
     columns = processes if by_size else [None]
     rows = FLEET_ROWS if fleet else SWEEP_ROWS
     clients = list(dict.fromkeys(label(r) for r in results))
@@ -84,10 +85,16 @@ def figure(results: list[dict[str, Any]], fleet: bool = False, title: str = "") 
             for client in clients:
                 mine = [r for r in results if label(r) == client
                         and (column is None or r["processes"] == column)]  # fmt: skip
-                mine.sort(key=lambda r: r["record_size"] if by_size else r["processes"])
-                xs = [r["record_size"] if by_size else r["processes"] for r in mine]
-                ax.plot(xs, [value(r) for r in mine], marker="o", color=colours[client],
-                        label=client)  # fmt: skip
+                mine.sort(key=lambda r: r[on_x])
+                whole = [r for r in mine if not r.get("unresolved")]
+                ax.plot([r[on_x] for r in whole], [value(r) for r in whole], marker="o",
+                        color=colours[client], label=client)  # fmt: skip
+                # a run that left records without a result has no rate: a cross, unjoined
+                cut = [r for r in mine if r.get("unresolved")]
+                if cut:
+                    ax.plot([r[on_x] for r in cut], [value(r) for r in cut], marker="x",
+                            markersize=9, linestyle="none", color=colours[client],
+                            label=f"_{client} without results")  # fmt: skip
             ax.set_yscale("log")
             ax.grid(True, which="major", alpha=0.3)
             if col == 0:
@@ -98,6 +105,8 @@ def figure(results: list[dict[str, Any]], fleet: bool = False, title: str = "") 
                 _x_axis(ax, sizes if by_size else processes, by_size)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=min(len(clients), 4), frameon=False)
+    if any(r.get("unresolved") for r in results):
+        title += "; x: records left without a result (no rate)"
     if title:
         fig.suptitle(title, y=0.005, va="bottom", fontsize="small")
     fig.tight_layout(rect=(0, 0.03 if title else 0, 1, 0.95))

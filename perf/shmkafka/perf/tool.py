@@ -172,6 +172,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         metavar="FILE.svg|FILE.png",
         help="draw the sweep into this file (needs matplotlib: the perf extra)",
     )
+    p.add_argument("--chart-from", metavar="FILE.json",
+                   help="no run: draw --chart from the results a --json run wrote")  # fmt: skip
     p.add_argument("--quiet", action="store_true")
     return p
 
@@ -357,6 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.chart_from:
+        return _chart_from(args.chart_from, args.chart)
     clients = clients_of(args)
     if args.pool_durability != ["memory"] and not args.idempotence:
         raise SystemExit("--pool-durability flush or sync needs --idempotence (and --acks all)")
@@ -393,15 +397,28 @@ def run(args: argparse.Namespace) -> int:
             json.dump({"workload": asdict(base), "sweep": sweep_of, "broker": broker_name,
                        "results": results}, f, indent=2)  # fmt: skip
     if args.chart:
-        chart.draw(results, args.chart, fleet, _title(base, broker_name))
+        chart.draw(results, args.chart, fleet, _title(asdict(base), broker_name))
     return 1 if unresolved else 0
 
 
-def _title(work: Workload, broker: str) -> str:
-    duration = f"{work.duration_s:g} s" if work.duration_s else f"{work.records:,} records"
-    return (f"{broker}; {work.value_kind} values, {work.compression}, acks={work.acks}, "
-            f"linger {work.linger_ms} ms, {work.partitions} partitions; {duration} per "
-            "client and point")  # fmt: skip
+def _chart_from(path: str, out: str | None) -> int:
+    """--chart-from: the chart of a run's --json file, as that run would have drawn it."""
+    if not out:
+        raise SystemExit("--chart-from needs --chart FILE.svg|FILE.png")
+    chart.check_path(out)
+    with open(path) as f:
+        saved = json.load(f)
+    work = saved["workload"]
+    chart.draw(saved["results"], out, work.get("fleet_rate") is not None,
+               _title(work, saved["broker"]))  # fmt: skip
+    return 0
+
+
+def _title(work: dict[str, Any], broker: str) -> str:
+    duration = f"{work['duration_s']:g} s" if work["duration_s"] else f"{work['records']:,} records"
+    return (f"{broker}; {work['value_kind']} values, {work['compression']}, "
+            f"acks={work['acks']}, linger {work['linger_ms']} ms, {work['partitions']} "
+            f"partitions; {duration} per client and point")  # fmt: skip
 
 
 def _runs(work: Workload, clients: list[str], args: argparse.Namespace,
