@@ -290,33 +290,20 @@ def check_pools() -> list[Finding]:
 def check_namespaces() -> list[Finding]:
     """Processes that share a pool must see each other's pids: a pool whose Sender runs but
     is out of this PID namespace's sight refuses this process."""
-    from shmkafka.shm.errors import ShmError
-    from shmkafka.shm.namespaces import sender_out_of_sight
-    from shmkafka.shm.segment import Segment
-
     # (the processes of a pool share it by sharing /dev/shm, which a container runtime ties
     # to the IPC namespace: Docker's --ipc=shareable and --ipc=container:NAME)
     found = f"pid {_namespace('pid')}, ipc {_namespace('ipc')}, mnt {_namespace('mnt')}"
     findings = [ok("namespaces", found)]
     for pool in list_pools():
-        try:
-            if os.stat(os.path.join(SHM, PREFIX + pool)).st_size < MIN_SEGMENT_BYTES:
-                continue  # (being made, or not a pool: attaching would wait for its header)
-            segment = Segment.attach(pool)
-        except (ShmError, OSError):
-            continue  # (another user's, or being made: check_pools names it)
-        try:
-            if sender_out_of_sight(segment):
-                findings.append(
-                    fail(
-                        f"pool {pool} namespace",
-                        "its Sender runs in a PID namespace this process cannot see into",
-                        "share the PID namespace (Kubernetes: shareProcessNamespace: true; "
-                        "Docker: --pid=container:NAME), or give each container its own pool",
-                    )
+        if _sender_out_of_sight(pool):
+            findings.append(
+                fail(
+                    f"pool {pool} namespace",
+                    "its Sender runs in a PID namespace this process cannot see into",
+                    "share the PID namespace (Kubernetes: shareProcessNamespace: true; "
+                    "Docker: --pid=container:NAME), or give each container its own pool",
                 )
-        finally:
-            segment.close()
+            )
     return findings
 
 
@@ -459,9 +446,11 @@ def _sender_out_of_sight(pool: str) -> bool:
     from shmkafka.shm.segment import Segment
 
     try:
+        if os.stat(os.path.join(SHM, PREFIX + pool)).st_size < MIN_SEGMENT_BYTES:
+            return False  # (being made, or not a pool: attaching would wait for its header)
         segment = Segment.attach(pool)
     except (ShmError, OSError):
-        return False
+        return False  # (another user's, or being made: check_pools names it)
     try:
         return sender_out_of_sight(segment)
     finally:
