@@ -18,8 +18,11 @@ from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.producer import results
 from shmkafka.producer.client import Client
 from shmkafka.protocol.clock import ManualClock, monotonic_ms
+from shmkafka.protocol.compression import CompressionType
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.messages import ProduceRequest
+from shmkafka.protocol.records import decode_batch
+from shmkafka.sender.compressors import Compressors
 from shmkafka.sender.sender import Sender
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory_view import PartitionLeader
@@ -243,3 +246,31 @@ def test_a_completion_carries_the_senders_view_of_its_batch(
     assert done.view.attempts == 1 and done.view.node_id == 1
     assert 20_000 <= done.view.queued_ms < 21_000
     assert 250 <= done.view.request_ms < 1_000
+
+
+@pytest.mark.parametrize("codec", ["lz4", "snappy", "gzip", "zstd"])
+def test_with_compression_threads_a_requests_batches_are_compressed_together(
+    make_rig: Callable[..., Rig], codec: str
+) -> None:
+    """The pieces of every batch of a request are compressed side by side (compressors.py),
+    and each batch still reads back whole, its CRC checked, as the broker reads it."""
+    rig = make_rig(topics={"z": (4, 1)}, linger_ms=0, compression_type=codec)
+    rig.sender.compressors.close()
+    rig.sender.compressors = compressors = Compressors(workers=1)
+    partitions = rig.partitions("z")
+    acc = RecordAccumulator(rig.handle.pool)
+    for p in range(len(partitions)):
+        for i in range(3):
+            append(acc, "z", p, 1, b"%d" % i, b"p%d r%d " % (p, i) * 40, now_ms=rig.clock.now_ms)
+    rig.round()
+    ((_, request),) = rig.produce_requests()
+    (topic,) = request.topic_data
+    assert len(topic.partition_data) == 4 and compressors.parallel_batches == 1
+    for part in topic.partition_data:
+        blob = part.records if not isinstance(part.records, tuple) else b"".join(part.records)
+        batch = decode_batch(bytes(blob or b""))  # (its CRC checked)
+        assert batch.header.compression == CompressionType.from_name(codec)
+        assert [r.value for r in batch.records] == [
+            b"p%d r%d " % (part.index, i) * 40 for i in range(3)
+        ]
+    compressors.close()

@@ -468,10 +468,12 @@ class RecordAccumulator:
                 deques.push_first(deque_id, batch.batch_id)
 
     def finalize(
-        self, batch: DrainedBatch, meta: BatchMeta | None = None, map_blocks: BlockMap = map
-    ) -> BatchParts:
+        self, batch: DrainedBatch, meta: BatchMeta | None = None, map_blocks: BlockMap = map,
+        compressed: BatchParts | None = None,
+    ) -> BatchParts:  # fmt: skip
         """Fill the batch header (and CRC) in place, or compress (its blocks by
-        ``map_blocks``): the batch's parts, to be written in order."""
+        ``map_blocks``, or take ``compressed``, its ``records`` compressed already): the
+        batch's parts, to be written in order."""
         meta = meta or BatchMeta()
         info = self.pool.batches.read(batch.batch_id)
         if meta.producer_id >= 0:
@@ -482,8 +484,14 @@ class RecordAccumulator:
             self.pool.batches.data(info), info.write_pos,
             record_count=info.record_count, last_offset_delta=info.record_count - 1,
             base_timestamp=info.base_timestamp, max_timestamp=info.max_timestamp, meta=meta,
-            map_blocks=map_blocks,
+            map_blocks=map_blocks, compressed=compressed,
         )  # fmt: skip
+
+    def records(self, batch: DrainedBatch) -> memoryview:
+        """The batch's records as written, after its header (read only: the Sender's
+        threads compress them)."""
+        info = self.pool.batches.read(batch.batch_id)
+        return memoryview(self.pool.batches.data(info))[HEADER_SIZE : info.write_pos]
 
     def post_completion(self, batch: DrainedBatch, completion: Completion) -> list[int]:
         """Post one result to every process that appended to the batch, then wake them

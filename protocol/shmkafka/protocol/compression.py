@@ -7,9 +7,13 @@
 - lz4: an LZ4 frame with independent 64 KiB blocks and no content size, which Kafka's
   ``Lz4BlockInputStream`` and librdkafka both read; levels 0–16. The frame is built here
   from 64 KiB blocks compressed apart (the format's header, each block with its size, the
-  end mark), so that its blocks can be compressed side by side (``compress_parts``'
-  ``map_blocks``) and written as parts, never joined.
+  end mark), so that its blocks can be compressed side by side and written as parts,
+  never joined.
 - zstd: a zstd frame (``zstandard``), levels -131072–22.
+- ``pieces`` gives a codec's output as independent pieces (the blocks of lz4 and of xerial
+  snappy, the whole stream of gzip and zstd), which the Sender compresses on as many
+  threads as it has (sender/compressors.py), the pieces of every batch of a request
+  together.
 
 The codec libraries are imported on first use: app processes never compress (the Sender
 does), and each one would cost every app process its memory.
@@ -24,6 +28,7 @@ import importlib
 import struct
 import zlib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from types import ModuleType
 
 from shmkafka.protocol.errors import DecodeError, EncodeError, UnsupportedCompressionError
@@ -76,7 +81,7 @@ def check_level(codec: CompressionType, level: int | None) -> None:
 
 
 Buffer = bytes | memoryview
-BlockMap = Callable[[Callable[[memoryview], memoryview], list[memoryview]], Iterable[memoryview]]
+BlockMap = Callable[[Callable[[memoryview], Buffer], list[memoryview]], Iterable[Buffer]]
 LZ4_BLOCK = 64 * 1024
 _LZ4_END = bytes(4)
 
@@ -105,39 +110,64 @@ def lz4_block(level: int, block: memoryview) -> memoryview:
     return memoryview(_lz4_frame(block, level))[len(_lz4_frame_header()) : -len(_LZ4_END)]
 
 
+@dataclass(frozen=True)
+class Pieces:
+    """A codec's output as independent pieces: ``head``, then ``work`` of each of
+    ``inputs`` in order (each on any thread: the codecs release the GIL), then ``tail``."""
+
+    head: bytes
+    inputs: list[memoryview]
+    work: Callable[[memoryview], Buffer]
+    tail: bytes
+
+    def parts(self, outputs: Iterable[Buffer]) -> tuple[Buffer, ...]:
+        """The output to write in order, given ``work``'s outputs (no empty part)."""
+        return tuple(part for part in (self.head, *outputs, self.tail) if len(part))
+
+
+def pieces(codec: CompressionType, data: bytes | memoryview, level: int | None = None) -> Pieces:
+    """``data`` compressed as independent pieces: an lz4 frame's 64 KiB blocks, xerial
+    snappy's 32 KiB blocks; gzip and zstd as one piece (their whole stream)."""
+    check_level(codec, level)
+    view = memoryview(data)
+    if codec == CompressionType.LZ4:
+        work = functools.partial(lz4_block, level or 0)
+        return Pieces(_lz4_frame_header(), _cut(view, LZ4_BLOCK), work, _LZ4_END)
+    if codec == CompressionType.SNAPPY:
+        return Pieces(_XERIAL_HEADER, _cut(view, _XERIAL_BLOCK), _xerial_block, b"")
+    if codec in (CompressionType.GZIP, CompressionType.ZSTD):
+        return Pieces(b"", [view], functools.partial(_whole, codec, level), b"")
+    raise EncodeError(f"unknown compression codec {codec!r}")
+
+
+def _cut(view: memoryview, size: int) -> list[memoryview]:
+    return [view[at : at + size] for at in range(0, len(view), size)]
+
+
 def compress_parts(
     codec: CompressionType, data: bytes | memoryview, level: int | None = None,
     map_blocks: BlockMap = map,
 ) -> tuple[Buffer, ...]:  # fmt: skip
     """``compress``'s output as parts to be written in order (lz4: the frame's header, each
-    block with its size word, the end mark; ``map_blocks`` compresses the blocks, in
+    block with its size word, the end mark; ``map_blocks`` compresses the pieces, in
     order, as ``map`` does: on several threads if it likes)."""
-    check_level(codec, level)
-    if codec != CompressionType.LZ4:
-        return (compress(codec, data, level),)
-    view = memoryview(data)
-    blocks = [view[at : at + LZ4_BLOCK] for at in range(0, len(view), LZ4_BLOCK)]
-    blocks_out = map_blocks(functools.partial(lz4_block, level or 0), blocks)
-    return (_lz4_frame_header(), *blocks_out, _LZ4_END)
+    plan = pieces(codec, data, level)
+    return plan.parts(map_blocks(plan.work, plan.inputs))
 
 
 def compress(codec: CompressionType, data: bytes | memoryview, level: int | None = None) -> bytes:
-    check_level(codec, level)
     if codec == CompressionType.NONE:
         return bytes(data)
+    return b"".join(compress_parts(codec, data, level))
+
+
+def _whole(codec: CompressionType, level: int | None, data: memoryview) -> bytes:
+    """gzip's or zstd's stream of ``data``: one piece."""
     if codec == CompressionType.GZIP:
         return gzip.compress(data, compresslevel=LEVELS[codec][2] if level is None else level)
-    if codec == CompressionType.SNAPPY:
-        return _xerial_compress(data)
-    if codec == CompressionType.LZ4:
-        return b"".join(compress_parts(codec, data, level))
-    if codec == CompressionType.ZSTD:
-        cctx = _library("zstandard").ZstdCompressor(
-            level=LEVELS[codec][2] if level is None else level
-        )
-        result: bytes = cctx.compress(data)
-        return result
-    raise EncodeError(f"unknown compression codec {codec!r}")
+    cctx = _library("zstandard").ZstdCompressor(level=LEVELS[codec][2] if level is None else level)
+    result: bytes = cctx.compress(data)
+    return result
 
 
 def decompress(codec: int, data: bytes | memoryview, where: str = "record batch") -> bytes:
@@ -164,14 +194,10 @@ def decompress(codec: int, data: bytes | memoryview, where: str = "record batch"
     raise UnsupportedCompressionError(where, 0, f"unknown compression codec id {codec}")
 
 
-def _xerial_compress(data: bytes | memoryview) -> bytes:
-    view = memoryview(data)
-    parts = [_XERIAL_HEADER]
-    for start in range(0, len(view), _XERIAL_BLOCK):
-        block: bytes = _library("snappy").compress(bytes(view[start : start + _XERIAL_BLOCK]))
-        parts.append(_I32.pack(len(block)))
-        parts.append(block)
-    return b"".join(parts)
+def _xerial_block(block: memoryview) -> bytes:
+    """One xerial block: its 4-byte big-endian length, then the raw snappy block."""
+    out: bytes = _library("snappy").compress(bytes(block))
+    return _I32.pack(len(out)) + out
 
 
 def _snappy_decompress(data: bytes) -> bytes:

@@ -264,11 +264,13 @@ def finalize_batch(
     max_timestamp: int,
     meta: BatchMeta = BatchMeta(),
     map_blocks: BlockMap = map,
+    compressed: tuple[bytes | memoryview, ...] | None = None,
 ) -> BatchParts:
     """Complete the batch whose records occupy ``buf[HEADER_SIZE:records_end]``; its parts,
     to be written in order (``b"".join`` makes one blob): a view of
     ``buf[:records_end]`` with its header filled in place, or (compressed) the header and
-    the compressed records' parts (``compress_parts``, its ``map_blocks``), apart."""
+    the compressed records' parts (``compress_parts``, its ``map_blocks``; or
+    ``compressed``, those parts made already), apart."""
     compression = meta.compression
     out: bytearray | memoryview
     payload: tuple[bytes | memoryview, ...] = ()
@@ -276,7 +278,7 @@ def finalize_batch(
         out = buf
         end = records_end
     else:
-        payload = compress_parts(
+        payload = compressed if compressed is not None else compress_parts(
             compression, memoryview(buf)[HEADER_SIZE:records_end], meta.compression_level,
             map_blocks,
         )  # fmt: skip

@@ -32,6 +32,7 @@ from shmkafka.pool.ready import CompressionRatio, Drainer, ReadyContext, ready
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.clock import Clock, SystemClock, wall_ms
+from shmkafka.protocol.compression import CompressionType
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError
 from shmkafka.protocol.messages import (
@@ -42,7 +43,7 @@ from shmkafka.protocol.messages import (
     ProduceResponse,
 )
 from shmkafka.protocol.messages.produce import PartitionProduceData, TopicProduceData
-from shmkafka.protocol.records import HEADER_SIZE
+from shmkafka.protocol.records import HEADER_SIZE, BatchParts
 from shmkafka.sender.authentication import SaslSettings
 from shmkafka.sender.compressors import Compressors
 from shmkafka.sender.connection import ClientResponse, Network, NetworkClient
@@ -323,6 +324,7 @@ class Sender:
     def _encode(self, batches: list[DrainedBatch]) -> dict[str, list[PartitionProduceData]]:
         """Each batch's sequence (to shm first), header and records, by topic."""
         producer_id, epoch = self.pool.producer_identity()
+        compressed = self._compress_ahead(batches)
         by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
         for batch in batches:
             problem = self.pool.batches.problem(batch.info, self.pool.deques_used(), HEADER_SIZE)
@@ -330,8 +332,10 @@ class Sender:
                 self._fail_corrupt(batch, problem)
                 continue
             meta = self.idempotence.meta(batch, (producer_id, epoch))
-            # (the sequence to shm first; the blocks compressed side by side: compressors.py)
-            data = self.accumulator.finalize(batch, meta, self.compressors.map)
+            # (the sequence to shm first, then the header around the compressed records)
+            data = self.accumulator.finalize(
+                batch, meta, self.compressors.map, compressed.get(batch.batch_id)
+            )
             size = sum(len(part) for part in data)  # (header and records: never joined)
             self.stats.batch_bytes += size
             self.compression_ratio.observe(batch.info.write_pos, size)
@@ -343,6 +347,21 @@ class Sender:
             self.stats.batches_sent += 1
             self.stats.records_sent += batch.info.record_count
         return by_topic
+
+    def _compress_ahead(self, batches: list[DrainedBatch]) -> dict[int, BatchParts]:
+        """With compression threads, the records of every sound batch of the request,
+        compressed at once: the pieces of all of them side by side (compressors.py; pure
+        reads, so no write to shared memory moves). Without, each batch is compressed as
+        it is finalized."""
+        codec = self.config.compression
+        if codec == CompressionType.NONE or self.compressors.workers == 0:
+            return {}
+        used = self.pool.deques_used()
+        sound = [b for b in batches if self.pool.batches.problem(b.info, used, HEADER_SIZE) is None]
+        payloads = self.compressors.compress_all(
+            codec, self.config.compression_level, [self.accumulator.records(b) for b in sound]
+        )
+        return {batch.batch_id: payload for batch, payload in zip(sound, payloads, strict=True)}
 
     # ------------------------------------------------------------------ responses
 
