@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: dist wheel-check fuse soak-power spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-send-path bench-instructions bench-otel soak-hosts netlab clean
+.PHONY: dist wheel-check fuse soak-power spin test lint typecheck unit conformance stress soak demo perf bench bench-append bench-e2e bench-broker-stub bench-durable-log bench-auth-error bench-calls bench-compress bench-send-path bench-instructions bench-otel soak-hosts netlab clean
 
 C_SOURCES := $(wildcard pool/shmkafka/pool/_*.[ch] producer/shmkafka/producer/_*.[ch] \
 		facades/shmkafka/facades/confluent/_*.[ch])
@@ -158,6 +158,10 @@ bench-auth-error: $(STAMP)
 
 bench-calls: $(STAMP)
 	$(BIN)/python perf/bench_calls.py
+
+# The Sender's compression stage on 1 and 2 threads (and more: --threads 1,2,4 on a bigger host)
+bench-compress: $(STAMP)
+	$(BIN)/python perf/bench_compress_threads.py --threads 1,$$(nproc)
 
 # The cost of tracing a send: ShmkafkaInstrumentor beside the peers' instrumentors, on Tansu
 bench-otel: $(STAMP)
