@@ -64,6 +64,7 @@ from shmkafka.producer.callbacks import call_capturing, weakly
 from shmkafka.producer.client import Client
 from shmkafka.producer.entry import EntryBinding, ProduceEntry
 from shmkafka.producer.futures import Future
+from shmkafka.producer.process_slot import ResultCondition
 from shmkafka.producer.topics import legal_topic, metadata_poll_s
 from shmkafka.producer.transactions import TransactionClient
 from shmkafka.producer.views import SenderEvent
@@ -110,7 +111,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             self._logger.info("Producer: accepted, no effect in shmkafka: %s", ", ".join(fresh))
         self._reports: deque[Report | Future] = deque()  # a Future: its own report
         self._errors: deque[KafkaError] = deque()
-        self._reports_ready = threading.Condition()
+        self._reports_ready = ResultCondition()  # (poll and flush wait for results on it)
         self._unassigned: deque[Unassigned] = deque()
         # (poll, flush and produce may run in different threads, as librdkafka allows: the
         # records waiting for their topic are served by one at a time, in order)
