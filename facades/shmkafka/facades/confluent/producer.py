@@ -113,8 +113,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
         self._errors: deque[KafkaError] = deque()
         self._reports_ready = ResultCondition()  # (poll and flush wait for results on it)
         self._unassigned: deque[Unassigned] = deque()
-        # (poll, flush and produce may run in different threads, as librdkafka allows: the
-        # records waiting for their topic are served by one at a time, in order)
+        # (poll, flush, produce may run in other threads: the topic-less served one at a time)
         self._unassigned_lock = threading.RLock()
         self._closed = False
         self._stats_at = self._created = time.monotonic()
