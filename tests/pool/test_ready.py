@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from shmkafka.pool.accumulator import PartitionState, RecordAccumulator
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.partition_states import PartitionState
 from shmkafka.pool.ready import (
     EXHAUSTED_LINGER_MS,
     Drainer,

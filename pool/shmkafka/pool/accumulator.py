@@ -31,6 +31,7 @@ from typing import NamedTuple, NoReturn
 from shmkafka.pool.batches import BatchInfo, publish_record
 from shmkafka.pool.bufferpool import SlabRun
 from shmkafka.pool.fastpath import FastAppend, fast_path_for
+from shmkafka.pool.partition_states import PartitionState, PartitionStates
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.compression import BlockMap
 from shmkafka.protocol.records import (
@@ -77,23 +78,6 @@ class AppendResult(NamedTuple):
 
 
 @dataclass(frozen=True)
-class PartitionState:
-    """The ``ready()`` inputs for one partition with queued batches."""
-
-    deque_id: int
-    topic: str
-    partition: int
-    leader: int
-    queued: int
-    first_batch_id: int
-    first_size: int
-    first_full: bool
-    created_ms: int
-    last_append_ms: int
-    attempts: int
-
-
-@dataclass(frozen=True)
 class DrainedBatch:
     topic: str
     partition: int
@@ -128,6 +112,7 @@ class RecordAccumulator:
         self._locks = pool.locks
         self._stripes = pool.config.lock_stripes
         self._fast = fast_path_for(pool) if fast_path else None
+        self._states = PartitionStates(pool, self._deactivate)
 
     @property
     def fast_path(self) -> FastAppend | None:
@@ -293,44 +278,9 @@ class RecordAccumulator:
     # ------------------------------------------------------------------ drain (Sender side)
 
     def partition_states(self) -> list[PartitionState]:
-        """Every partition with queued batches, with what ``ready()`` needs to decide.
-        Read without locks: a snapshot that ``drain`` re-checks under the stripe lock. Only
-        active deques are looked at; one found empty leaves the active set."""
-        out: list[PartitionState] = []
-        topics = self.pool.directory.snapshot().topics
-        deques, batches, owner = self.pool.deques, self.pool.batches, self.pool.directory.owner
-        for deque_id in deques.active(self.pool.deques_used()):
-            first = deques.first(deque_id)
-            if first is None:
-                if deques.is_empty(deque_id):
-                    self._deactivate(deque_id)
-                continue
-            found = owner(deque_id)
-            if found is None:
-                continue  # (no published topic owns it: nothing appends to it)
-            topic, partition = found
-            entries = topics[topic]
-            info = batches.read(first)
-            _, queued = deques.last_and_length(deque_id)
-            capacity = batches.capacity(info.slab_count)
-            out.append(
-                PartitionState(
-                    deque_id,
-                    topic,
-                    partition,
-                    entries[partition].leader,
-                    queued,
-                    first,
-                    info.write_pos,
-                    queued > 1
-                    or capacity - info.write_pos < 64
-                    or info.record_count >= self._max_records,
-                    info.created_ms,
-                    info.last_append_ms,
-                    info.attempts,
-                )
-            )
-        return out
+        """Every partition with queued batches, with what ``ready()`` needs to decide
+        (partition_states.py)."""
+        return self._states.read()
 
     def _deactivate(self, deque_id: int) -> None:
         """Take an empty deque out of the active set (under its stripe lock: an appender

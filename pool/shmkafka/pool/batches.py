@@ -120,6 +120,14 @@ class Batches:
         self.segment = segment
         self.layout: Layout = segment.layout
 
+    def head(self, batch_id: int) -> tuple[int, int, int, int, int, int]:
+        """What ``ready()`` asks of a queued batch, in one unpack: (slab count, attempts,
+        write position, record count, created ms, last append ms)."""
+        (_, _, _, _, count, attempts, pos, records, _, last, _, created, _, _, _) = (
+            BATCH.unpack_from(self.segment.buf, self.layout.batch_at(batch_id))
+        )  # fmt: skip
+        return count, attempts, pos, records, created, last
+
     def read(self, batch_id: int) -> BatchInfo:
         fields = BATCH.unpack_from(self.segment.buf, self.layout.batch_at(batch_id))
         (state, gen, deque, first, count, attempts, pos, records, max_ts, last, base_ts,
@@ -331,6 +339,14 @@ class Deques:
         if first >= self._num_slabs or last >= self._num_slabs:
             return None
         return first
+
+    def first_and_length(self, deque_id: int) -> tuple[int | None, int]:
+        """The first batch id (None when empty or damaged, as ``first``) and how many are
+        queued, counting at most 2: one load."""
+        _, first, last = self._ends(deque_id)
+        if first >= self._num_slabs or last >= self._num_slabs:
+            return None, 0
+        return first, 1 if first == last else 2
 
     def last_and_length(self, deque_id: int) -> tuple[int | None, int]:
         """The last batch id and how many are queued, counting at most 2 (callers ask

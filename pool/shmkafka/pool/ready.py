@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from shmkafka.pool.accumulator import DrainedBatch, PartitionState, RecordAccumulator
+from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.pool.partition_states import PartitionState
 
 # While processes wait for memory, a batch goes once it has waited this long (or linger.ms,
 # if shorter): sending it earlier frees only its unfilled tail (the Sender trims it), and

@@ -1,0 +1,60 @@
+"""The Sender's per-round read of the deques (pool/partition_states.py): what each queued
+partition tells ``ready()``, the active set, and routes as of the directory's version."""
+
+from __future__ import annotations
+
+from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.shm.directory_view import PartitionLeader
+from shmkafka.shm.layout import DIRECTORY_LOCK
+from tests.appending import append
+from tests.conftest import publish
+
+
+def _states(pool: SharedPool) -> dict[tuple[str, int], tuple[int, ...]]:
+    acc = RecordAccumulator(pool, fast_path=False)  # (the Sender's)
+    out: dict[tuple[str, int], tuple[int, ...]] = {}
+    for s in acc.partition_states():
+        out[(s.topic, s.partition)] = (s.leader, s.queued, s.first_size, s.first_full,
+                                       s.created_ms, s.last_append_ms, s.attempts)  # fmt: skip
+    return out
+
+
+def test_each_queued_partition_as_its_first_batch_and_deque_say(pool: SharedPool) -> None:
+    publish(pool, {"a": 2, "b": 1})
+    acc = RecordAccumulator(pool)
+    one = append(acc, "a", 0, 1, b"k", b"v" * 100, now_ms=10)
+    append(acc, "a", 0, 2, b"k", b"v" * 100, now_ms=12)
+    append(acc, "b", 0, 3, None, b"w", now_ms=20)
+    states = _states(pool)
+    info = pool.batches.read(one.batch_id)
+    assert states == {
+        ("a", 0): (1, 1, info.write_pos, False, 10, 12, 0),
+        ("b", 0): (1, 1, states[("b", 0)][2], False, 20, 20, 0),
+    }
+    for _ in range(10_000):  # until "b" has a second batch
+        if append(acc, "b", 0, 4, None, b"x" * 1000, now_ms=21).new_batch_created:
+            break
+    assert _states(pool)[("b", 0)][1:4:2] == (2, True)  # (queued behind: the first is full)
+
+
+def test_a_deque_found_empty_leaves_the_active_set(pool: SharedPool) -> None:
+    publish(pool, {"t": 1})
+    acc = RecordAccumulator(pool)
+    append(acc, "t", 0, 1, None, b"v", now_ms=1)
+    (state,) = acc.partition_states()
+    (batch,) = acc.drain([state.deque_id], 1 << 20)
+    assert pool.deques.active(pool.deques_used()) == [state.deque_id]
+    assert acc.partition_states() == []
+    assert pool.deques.active(pool.deques_used()) == []
+    acc.complete(batch)
+
+
+def test_a_new_leader_is_seen_once_the_directory_moves(pool: SharedPool) -> None:
+    publish(pool, {"t": 1})
+    acc = RecordAccumulator(pool, fast_path=False)
+    append(acc, "t", 0, 1, None, b"v", now_ms=1)
+    assert [s.leader for s in acc.partition_states()] == [1]
+    with pool.locks.held(DIRECTORY_LOCK):
+        pool.directory.publish({"t": [PartitionLeader(7, 3)]})
+    assert [s.leader for s in acc.partition_states()] == [7]
