@@ -367,11 +367,6 @@ class SharedPool:
     def set_sender_linger(self, linger_ms: int) -> None:
         self.segment.store_u64(H_SENDER_LINGER, linger_ms)
 
-    def sender_linger_ms(self) -> int:
-        """The running Sender's linger.ms (0 before one started)."""
-        linger: int = U64.unpack_from(self.segment.buf, H_SENDER_LINGER)[0]
-        return linger
-
     def new_batches(self) -> int:
         """How many batches the C append path has opened (a change counter, see layout.py)."""
         count: int = U64.unpack_from(self.segment.buf, H_NEW_BATCHES)[0]

@@ -53,7 +53,7 @@ from shmkafka.pool.sender_link import sender_semaphore, wake
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.producer.entry import EntryBinding, verdict_of
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
-from shmkafka.producer.process_slot import ProcessSlot, ResultCondition
+from shmkafka.producer.process_slot import ProcessSlot
 from shmkafka.producer.results import Results
 from shmkafka.producer.sender_events import SenderEvents, sender_logger
 from shmkafka.producer.supervisor import (
@@ -189,7 +189,7 @@ class Client(Results, SenderEvents, PoolView):
             stall_ms=sender_stall_ms,
         )
         self._lock = threading.Lock()
-        self._cond = ResultCondition(self._lock)  # (its waiters wait for results)
+        self._cond = threading.Condition(self._lock)
         self._handing_over = 0  # done records on their way to on_done (under _lock)
         self._routes: dict[str, tuple[int, tuple[int, ...]]] = {}  # topic → version, deque ids
         # topics asked of the Sender → the refusal count then (see refused())

@@ -11,23 +11,13 @@ Rules:
 - The slot's flushing flag is up while any producer of the process flushes.
 - After ``fork`` the child's process slot is its own (keyed by pid): the parent's is never
   used in the child, and the child's producers attach anew.
-- Results are gathered: after a wake that brought results, the thread hands the next ones
-  over after up to the Sender's linger.ms (at most ``GATHER_MAX_S``), all at once. In a
-  paced load a process is woken once per gathering instead of once per response, and the
-  Sender's posts meanwhile wake nobody (the semaphore has no waiter: no system call). A
-  producer that sends a record and waits for it loses nothing: its next result comes no
-  sooner than linger.ms later (flush() sends at once: it waits, below). While any thread of
-  the process waits for a result (``ResultCondition``: a future's get(), flush(), a
-  transaction's answer, the confluent API's poll and flush), nothing is gathered.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections import deque
-from collections.abc import Iterator
 from typing import Protocol
 
 from shmkafka.pool.shared_pool import SharedPool
@@ -47,23 +37,18 @@ class Member(Protocol):
 
 
 RING_WAIT_S = 0.05
-GATHER_MAX_S = 0.01  # the longest results are gathered, whatever linger.ms is
 _slots: dict[tuple[str, int], ProcessSlot] = {}
 # Re-entrant: a producer dropped without close() is released by a finalizer, which the
 # garbage collector may run in a thread that holds these locks already.
 _registry = threading.RLock()
-_waiting = 0  # threads of this process waiting for a result now (under _waiting_lock)
-_waiting_lock = threading.Lock()
-_hurry = threading.Event()  # set while _waiting > 0: no gathering, and one under way ends
 
 
 def _after_fork_in_child() -> None:
     """The child starts with no process slot (the parent's are the parent's), and with locks
     no thread of the parent may hold."""
-    global _registry, _waiting, _waiting_lock, _hurry
+    global _registry
     _registry = threading.RLock()
     _slots.clear()
-    _waiting, _waiting_lock, _hurry = 0, threading.Lock(), threading.Event()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -73,32 +58,6 @@ def joined_pools() -> list[SharedPool]:
     """The pools this process's producers use now (one each, however many producers)."""
     with _registry:
         return [slot.pool for (_, pid), slot in _slots.items() if pid == os.getpid()]
-
-
-@contextlib.contextmanager
-def waiting_for_results() -> Iterator[None]:
-    """While in it, this thread waits for a result: the completion threads of the process
-    hand results over as they come, without gathering them."""
-    global _waiting
-    with _waiting_lock:
-        _waiting += 1
-        _hurry.set()
-    try:
-        yield
-    finally:
-        with _waiting_lock:
-            _waiting -= 1
-            if _waiting == 0:
-                _hurry.clear()
-
-
-class ResultCondition(threading.Condition):
-    """A condition whose waiters wait for results (``waiting_for_results`` around each
-    wait; ``wait_for`` waits through ``wait``)."""
-
-    def wait(self, timeout: float | None = None) -> bool:
-        with waiting_for_results():
-            return super().wait(timeout)
 
 
 class ProcessSlot:
@@ -171,14 +130,13 @@ class ProcessSlot:
     def on_thread(self) -> bool:
         return threading.current_thread() is self._thread
 
-    def pump(self, timeout: float) -> int:
+    def pump(self, timeout: float) -> None:
         """Read the ring here, on the completion thread: a callback running on it waits for
-        results (a flush or close from a future's callback) that nobody else would read.
-        Returns how many completions were read."""
+        results (a flush or close from a future's callback) that nobody else would read."""
         self.pool.rings.wait(self.pool.slot, timeout)
-        return self.deliver()
+        self.deliver()
 
-    def deliver(self) -> int:
+    def deliver(self) -> None:
         """Hand the ring's completions to the producers listed now, not as of before the
         wait: one that began to send meanwhile is served before its record is appended, so
         it is listed by the time its record's completion can have been posted. Polled
@@ -195,14 +153,6 @@ class ProcessSlot:
         while queue:
             handle, completion = queue.popleft()
             handle.on_completion(completion)
-        return len(completions)
-
-    def _gather(self) -> None:
-        """Let results gather for up to the Sender's linger.ms (see the rules), unless a
-        thread of the process waits for one (then, or once one starts to, at once)."""
-        window = min(self.pool.sender_linger_ms() / 1000, GATHER_MAX_S)
-        if window > 0 and not _hurry.is_set():
-            _hurry.wait(window)
 
     def _loop(self) -> None:
         while True:
@@ -214,8 +164,7 @@ class ProcessSlot:
                     break
             for handle in handles:
                 handle.housekeeping()
-            if self.pump(RING_WAIT_S):
-                self._gather()
+            self.pump(RING_WAIT_S)
         if detach:
             self.pool.detach()
 

@@ -126,20 +126,12 @@ class CompletionRings:
         return out
 
     def wait(self, slot: int, timeout: float) -> bool:
-        """Reader side: wait for a wake, then take every other wake posted meanwhile (the
-        ``poll`` that follows reads every entry they announced: each entry is stored before
-        its wake); False on timeout."""
-        sem = self.semaphore(slot)
+        """Reader side: wait for a wake; False on timeout."""
         try:
-            sem.acquire(timeout)
+            self.semaphore(slot).acquire(timeout)
+            return True
         except posix_ipc.BusyError:
             return False
-        for _ in range(sem.value):  # (no exception at the end, as acquire(0) would raise)
-            try:
-                sem.acquire(0)
-            except posix_ipc.BusyError:
-                break
-        return True
 
     def pending(self, slot: int) -> int:
         _, head, tail = self._indexes(slot)

@@ -64,7 +64,6 @@ from shmkafka.producer.callbacks import call_capturing, weakly
 from shmkafka.producer.client import Client
 from shmkafka.producer.entry import EntryBinding, ProduceEntry
 from shmkafka.producer.futures import Future
-from shmkafka.producer.process_slot import ResultCondition
 from shmkafka.producer.topics import legal_topic, metadata_poll_s
 from shmkafka.producer.transactions import TransactionClient
 from shmkafka.producer.views import SenderEvent
@@ -111,7 +110,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             self._logger.info("Producer: accepted, no effect in shmkafka: %s", ", ".join(fresh))
         self._reports: deque[Report | Future] = deque()  # a Future: its own report
         self._errors: deque[KafkaError] = deque()
-        self._reports_ready = ResultCondition()  # (poll and flush wait for results on it)
+        self._reports_ready = threading.Condition()
         self._unassigned: deque[Unassigned] = deque()
         # (poll, flush, produce may run in other threads: the topic-less served one at a time)
         self._unassigned_lock = threading.RLock()
