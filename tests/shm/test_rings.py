@@ -24,6 +24,19 @@ def test_post_and_poll_in_order_until_full(pool: SharedPool) -> None:
     assert rings.poll(pool.slot) == [Completion(1, 9, -1, 123, 5, 19)]
 
 
+def test_a_poll_across_the_end_of_the_ring_keeps_the_order(pool: SharedPool) -> None:
+    """Entries that wrap past the ring's end are read in two runs, still oldest first."""
+    rings, capacity = pool.rings, pool.layout.ring_capacity
+    first = [Completion(i, 1, i, -1, 0, 0) for i in range(capacity - 2)]
+    assert all(rings.post(pool.slot, c) for c in first)
+    assert rings.poll(pool.slot) == first  # (head and tail now two before the end)
+    view = SenderView(2, 1, 3, 4)
+    wrapping = [Completion(i, 2, 1000 + i, -1, 0, 0, 0, 9, view) for i in range(5)]
+    assert all(rings.post(pool.slot, c) for c in wrapping)
+    assert rings.poll(pool.slot) == wrapping
+    assert rings.pending(pool.slot) == 0
+
+
 def test_a_completion_carries_the_senders_view(pool: SharedPool) -> None:
     view = SenderView(attempts=3, node_id=1002, queued_ms=41, request_ms=7)
     sent = Completion(4, 2, 500, -1, 0, 0, 10, 19, view)

@@ -123,9 +123,15 @@ class CompletionRings:
     def poll(self, slot: int) -> list[Completion]:
         """Reader side: take every posted result, oldest first."""
         at, head, tail = self._indexes(slot)
-        out = [
-            _entry(self.segment.buf, self.layout.ring_entry_at(slot, i)) for i in range(head, tail)
-        ]
+        if head == tail:
+            return []
+        out: list[Completion] = []
+        buf, layout, size = self.segment.buf, self.layout, RING_ENTRY.size
+        while head < tail:  # (each run of entries that does not wrap, unpacked at once)
+            run = min(tail - head, layout.ring_capacity - head % layout.ring_capacity)
+            start = layout.ring_entry_at(slot, head)
+            out += map(_completion, RING_ENTRY.iter_unpack(buf[start : start + run * size]))
+            head += run
         self.segment.store_u64(at + S_RING_HEAD, tail)
         return out
 
@@ -146,9 +152,9 @@ def _clamp(ms: int) -> int:
     return max(-1, min(ms, 0x7FFFFFFF))
 
 
-def _entry(buf: memoryview, at: int) -> Completion:
+def _completion(fields: tuple[int, ...]) -> Completion:
     (batch_id, generation, base_offset, append_time, log_start, code, attempts, first, last,
-     node_id, queued_ms, request_ms) = RING_ENTRY.unpack_from(buf, at)  # fmt: skip
+     node_id, queued_ms, request_ms) = fields  # fmt: skip
     view = _new(SenderView, (attempts, node_id, queued_ms, request_ms)) if attempts else None
     return _new(Completion, (batch_id, generation, base_offset, append_time, log_start, code,
                              first, last, view))  # fmt: skip
