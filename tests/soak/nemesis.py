@@ -1,6 +1,8 @@
 """The soak's faults: a deck of every kind, shuffled each round, so that after k rounds each
 kind has been injected k times; one starts every ``interval`` seconds (random), each in its
-own thread, so they overlap.
+own thread, so they overlap. A fault that could not be made just then (no worker in the
+phase it needs, no live Sender, its proxy or node held by another fault) is dealt again next,
+so that a short run still makes every kind.
 
 Rules:
 - At most one broker node is down at a time (3 replicas, ``min.insync.replicas=2``: acks=all
@@ -53,6 +55,7 @@ class Nemesis:
         self._threads: list[threading.Thread] = []
         self._stopped_senders: set[int] = set()
         self._lock = threading.Lock()
+        self._again: list[str] = []  # kinds that could not be made: dealt before the deck
 
     # ------------------------------------------------------------------ running
 
@@ -62,7 +65,8 @@ class Nemesis:
             if not deck:
                 deck = list(KINDS)
                 self.rng.shuffle(deck)
-            kind = deck.pop()
+            with self._lock:
+                kind = self._again.pop(0) if self._again else deck.pop()
             self.asked[kind] += 1
             t = threading.Thread(target=self._inject, args=(kind,), daemon=True)
             t.start()
@@ -81,7 +85,9 @@ class Nemesis:
 
     def _inject(self, kind: str) -> None:
         try:
-            getattr(self, kind)()
+            if getattr(self, kind)() is False:
+                with self._lock:
+                    self._again.append(kind)
         except Exception as exc:  # noqa: BLE001 - a fault that could not be made is reported
             self.soak.note(f"nemesis: {kind} failed: {type(exc).__name__}: {exc}")
 
@@ -90,11 +96,13 @@ class Nemesis:
 
     # ------------------------------------------------------------------ the apps
 
-    def app_kill(self) -> None:
+    def app_kill(self) -> bool:
         w = self.rng.choice(self.soak.plain_workers())
         start = self.soak.now_ms()
-        if self.soak.kill_worker(w, signal.SIGKILL):
-            self.counted("app_kill", start, start, f"w{w}")
+        if not self.soak.kill_worker(w, signal.SIGKILL):
+            return False
+        self.counted("app_kill", start, start, f"w{w}")
+        return True
 
     def app_kill_mid_append(self) -> None:
         """The worker's next incarnation dies in the middle of an append (the kill point
@@ -105,11 +113,11 @@ class Nemesis:
                           "SHMKAFKA_FAULT_SKIP": str(self.rng.randint(200, 3000))})  # fmt: skip
         self.soak.kill_worker(w, signal.SIGTERM)  # (a clean stop; the armed one follows)
 
-    def app_kill_mid_flush(self) -> None:
-        self._kill_in_phase(self.soak.plain_workers(), FLUSHING, "app_kill_mid_flush")
+    def app_kill_mid_flush(self) -> bool:
+        return self._kill_in_phase(self.soak.plain_workers(), FLUSHING, "app_kill_mid_flush")
 
-    def txn_kill_mid_transaction(self) -> None:
-        self._kill_in_phase(self.soak.txn_workers(), SENDING, "txn_kill_mid_transaction")
+    def txn_kill_mid_transaction(self) -> bool:
+        return self._kill_in_phase(self.soak.txn_workers(), SENDING, "txn_kill_mid_transaction")
 
     def txn_kill_mid_commit(self) -> None:
         """The transactional worker's next incarnation dies once its COMMIT is posted."""
@@ -118,16 +126,18 @@ class Nemesis:
                           "SHMKAFKA_FAULT_SKIP": str(self.rng.randint(0, 3))})  # fmt: skip
         self.soak.kill_worker(w, signal.SIGTERM)
 
-    def _kill_in_phase(self, workers: list[int], phase: int, kind: str) -> None:
+    def _kill_in_phase(self, workers: list[int], phase: int, kind: str) -> bool:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not self._stop.is_set():
             for w in workers:
                 if self.soak.board.phase(w) == phase and self.soak.alive(w):
                     start = self.soak.now_ms()
-                    if self.soak.kill_worker(w, signal.SIGKILL):
-                        self.counted(kind, start, start, f"w{w}")
-                    return
+                    if not self.soak.kill_worker(w, signal.SIGKILL):
+                        return False
+                    self.counted(kind, start, start, f"w{w}")
+                    return True
             time.sleep(0.0005)
+        return False
 
     def pool_full(self) -> None:
         """A burst of twice the pool's buffer memory, sent as fast as the worker goes."""
@@ -153,38 +163,42 @@ class Nemesis:
             time.sleep(0.1)
         return None
 
-    def sender_kill(self) -> None:
+    def sender_kill(self) -> bool:
         target = self._live_sender()
         if target is None:
-            return
+            return False
         pool, pid = target
         start = self.soak.now_ms()
-        with contextlib.suppress(ProcessLookupError):
+        try:
             os.kill(pid, signal.SIGKILL)
-            self.counted("sender_kill", start, start, pool)
+        except ProcessLookupError:
+            return False
+        self.counted("sender_kill", start, start, pool)
+        return True
 
-    def sender_stop(self) -> None:
+    def sender_stop(self) -> bool:
         target = self._live_sender()
         if target is None:
-            return
+            return False
         pool, pid = target
         start = self.soak.now_ms()
         try:
             os.kill(pid, signal.SIGSTOP)
         except ProcessLookupError:
-            return
+            return False
         self._stopped_senders.add(pid)
         self._hold(0.5, 3.0)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
         self._stopped_senders.discard(pid)
         self.counted("sender_stop", start, self.soak.now_ms(), pool)
+        return True
 
     # ------------------------------------------------------------------ the brokers
 
-    def node_kill(self) -> None:
+    def node_kill(self) -> bool:
         if not self._node_down.acquire(timeout=10):
-            return
+            return False
         try:
             node = self.rng.choice(self.soak.node_ids)
             start = self.soak.now_ms()
@@ -192,6 +206,7 @@ class Nemesis:
             self._hold(1.0, 5.0)
             self.soak.control("restart_node", node=node)
             self.counted("node_kill", start, self.soak.now_ms(), f"node {node}")
+            return True
         finally:
             self._node_down.release()
 
@@ -220,11 +235,11 @@ class Nemesis:
 
     # ------------------------------------------------------------------ the network
 
-    def _network(self, kind: str, fault: str, delay_s: float, hold: tuple[float, float]) -> None:
+    def _network(self, kind: str, fault: str, delay_s: float, hold: tuple[float, float]) -> bool:
         index = self.rng.randrange(len(self.soak.proxies))
         lock = self._proxy_locks[index]
         if not lock.acquire(timeout=10):
-            return
+            return False
         try:
             proxy = self.soak.proxies[index]
             start = self.soak.now_ms()
@@ -232,23 +247,24 @@ class Nemesis:
             self._hold(*hold)
             proxy.set("pass")
             self.counted(kind, start, self.soak.now_ms(), f"proxy {index}")
+            return True
         finally:
             lock.release()
 
-    def net_stall(self) -> None:
-        self._network("net_stall", "delay", self.rng.uniform(0.2, 0.6), (2.0, 5.0))
+    def net_stall(self) -> bool:
+        return self._network("net_stall", "delay", self.rng.uniform(0.2, 0.6), (2.0, 5.0))
 
-    def net_blackhole(self) -> None:
-        self._network("net_blackhole", "blackhole", 0.0, (2.0, 5.0))
+    def net_blackhole(self) -> bool:
+        return self._network("net_blackhole", "blackhole", 0.0, (2.0, 5.0))
 
-    def net_reset(self) -> None:
-        self._network("net_reset", "reset", 0.0, (0.3, 1.0))
+    def net_reset(self) -> bool:
+        return self._network("net_reset", "reset", 0.0, (0.3, 1.0))
 
-    def net_truncate(self) -> None:
-        self._network("net_truncate", "truncate", 0.0, (0.3, 1.0))
+    def net_truncate(self) -> bool:
+        return self._network("net_truncate", "truncate", 0.0, (0.3, 1.0))
 
-    def net_slow(self) -> None:
-        self._network("net_slow", "slow", 0.005, (3.0, 6.0))
+    def net_slow(self) -> bool:
+        return self._network("net_slow", "slow", 0.005, (3.0, 6.0))
 
     # ------------------------------------------------------------------ the end
 
