@@ -2,7 +2,7 @@
 files sharing the extension's ``_internal.h``). Each is the C twin of a Python module that
 stays the reference:
 
-- ``pool/_append.c``: the append (``pool/accumulator.py``);
+- ``pool/_append.c``: the append and the Sender's drain (``pool/accumulator.py``);
 - ``producer/_tracker.c``: the futures of a send (``producer/futures.py``), and send() and
   produce() for the common record (``_tracker_entry.c``; ``producer/entry.py``): one
   extension, so that a send crosses into no other but the append's;
@@ -34,7 +34,13 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 EXTENSIONS = (
     (
         "pool/shmkafka/pool/_append",
-        ("_append.c", "_append_setup.c", "_append_locks.c", "_append_write.c"),
+        (
+            "_append.c",
+            "_append_setup.c",
+            "_append_locks.c",
+            "_append_write.c",
+            "_append_drain.c",
+        ),
         (),
     ),
     (

@@ -17,7 +17,13 @@ from shmkafka.shm import layout as L
 from shmkafka.shm.layout import Layout
 
 FOLDER = Path(accumulator.__file__).parent
-SOURCES = ("_append.c", "_append_setup.c", "_append_write.c", "_append_internal.h")
+SOURCES = (
+    "_append.c",
+    "_append_setup.c",
+    "_append_write.c",
+    "_append_drain.c",
+    "_append_internal.h",
+)
 
 
 def source() -> str:
@@ -84,6 +90,7 @@ def expected(layout: Layout, slot: int) -> dict[str, int]:
         "b_parent_delta": L.B_PARENT_DELTA,
         "no_parent": L.NO_PARENT,
         "open_state": L.OPEN,
+        "sealed_state": L.SEALED,
         "freemap_at": layout.freemap_at,
         "num_slabs": config.num_slabs,
         "slabs_at": layout.slab_at(0),

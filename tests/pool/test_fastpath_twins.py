@@ -155,13 +155,19 @@ def _send(t: Twins, partition: int, size: int, keyed: bool, n: int) -> str:
     return f"send {size} B to {chosen}, a new batch by Python" + (" (no room)" if refused else "")
 
 
-def _drain(t: Twins, partition: int) -> str:
+def _drain(t: Twins, partition: int, many: bool, max_bytes: int) -> str:
+    """One partition's deque, or every partition's from ``partition`` on, up to ``max_bytes``
+    (the first batch goes whatever its size)."""
+    chosen = [partition]
+    if many:
+        chosen = [(partition + i) % PARTITIONS for i in range(PARTITIONS)]
     got = []
     for pool, acc in ((t.c, t.acc_c), (t.py, t.acc_py)):
-        got.append(acc.drain([t.route(pool)[1][partition]], 1 << 20))
+        deques = t.route(pool)[1]
+        got.append(acc.drain([deques[p] for p in chosen], max_bytes))
     assert [b.batch_id for b in got[0]] == [b.batch_id for b in got[1]]
     t.drained.extend(zip(got[0], got[1], strict=True))
-    return f"drain {partition}"
+    return f"drain {chosen} up to {max_bytes} B: {[b.batch_id for b in got[0]]}"
 
 
 def _complete(t: Twins) -> str:
@@ -211,7 +217,8 @@ def _settings(t: Twins, partition: int, hint: int, wake_at: int) -> str:
 STEPS = st.one_of(
     st.tuples(st.just("send"), st.integers(0, PARTITIONS - 1),
               st.sampled_from([10, 900, 5_000, 15_000, 16_300, 30_000]), st.booleans()),
-    st.tuples(st.just("drain"), st.integers(0, PARTITIONS - 1)),
+    st.tuples(st.just("drain"), st.integers(0, PARTITIONS - 1), st.booleans(),
+              st.sampled_from([1 << 20, 1, 1_000, 6_000, 20_000])),
     st.tuples(st.just("complete")),
     st.tuples(st.just("hold"), st.integers(1, 3)),
     st.tuples(st.just("free"), st.integers(0, 5)),
@@ -230,7 +237,7 @@ def _shape(t: Twins, used: list[bool], cursor: int) -> None:
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     steps=st.lists(STEPS, min_size=1, max_size=40),
@@ -248,7 +255,7 @@ def test_the_c_append_and_its_python_twin_leave_the_same_bytes(
         if kind == "send":
             done = _send(t, args[0], args[1], args[2], n)  # type: ignore[arg-type]
         elif kind == "drain":
-            done = _drain(t, args[0])  # type: ignore[arg-type]
+            done = _drain(t, *args)  # type: ignore[arg-type]
         elif kind == "complete":
             done = _complete(t)
         elif kind == "hold":

@@ -382,6 +382,15 @@ FastAppend_send_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs)
     return tuple_of(items, Py_ARRAY_LENGTH(items));
 }
 
+PyDoc_STRVAR(FastAppend_drain_first__doc__,
+"drain_first(deque_id, room)\n--\n\n"
+"The Sender's drain of the deque's first batch (RecordAccumulator.drain's\n"
+"C twin, _append_drain.c): (batch id, size, tail first slab, tail slab\n"
+"count) once sealed, popped and trimmed, the tail for the caller to free;\n"
+"else an int: 0 empty, 1 a damaged batch popped, 2 larger than room\n"
+"(room < 0: no limit), 3 the stripe is busy, 4 the batch names another\n"
+"deque (Python's cases).");
+
 PyDoc_STRVAR(FastAppend_offsets__doc__,
 "offsets($self, /)\n"
 "--\n"
@@ -411,6 +420,8 @@ static PyMethodDef FastAppend_methods[] = {
      METH_FASTCALL, FastAppend_note_new_batch__doc__},
     {"send_kv", (PyCFunction)(void (*)(void))FastAppend_send_kv,
      METH_FASTCALL, FastAppend_send_kv__doc__},
+    {"drain_first", (PyCFunction)(void (*)(void))FastAppend_drain_first,
+     METH_FASTCALL, FastAppend_drain_first__doc__},
     {"offsets", (PyCFunction)FastAppend_offsets, METH_NOARGS,
      FastAppend_offsets__doc__},
     {"close", (PyCFunction)FastAppend_close, METH_NOARGS,

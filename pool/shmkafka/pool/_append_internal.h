@@ -2,9 +2,10 @@
  * The C append's parts, shared by its files (and by no other extension):
  * _append.c (the type's methods, the capsule and the module), _append_setup.c
  * (construction, the memory map it is given, argument checks), _append_locks.c
- * (the pool's locks, and lockdep) and _append_write.c (the append itself:
- * records, batches). The Python
- * twin of the whole is pool/accumulator.py's append.
+ * (the pool's locks, and lockdep), _append_write.c (the append itself:
+ * records, batches) and _append_drain.c (the Sender's drain of a deque's
+ * first batch). The Python twins are pool/accumulator.py's append and
+ * drain.
  */
 #ifndef SHMKAFKA_APPEND_INTERNAL_H
 #define SHMKAFKA_APPEND_INTERNAL_H
@@ -86,7 +87,7 @@ typedef struct FastAppend {
     Py_ssize_t b_producer_id, b_producer_epoch, b_base_sequence;
     Py_ssize_t appenders_at, appenders_size;
     Py_ssize_t b_parent, b_parent_generation, b_parent_delta;
-    Py_ssize_t no_parent, open_state;
+    Py_ssize_t no_parent, open_state, sealed_state;
     /* free map and slabs */
     Py_ssize_t freemap_at, num_slabs, slabs_at, slab_size;
     /* a batch grows to max_run slabs and batch_max_records records (0: any) */
@@ -213,5 +214,9 @@ int append_kvh(FastAppend *self, Py_ssize_t deque_id, int64_t version,
                int64_t timestamp, int64_t now_ms, PyObject *key,
                PyObject *value, PyObject *headers, Py_ssize_t header_budget,
                int may_open, Hit *hit, Py_ssize_t *header_size);
+
+/* _append_drain.c: the Sender's drain of one deque's first batch. */
+PyObject *FastAppend_drain_first(FastAppend *self, PyObject *const *args,
+                                 Py_ssize_t nargs);
 
 #endif

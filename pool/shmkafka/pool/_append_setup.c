@@ -73,6 +73,7 @@ static const LayoutField layout_fields[] = {
     LAYOUT_FIELD(b_parent_delta),
     LAYOUT_FIELD(no_parent),
     LAYOUT_FIELD(open_state),
+    LAYOUT_FIELD(sealed_state),
     LAYOUT_FIELD(freemap_at),
     LAYOUT_FIELD(num_slabs),
     LAYOUT_FIELD(slabs_at),

@@ -48,6 +48,7 @@ from shmkafka.protocol.records import (
 )
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import RecordTooLargeError
+from shmkafka.shm.faultpoints import ARMED
 from shmkafka.shm.layout import (
     APPEND_VIEW,
     FIRST_STRIPE_LOCK,
@@ -60,6 +61,10 @@ from shmkafka.shm.layout import (
 from shmkafka.shm.rings import Completion, SenderView
 
 log = logging.getLogger("shmkafka.producer")
+
+
+# What FastAppend.drain_first and its Python twin return when they drain no batch.
+DRAIN_EMPTY, DRAIN_POPPED, DRAIN_STOP, DRAIN_BUSY, DRAIN_LEAVE = range(5)
 
 
 class StaleRouteError(Exception):
@@ -90,11 +95,13 @@ class DrainedBatch:
 
 class RecordAccumulator:
     """``fast_path``: use the C append fast path when it is built (the default); False forces
-    the pure-Python path, which is the reference and the fallback."""
+    the pure-Python path, which is the reference and the fallback. ``c_drain``: drain in C
+    when it is built (default: as ``fast_path``; the Sender drains in C, appends in Python)."""
 
     def __init__(
-        self, pool: SharedPool, *, max_block_ms: int = 60_000, fast_path: bool = True
-    ) -> None:
+        self, pool: SharedPool, *, max_block_ms: int = 60_000, fast_path: bool = True,
+        c_drain: bool | None = None,
+    ) -> None:  # fmt: skip
         self.pool = pool
         self.max_block_ms = max_block_ms
         self._buf = pool.segment.buf
@@ -112,6 +119,11 @@ class RecordAccumulator:
         self._locks = pool.locks
         self._stripes = pool.config.lock_stripes
         self._fast = fast_path_for(pool) if fast_path else None
+        # the drain in C (the Sender's; a kill point inside the drain needs the Python one)
+        c_drain = fast_path if c_drain is None else c_drain
+        self._drain_fast = None
+        if c_drain and "drain.after_shrink" not in ARMED:
+            self._drain_fast = self._fast or fast_path_for(pool)
         self._states = PartitionStates(pool, self._deactivate)
 
     @property
@@ -121,6 +133,9 @@ class RecordAccumulator:
 
     def close(self) -> None:
         """Release the C fast path's view of the segment (before the pool detaches)."""
+        if self._drain_fast is not None and self._drain_fast is not self._fast:
+            self._drain_fast.close()
+        self._drain_fast = None
         if self._fast is not None:
             self._fast.close()
             self._fast = None
@@ -297,33 +312,54 @@ class RecordAccumulator:
         out: list[DrainedBatch] = []
         tails: list[SlabRun] = []
         total = 0
+        fast = self._drain_fast
         try:
             for deque_id in deque_ids:
                 found = owner(deque_id)
                 if found is None:
                     continue
-                with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
-                    first = self.pool.deques.first(deque_id)
-                    if first is None:
-                        continue
-                    queued = self.pool.batches.read(first)
-                    if queued.state not in (OPEN, SEALED) or self._queued_elsewhere(
-                        queued, deque_id
-                    ):  # (damaged: it is not queued here; sending it would resend or steal)
-                        self.pool.deques.pop_first(deque_id)
-                        continue
-                    size = queued.write_pos
-                    if out and total + size > max_bytes:
-                        break
-                    self.pool.batches.set_state(first, SEALED)
-                    self.pool.deques.pop_first(deque_id)
-                    info = self._trim(self.pool.batches.read(first), tails)
-                out.append(DrainedBatch(*found, info))
-                total += size
+                room = max_bytes - total if out else -1  # (-1: the first goes whatever)
+                if out and room < 0:
+                    break
+                got = DRAIN_BUSY if fast is None else fast.drain_first(deque_id, room)
+                if got in (DRAIN_BUSY, DRAIN_LEAVE):  # (C left it: the Python twin)
+                    got = self._drain_first(deque_id, room, tails)
+                if type(got) is tuple:
+                    batch_id, size, tail_first, tail_count = got
+                    if tail_count:
+                        tails.append(SlabRun(tail_first, tail_count))
+                    out.append(DrainedBatch(*found, self.pool.batches.read(batch_id)))
+                    total += size
+                elif got == DRAIN_STOP:
+                    break
         finally:
             if tails:
                 self.pool.buffers.deallocate_many(tails)
         return out
+
+    def _drain_first(
+        self, deque_id: int, room: int, tails: list[SlabRun]
+    ) -> tuple[int, int, int, int] | int:
+        """The deque's first batch sealed, popped and trimmed (its unfilled slabs added to
+        ``tails``), as (batch id, size, 0, 0); or DRAIN_EMPTY, DRAIN_POPPED (a damaged first
+        batch taken off), DRAIN_STOP (larger than ``room``; -1: no limit). The Python twin
+        of ``FastAppend.drain_first`` (_append_drain.c), which returns the tail instead."""
+        with self.pool.locks.held(self._layout.stripe_lock(deque_id)):
+            first = self.pool.deques.first(deque_id)
+            if first is None:
+                return DRAIN_EMPTY
+            queued = self.pool.batches.read(first)
+            if queued.state not in (OPEN, SEALED) or self._queued_elsewhere(queued, deque_id):
+                # (damaged: it is not queued here; sending it would resend or steal)
+                self.pool.deques.pop_first(deque_id)
+                return DRAIN_POPPED
+            size = queued.write_pos
+            if 0 <= room < size:
+                return DRAIN_STOP
+            self.pool.batches.set_state(first, SEALED)
+            self.pool.deques.pop_first(deque_id)
+            self._trim(self.pool.batches.read(first), tails)
+        return first, size, 0, 0
 
     def _trim(self, info: BatchInfo, tails: list[SlabRun]) -> BatchInfo:
         """A batch just sealed (stripe lock held): size its partition's next batch from

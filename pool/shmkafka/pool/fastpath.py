@@ -55,6 +55,7 @@ from shmkafka.shm.layout import (
     POOL_LOCK,
     S_PENDING,
     S_PENDING_COUNT,
+    SEALED,
     Layout,
 )
 from shmkafka.shm.segment import semaphore_name
@@ -167,6 +168,7 @@ def fast_path_offsets(layout: Layout, slot: int) -> dict[str, int]:
         "b_parent_delta": B_PARENT_DELTA,
         "no_parent": NO_PARENT,
         "open_state": OPEN,
+        "sealed_state": SEALED,
         # free map and slabs
         "freemap_at": layout.freemap_at,
         "num_slabs": layout.config.num_slabs,

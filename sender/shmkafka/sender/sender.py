@@ -97,7 +97,7 @@ class Sender:
         self.pool = pool
         self.config = config
         self.clock = clock or SystemClock()
-        self.accumulator = RecordAccumulator(pool, fast_path=False)
+        self.accumulator = RecordAccumulator(pool, fast_path=False, c_drain=True)
         self.network: Network = network or NetworkClient(
             config.client_id,
             max_in_flight=config.max_in_flight_requests_per_connection,
