@@ -171,12 +171,19 @@ def test_an_app_server_delivers_every_acknowledged_record_once(
         started = time.monotonic()
         acked, pids, failed = _traffic(port, 60, 10, "r")
         seconds = time.monotonic() - started
-        assert failed == 0 and len(acked) == 600
+        # (a loaded machine may start one worker seconds before the other, which then
+        # accepts every request: rounds go on, up to 30 s, until two workers served one)
+        rounds, deadline = 1, time.monotonic() + 30
+        while len(pids) < 2 and time.monotonic() < deadline:
+            more, more_pids, more_failed = _traffic(port, 60, 10, f"r{rounds}-")
+            acked, pids, failed = acked + more, pids | more_pids, failed + more_failed
+            rounds += 1
+        assert failed == 0 and len(acked) == 600 * rounds
         assert len(pids) >= 2, f"one worker served every request: {pids}"
         assert _senders(pool_name) == 1  # one Sender for the host
     print(f"{server}: 60 requests in {seconds:.2f} s ({60 / seconds:.0f} requests/s), "
           f"600 records acknowledged, {len(pids)} workers, 1 Sender")  # fmt: skip
-    _check_read_back(tansu, topic, ["probe:0", *acked], 601)
+    _check_read_back(tansu, topic, ["probe:0", *acked], 600 * rounds + 1)
 
 
 @pytest.mark.parametrize(
