@@ -145,12 +145,18 @@ def sending(tansu: Peer, pool_name: str) -> Iterator[tuple[KafkaProducer, str, l
 def test_stat_watch_shows_live_rates(sending: tuple[KafkaProducer, str, list[int]],
                                      pool_name: str) -> None:  # fmt: skip
     _, _, sent = sending
+    deadline = time.monotonic() + 30
+    while sent[0] < 200 and time.monotonic() < deadline:  # (the Sender is up and sending)
+        time.sleep(0.01)
     done = _watch(pool_name, "--interval", "0.5", "--count", "3", "--json")
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(rows) == 3 and {r["pool"] for r in rows} == {pool_name}
-    assert all(r["record-send-rate"] > 0 for r in rows)
     totals = [r["record-send-total"] for r in rows]
+    # a rate where records went out in the interval (a loaded machine may stall one)
+    assert any(r["record-send-rate"] > 0 for r in rows)
+    for before, after, row in zip(totals, totals[1:], rows[1:], strict=False):
+        assert (row["record-send-rate"] > 0) == (after > before), rows
     assert totals == sorted(totals) and 0 < totals[-1] <= sent[0] + 200
     assert all(r["sender-up"] == 1 and r["producer-processes"] == 1 for r in rows)
 
