@@ -7,7 +7,9 @@ without a segment, are removed as well.
 ``remove_orphans`` (run by every Sender as it starts, then every 5 minutes) removes, unasked, the
 user's pools that no live process uses and that hold no record (no slab in use): what an
 OOM kill or a container stop of every process leaves behind. A pool still holding records
-stays, for the next producer of that pool to adopt (its Sender delivers them).
+stays, for the next producer of that pool to adopt (its Sender delivers them). So does a pool
+made less than ``STALE_HEADER_S`` ago: its maker may be between making it and attaching (a
+sidecar's ``sender --create`` detaches, then its Sender attaches).
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ def remove_orphans(keep: str | None = None) -> list[str]:
         if name == keep:
             continue
         try:
-            if os.stat(f"/dev/shm/{PREFIX}{name}").st_uid != os.getuid():
+            made = os.stat(f"/dev/shm/{PREFIX}{name}")
+            if made.st_uid != os.getuid() or time.time() - made.st_mtime < STALE_HEADER_S:
                 continue
             segment = Segment.attach(name)
         except (OSError, ShmError):
