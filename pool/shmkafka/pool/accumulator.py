@@ -48,7 +48,6 @@ from shmkafka.protocol.records import (
 )
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import RecordTooLargeError
-from shmkafka.shm.faultpoints import ARMED
 from shmkafka.shm.layout import (
     APPEND_VIEW,
     FIRST_STRIPE_LOCK,
@@ -122,7 +121,7 @@ class RecordAccumulator:
         # the drain in C (the Sender's; a kill point inside the drain needs the Python one)
         c_drain = fast_path if c_drain is None else c_drain
         self._drain_fast = None
-        if c_drain and "drain.after_shrink" not in ARMED:
+        if c_drain and "drain.after_shrink" not in faultpoints.ARMED:
             self._drain_fast = self._fast or fast_path_for(pool)
         self._states = PartitionStates(pool, self._deactivate)
 
