@@ -12,6 +12,7 @@ import pytest
 
 from shmkafka import __version__
 from shmkafka.cli import COMMANDS, main
+from shmkafka.pool.accumulator import RecordAccumulator
 from shmkafka.pool.shared_pool import SharedPool
 
 
@@ -91,6 +92,9 @@ def test_without_the_c_extension_the_first_use_warns_once(
     monkeypatch.setattr(fastpath, "FastAppend", None)
     monkeypatch.setattr(fastpath, "_warned_not_built", False)
     with caplog.at_level(logging.WARNING, logger="shmkafka.producer"):
+        # a Sender's drain does not warn (it sends nothing); a producer's first use does
+        assert RecordAccumulator(pool, fast_path=False, c_drain=True)._drain_fast is None
+        assert not caplog.records
         assert fastpath.fast_path_for(pool) is None
         assert fastpath.fast_path_for(pool) is None
     warned = [r.getMessage() for r in caplog.records if "C extension was not built" in r.message]

@@ -122,7 +122,7 @@ class RecordAccumulator:
         c_drain = fast_path if c_drain is None else c_drain
         self._drain_fast = None
         if c_drain and "drain.after_shrink" not in faultpoints.ARMED:
-            self._drain_fast = self._fast or fast_path_for(pool)
+            self._drain_fast = self._fast or fast_path_for(pool, for_sends=False)
         self._states = PartitionStates(pool, self._deactivate)
 
     @property

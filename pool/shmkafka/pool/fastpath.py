@@ -81,10 +81,11 @@ log = logging.getLogger("shmkafka.producer")
 _warned_not_built = False
 
 
-def fast_path_for(pool: SharedPool) -> FastAppend | None:
-    """The pool's C fast path, or None (not built, or ``SHMKAFKA_PURE_PYTHON``)."""
+def fast_path_for(pool: SharedPool, *, for_sends: bool = True) -> FastAppend | None:
+    """The pool's C fast path, or None (not built, or ``SHMKAFKA_PURE_PYTHON``). Only a
+    producer's (``for_sends``) warns once that it is not built: the Sender's drain is not."""
     global _warned_not_built
-    if FastAppend is None and not _warned_not_built and not native.turned_off():
+    if FastAppend is None and for_sends and not _warned_not_built and not native.turned_off():
         _warned_not_built = True
         log.warning(
             "shmkafka's C extension was not built (a pure-Python wheel, or no C compiler at "
