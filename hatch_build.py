@@ -40,6 +40,7 @@ EXTENSIONS = (
             "_append_locks.c",
             "_append_write.c",
             "_append_drain.c",
+            "_append_post.c",
         ),
         (),
     ),

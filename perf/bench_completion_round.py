@@ -2,7 +2,7 @@
 result round, apart from the kernel's wake.
 
     .venv/bin/python perf/bench_completion_round.py [--records 5] [--partitions 5]
-        [--rounds 2000]
+        [--rounds 2000] [--python-drain]
 
 Each round sends ``--records`` records spread over ``--partitions`` partitions (a batch
 each, as a paced process's tick of keyed records), has this process play the Sender (seal
@@ -11,7 +11,8 @@ waits until the completion thread resolved every future. It prints µs per round
 3). Its instructions are stable where its time is not: run it under ``valgrind
 --tool=callgrind --separate-threads=yes`` with ``--rounds 0`` and with ``--rounds N``, and
 take the completion thread's (the second file's) instructions per round by difference
-(3N rounds).
+(3N rounds). The first file (this main thread, the Sender's side) gives the drain's cost the
+same way, in C and with ``--python-drain``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=5, help="records per round")
     parser.add_argument("--partitions", type=int, default=5, help="batches per round")
     parser.add_argument("--rounds", type=int, default=2000)
+    parser.add_argument(
+        "--python-drain", action="store_true", help="drain in Python (the Sender drains in C)"
+    )
     args = parser.parse_args()
     name = f"benchcompl{os.getpid()}"
     client = Client(name, {}, pool_config=PoolConfig(max_partitions=16), start_sender=False)
@@ -45,7 +49,8 @@ def main() -> None:
         pool = client.pool
         with pool.locks.held(DIRECTORY_LOCK):
             pool.directory.publish({TOPIC: [PartitionLeader(1, 0)] * args.partitions})
-        sender = RecordAccumulator(pool, fast_path=False)  # (the Sender's side)
+        # (the Sender's side: appends in Python, drains in C)
+        sender = RecordAccumulator(pool, fast_path=False, c_drain=not args.python_drain)
         deques = [e.deque_id for e in pool.directory.snapshot().topics[TOPIC]]
         _round(client, sender, deques, args.records)  # the thread started, caches warm
         if args.rounds:

@@ -22,6 +22,7 @@ SOURCES = (
     "_append_setup.c",
     "_append_write.c",
     "_append_drain.c",
+    "_append_post.c",
     "_append_internal.h",
 )
 
@@ -97,6 +98,15 @@ def expected(layout: Layout, slot: int) -> dict[str, int]:
         "slab_size": layout.slab_at(1) - layout.slab_at(0),
         "max_run": config.batch_size // config.slab_size,
         "batch_max_records": config.batch_max_records,
+        "slots_high_at": L.H_SLOTS_HIGH,
+        "max_processes": config.max_processes,
+        "slots_at": layout.slot_at(0),
+        "slot_size": layout.slot_at(1) - layout.slot_at(0),
+        "s_ring_head": L.S_RING_HEAD,
+        "s_ring_tail": L.S_RING_TAIL,
+        "ring_at": layout.ring_entry_at(slot, 0) - layout.slot_at(slot),
+        "ring_capacity": min(config.num_slabs, L.RING_CAP),
+        "ring_entry_size": layout.ring_entry_at(0, 1) - layout.ring_entry_at(0, 0),
     }
 
 

@@ -1,6 +1,7 @@
 """The C append and its Python twin, driven side by side: two pools made equal, random
-sequences of sends (keyed by murmur2, or to a partition), drains, completions, allocations
-that fragment the memory, run hints and wake settings; the C append (``FastAppend.send_kv``)
+sequences of sends (keyed by murmur2, or to a partition), drains, completions (their results
+posted to the appenders' rings, some set full or damaged), allocations that fragment the
+memory, run hints and wake settings; the C append (``FastAppend.send_kv``)
 on one pool and the Python reference (``RecordAccumulator.append_to`` without C) on the
 other. After every step the two segments hold the same bytes, but for what is each pool's
 own (its creation time) and a lock's owner record never taken (0) or released (-1): the
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,7 +28,17 @@ from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE
 from shmkafka.protocol.hashing import murmur2_partition
 from shmkafka.shm.config import SLAB_SIZE, PoolConfig
 from shmkafka.shm.errors import BufferExhaustedError
-from shmkafka.shm.layout import H_ALLOC_CURSOR, H_SENDER_LINGER, H_SENDER_WAKE_AT, LOCK
+from shmkafka.shm.layout import (
+    H_ALLOC_CURSOR,
+    H_SENDER_LINGER,
+    H_SENDER_WAKE_AT,
+    H_SLOTS_HIGH,
+    LOCK,
+    S_RING_HEAD,
+    S_RING_TAIL,
+    U64,
+)
+from shmkafka.shm.rings import Completion
 
 PARTITIONS = 3
 CONFIGS = {
@@ -170,13 +181,46 @@ def _drain(t: Twins, partition: int, many: bool, max_bytes: int) -> str:
     return f"drain {chosen} up to {max_bytes} B: {[b.batch_id for b in got[0]]}"
 
 
-def _complete(t: Twins) -> str:
+def _complete(t: Twins, post: bool, appenders: int, high: int) -> str:
+    """The oldest drained batch completed; ``post``: its result posted first to the rings
+    of its appenders (as the Sender posts: in C on one pool, ``FastAppend.post_result``,
+    and by ``CompletionRings.post_to`` on the other). ``appenders`` (bits) join the
+    batch's own appender set and the slots' high mark is ``high``: rings no process
+    reads, to fill."""
     if not t.drained:
         return "nothing to complete"
     a, b = t.drained.pop(0)
+    posted = []
+    if post:
+        for pool, acc, drained in ((t.c, t.acc_c, a), (t.py, t.acc_py, b)):
+            own = int.from_bytes(drained.info.appenders_raw, "little")
+            raw = (own | appenders).to_bytes(len(drained.info.appenders_raw), "little")
+            batch = replace(drained, info=drained.info._replace(appenders_raw=raw))
+            pool.segment.store_u32(H_SLOTS_HIGH, high)
+            acc.defer_wakes(True)
+            posted.append(acc.post_completion(batch, Completion(a.batch_id, 1, 7, -1, -1, 0)))
+            acc.defer_wakes(False)
+        assert posted[0] == posted[1], "the twins found different rings full"
     t.acc_c.complete(a)
     t.acc_py.complete(b)
-    return f"complete {a.batch_id}"
+    return f"complete {a.batch_id}" + (f", posted (full: {posted[0]})" if post else "")
+
+
+def _ring(t: Twins, slot: int, room: int) -> str:
+    """Slot ``slot``'s ring given ``room`` free entries (its indexes set: 0 full, a
+    negative room past full, more than the capacity a head past the tail)."""
+    for pool in (t.c, t.py):
+        at = pool.layout.slot_at(slot)
+        head = U64.unpack_from(pool.segment.buf, at + S_RING_HEAD)[0] + 32
+        pool.segment.store_u64(at + S_RING_HEAD, head)
+        pool.segment.store_u64(at + S_RING_TAIL, head + pool.layout.ring_capacity - room)
+    return f"ring of slot {slot}: room {room}"
+
+
+def _poll(t: Twins, slot: int) -> str:
+    got = [pool.rings.poll(slot) for pool in (t.c, t.py)]
+    assert got[0] == got[1]
+    return f"poll slot {slot}: {len(got[0])} results"
 
 
 def _hold(t: Twins, slabs: int) -> str:
@@ -219,7 +263,9 @@ STEPS = st.one_of(
               st.sampled_from([10, 900, 5_000, 15_000, 16_300, 30_000]), st.booleans()),
     st.tuples(st.just("drain"), st.integers(0, PARTITIONS - 1), st.booleans(),
               st.sampled_from([1 << 20, 1, 1_000, 6_000, 20_000])),
-    st.tuples(st.just("complete")),
+    st.tuples(st.just("complete"), st.booleans(), st.integers(0, 15), st.integers(0, 5)),
+    st.tuples(st.just("poll"), st.integers(0, 3)),
+    st.tuples(st.just("ring"), st.integers(0, 3), st.sampled_from([-1, 0, 1, 20])),
     st.tuples(st.just("hold"), st.integers(1, 3)),
     st.tuples(st.just("free"), st.integers(0, 5)),
     st.tuples(st.just("settings"), st.integers(0, PARTITIONS - 1), st.integers(1, 4),
@@ -257,7 +303,11 @@ def test_the_c_append_and_its_python_twin_leave_the_same_bytes(
         elif kind == "drain":
             done = _drain(t, *args)  # type: ignore[arg-type]
         elif kind == "complete":
-            done = _complete(t)
+            done = _complete(t, *args)  # type: ignore[arg-type]
+        elif kind == "poll":
+            done = _poll(t, args[0])  # type: ignore[arg-type]
+        elif kind == "ring":
+            done = _ring(t, *args)  # type: ignore[arg-type]
         elif kind == "hold":
             done = _hold(t, args[0])  # type: ignore[arg-type]
         elif kind == "free":

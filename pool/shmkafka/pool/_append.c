@@ -391,6 +391,14 @@ PyDoc_STRVAR(FastAppend_drain_first__doc__,
 "(room < 0: no limit), 3 the stripe is busy, 4 the batch names another\n"
 "deque (Python's cases).");
 
+PyDoc_STRVAR(FastAppend_post_result__doc__,
+"post_result(appenders, entry)\n--\n\n"
+"The Sender's posting of one batch's result (CompletionRings.post_to's C\n"
+"twin, _append_post.c): entry, packed by rings.ring_entry, into the ring\n"
+"of every slot in the appender set (the descriptor's bytes) below the\n"
+"slots' high mark, lowest first; (slots posted to, slots whose ring was\n"
+"full). The caller wakes the slots posted to.");
+
 PyDoc_STRVAR(FastAppend_offsets__doc__,
 "offsets($self, /)\n"
 "--\n"
@@ -422,6 +430,8 @@ static PyMethodDef FastAppend_methods[] = {
      METH_FASTCALL, FastAppend_send_kv__doc__},
     {"drain_first", (PyCFunction)(void (*)(void))FastAppend_drain_first,
      METH_FASTCALL, FastAppend_drain_first__doc__},
+    {"post_result", (PyCFunction)(void (*)(void))FastAppend_post_result,
+     METH_FASTCALL, FastAppend_post_result__doc__},
     {"offsets", (PyCFunction)FastAppend_offsets, METH_NOARGS,
      FastAppend_offsets__doc__},
     {"close", (PyCFunction)FastAppend_close, METH_NOARGS,

@@ -92,6 +92,10 @@ typedef struct FastAppend {
     Py_ssize_t freemap_at, num_slabs, slabs_at, slab_size;
     /* a batch grows to max_run slabs and batch_max_records records (0: any) */
     Py_ssize_t max_run, batch_max_records;
+    /* process slots' completion rings (_append_post.c) */
+    Py_ssize_t slots_high_at, max_processes, slots_at, slot_size;
+    Py_ssize_t s_ring_head, s_ring_tail, ring_at, ring_capacity;
+    Py_ssize_t ring_entry_size;
     /* Not the map: the record batch header a batch reserves, and us. */
     Py_ssize_t record_batch_header;
     int32_t slot, pid;
@@ -217,6 +221,10 @@ int append_kvh(FastAppend *self, Py_ssize_t deque_id, int64_t version,
 
 /* _append_drain.c: the Sender's drain of one deque's first batch. */
 PyObject *FastAppend_drain_first(FastAppend *self, PyObject *const *args,
+                                 Py_ssize_t nargs);
+
+/* _append_post.c: the Sender's posting of a batch's result to its rings. */
+PyObject *FastAppend_post_result(FastAppend *self, PyObject *const *args,
                                  Py_ssize_t nargs);
 
 #endif

@@ -80,6 +80,15 @@ static const LayoutField layout_fields[] = {
     LAYOUT_FIELD(slab_size),
     LAYOUT_FIELD(max_run),
     LAYOUT_FIELD(batch_max_records),
+    LAYOUT_FIELD(slots_high_at),
+    LAYOUT_FIELD(max_processes),
+    LAYOUT_FIELD(slots_at),
+    LAYOUT_FIELD(slot_size),
+    LAYOUT_FIELD(s_ring_head),
+    LAYOUT_FIELD(s_ring_tail),
+    LAYOUT_FIELD(ring_at),
+    LAYOUT_FIELD(ring_capacity),
+    LAYOUT_FIELD(ring_entry_size),
 };
 
 #define N_LAYOUT_FIELDS Py_ARRAY_LENGTH(layout_fields)

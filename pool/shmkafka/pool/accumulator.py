@@ -57,7 +57,7 @@ from shmkafka.shm.layout import (
     OPEN,
     SEALED,
 )
-from shmkafka.shm.rings import Completion, SenderView
+from shmkafka.shm.rings import Completion, SenderView, ring_entry
 
 log = logging.getLogger("shmkafka.producer")
 
@@ -482,17 +482,16 @@ class RecordAccumulator:
         """Post one result to every process that appended to the batch, then wake them
         (at once, or when ``defer_wakes(False)`` ends a run of posts). Returns the slots
         whose ring was full (the Sender retries them later)."""
-        full = []
-        rings = self.pool.rings
-        slots = self.pool.slots.high()  # (a corrupt appender set names no others)
-        for slot in sorted(s for s in batch.info.appenders if s < slots):
-            if rings.post(slot, completion):
-                if self._deferred is None:
-                    rings.wake(slot)
-                else:
-                    self._deferred.add(slot)
-            else:
-                full.append(slot)
+        entry = ring_entry(completion)
+        if self._drain_fast is not None:  # (the Sender's: in C, as it drains)
+            posted, full = self._drain_fast.post_result(batch.info.appenders_raw, entry)
+        else:
+            posted, full = self.pool.rings.post_to(batch.info.appenders_raw, entry)
+        if self._deferred is not None:
+            self._deferred.update(posted)
+        else:
+            for slot in posted:
+                self.pool.rings.wake(slot)
         return full
 
     def defer_wakes(self, defer: bool) -> None:

@@ -17,7 +17,16 @@ from typing import NamedTuple
 
 import posix_ipc
 
-from shmkafka.shm.layout import ALL_DELTAS, RING_ENTRY, S_RING_HEAD, S_RING_TAIL, U64, Layout
+from shmkafka.shm.layout import (
+    ALL_DELTAS,
+    H_SLOTS_HIGH,
+    RING_ENTRY,
+    S_RING_HEAD,
+    S_RING_TAIL,
+    U32,
+    U64,
+    Layout,
+)
 from shmkafka.shm.segment import Segment, semaphore_name
 
 DELIVERY_TIMEOUT = -100  # delivery.timeout.ms passed before the batch was acknowledged
@@ -94,28 +103,37 @@ class CompletionRings:
 
     def post(self, slot: int, completion: Completion) -> bool:
         """Sender side: append one result; False if the ring is full."""
+        return self.post_entry(slot, ring_entry(completion))
+
+    def post_entry(self, slot: int, entry: bytes) -> bool:
+        """``post`` of a result packed by ``ring_entry``."""
         at, head, tail = self._indexes(slot)
         if tail - head >= self.layout.ring_capacity:
             return False
-        view = completion.view or NOT_SENT
-        RING_ENTRY.pack_into(
-            self.segment.buf,
-            self.layout.ring_entry_at(slot, tail),
-            completion.batch_id,
-            completion.generation,
-            completion.base_offset,
-            completion.log_append_time,
-            completion.log_start_offset,
-            completion.error_code,
-            min(view.attempts, 0xFFFF),
-            completion.first_delta,
-            completion.last_delta,
-            view.node_id,
-            _clamp(view.queued_ms),
-            _clamp(view.request_ms),
-        )
-        self.segment.store_u64(at + S_RING_TAIL, tail + 1)
+        start = self.layout.ring_entry_at(slot, tail)
+        self.segment.buf[start : start + RING_ENTRY.size] = entry
+        self.segment.store_u64(at + S_RING_TAIL, tail + 1)  # (publish last)
         return True
+
+    def post_to(self, appenders: bytes, entry: bytes) -> tuple[list[int], list[int]]:
+        """Sender side: one result (packed by ``ring_entry``) to every process slot of a
+        batch's appender set below the slots' high mark, lowest first: the slots posted to
+        (to wake) and those whose ring was full. The twin of ``FastAppend.post_result``
+        (pool/_append_post.c)."""
+        posted: list[int] = []
+        full: list[int] = []
+        high = min(
+            U32.unpack_from(self.segment.buf, H_SLOTS_HIGH)[0], self.layout.config.max_processes
+        )
+        bits = int.from_bytes(appenders, "little")
+        while bits:
+            low = bits & -bits
+            slot = low.bit_length() - 1
+            if slot >= high:
+                break
+            (posted if self.post_entry(slot, entry) else full).append(slot)
+            bits ^= low
+        return posted, full
 
     def wake(self, slot: int) -> None:
         self.semaphore(slot).release()
@@ -146,6 +164,25 @@ class CompletionRings:
     def pending(self, slot: int) -> int:
         _, head, tail = self._indexes(slot)
         return int(tail - head)
+
+
+def ring_entry(completion: Completion) -> bytes:
+    """A result as a ring holds it (RING_ENTRY), packed once for every ring it goes to."""
+    view = completion.view or NOT_SENT
+    return RING_ENTRY.pack(
+        completion.batch_id,
+        completion.generation,
+        completion.base_offset,
+        completion.log_append_time,
+        completion.log_start_offset,
+        completion.error_code,
+        min(view.attempts, 0xFFFF),
+        completion.first_delta,
+        completion.last_delta,
+        view.node_id,
+        _clamp(view.queued_ms),
+        _clamp(view.request_ms),
+    )
 
 
 def _clamp(ms: int) -> int:

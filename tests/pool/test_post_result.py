@@ -1,0 +1,130 @@
+"""The Sender's posting of a result to its appenders' rings: ``FastAppend.post_result`` (C)
+and its twin ``CompletionRings.post_to`` (Python), each on its own pool made alike, at the
+edges of a ring's room, the slots' high mark and the appender set. Both must post to the
+same slots, name the same full ones, and leave the same bytes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from shmkafka.pool import fastpath
+from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.shm.config import SLAB_SIZE, PoolConfig
+from shmkafka.shm.layout import H_SLOTS_HIGH, RING_ENTRY, S_RING_HEAD, S_RING_TAIL, U64
+from shmkafka.shm.rings import Completion, SenderView, ring_entry
+
+pytestmark = pytest.mark.skipif(fastpath.FastAppend is None, reason="C fast path not built")
+
+CONFIG = PoolConfig(buffer_memory=16 * SLAB_SIZE, max_topics=2, max_partitions=4,
+                    max_processes=12, lock_stripes=2)  # fmt: skip
+CAPACITY = 16  # (a ring holds min(num_slabs, RING_CAP) entries)
+CREATED_MS = slice(56, 64)
+ENTRY = ring_entry(Completion(5, 2, 1_000, -1, 7, 0, 0, 3, SenderView(2, 1, 4, 3)))
+
+
+@pytest.fixture
+def pools() -> Iterator[tuple[SharedPool, SharedPool]]:
+    made = [SharedPool.open(f"post{uuid.uuid4().hex[:12]}", CONFIG) for _ in range(2)]
+    yield made[0], made[1]
+    for pool in made:
+        pool.destroy()
+
+
+def _indexes(pool: SharedPool, slot: int) -> tuple[int, int]:
+    at = pool.layout.slot_at(slot)
+    head = U64.unpack_from(pool.segment.buf, at + S_RING_HEAD)[0]
+    return head, U64.unpack_from(pool.segment.buf, at + S_RING_TAIL)[0]
+
+
+def _set_ring(pool: SharedPool, slot: int, head: int, tail: int) -> None:
+    at = pool.layout.slot_at(slot)
+    pool.segment.store_u64(at + S_RING_HEAD, head)
+    pool.segment.store_u64(at + S_RING_TAIL, tail)
+
+
+def _bytes(pool: SharedPool) -> bytearray:
+    data = bytearray(pool.segment.buf[: pool.layout.size])
+    data[CREATED_MS] = bytes(8)  # (each pool's own)
+    return data
+
+
+def _post_both(
+    pools: tuple[SharedPool, SharedPool], appenders: set[int], high: int,
+    rings: dict[int, tuple[int, int]],
+) -> tuple[list[int], list[int]]:  # fmt: skip
+    """The same post on both pools (C on the first): its result, checked equal."""
+    raw = sum(1 << s for s in appenders).to_bytes(pools[0].layout.appenders_size, "little")
+    results = []
+    for pool in pools:
+        pool.segment.store_u32(H_SLOTS_HIGH, high)
+        for slot, (head, tail) in rings.items():
+            _set_ring(pool, slot, head, tail)
+    fast = fastpath.fast_path_for(pools[0])
+    assert fast is not None
+    try:
+        results.append(fast.post_result(raw, ENTRY))
+    finally:
+        fast.close()
+    results.append(pools[1].rings.post_to(raw, ENTRY))
+    assert results[0] == results[1]
+    assert _bytes(pools[0]) == _bytes(pools[1])
+    return results[0]
+
+
+@pytest.mark.parametrize(
+    ("room", "posted"),
+    [(CAPACITY, True), (1, True), (0, False), (-1, False), (CAPACITY + 4, True)],
+    ids=["empty", "one-left", "full", "past-full", "head-past-tail"],
+)
+def test_a_ring_takes_an_entry_while_it_has_room(
+    pools: tuple[SharedPool, SharedPool], room: int, posted: bool
+) -> None:
+    head = 1_000 + 7  # (an index that wraps: the entry goes to head + used mod capacity)
+    tail = head + CAPACITY - room
+    done, full = _post_both(pools, {3}, 12, {3: (head, tail)})
+    assert (done, full) == (([3], []) if posted else ([], [3]))
+    assert _indexes(pools[0], 3) == (head, tail + 1 if posted else tail)
+    if posted:
+        at = pools[0].layout.ring_entry_at(3, tail)
+        assert bytes(pools[0].segment.buf[at : at + RING_ENTRY.size]) == ENTRY
+        if room <= CAPACITY:  # (a damaged ring, head past tail, is written but never read)
+            assert pools[0].rings.poll(3)[-1].base_offset == 1_000
+
+
+def test_every_appender_below_the_high_mark_lowest_first(
+    pools: tuple[SharedPool, SharedPool],
+) -> None:
+    appenders = {0, 2, 7, 8, 9, 11}
+    rings = dict.fromkeys(range(12), (0, 0)) | {8: (0, CAPACITY)}  # (8's ring is full)
+    done, full = _post_both(pools, appenders, 10, rings)
+    assert (done, full) == ([0, 2, 7, 9], [8])  # (11: at or past the high mark of 10)
+    for slot in range(12):
+        expected = 1 if slot in done else (CAPACITY if slot == 8 else 0)
+        assert _indexes(pools[0], slot)[1] == expected
+
+
+def test_the_high_mark_is_bounded_by_max_processes(pools: tuple[SharedPool, SharedPool]) -> None:
+    done, full = _post_both(pools, {1, 11}, 10**6, {1: (0, 0), 11: (0, 0)})
+    assert (done, full) == ([1, 11], [])
+
+
+def test_bad_arguments_are_refused_before_anything_is_written(
+    pools: tuple[SharedPool, SharedPool],
+) -> None:
+    fast = fastpath.fast_path_for(pools[0])
+    assert fast is not None
+    try:
+        before = bytes(pools[0].segment.buf[: pools[0].layout.size])
+        raw = bytes(pools[0].layout.appenders_size)
+        with pytest.raises(ValueError, match="'entry' is 3 bytes"):
+            fast.post_result(raw, b"abc")
+        with pytest.raises(ValueError, match="'appenders' is 1 bytes"):
+            fast.post_result(b"\x01", ENTRY)
+        with pytest.raises(TypeError, match="must be bytes"):
+            fast.post_result(bytearray(raw), ENTRY)  # type: ignore[arg-type]
+        assert bytes(pools[0].segment.buf[: pools[0].layout.size]) == before
+    finally:
+        fast.close()
