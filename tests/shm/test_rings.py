@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import time
 from typing import Any
 
+import pytest
+
 from shmkafka.pool.accumulator import RecordAccumulator
 from shmkafka.pool.shared_pool import SharedPool
+from shmkafka.shm.layout import S_RING_TAIL, U64
 from shmkafka.shm.rings import Completion, SenderView
 from tests.appending import append
 from tests.conftest import publish
@@ -35,6 +39,24 @@ def test_a_poll_across_the_end_of_the_ring_keeps_the_order(pool: SharedPool) -> 
     assert all(rings.post(pool.slot, c) for c in wrapping)
     assert rings.poll(pool.slot) == wrapping
     assert rings.pending(pool.slot) == 0
+
+
+@pytest.mark.parametrize("past", [1, 1 << 40])
+def test_a_ring_with_damaged_indexes_is_skipped_not_read_without_bound(
+    pool: SharedPool, caplog: pytest.LogCaptureFixture, past: int
+) -> None:
+    """A tail more than the ring's capacity past the head (by one, or by 2**40 entries:
+    reading them would never end) is skipped with an error; the ring then works again."""
+    rings, at = pool.rings, pool.layout.slot_at(pool.slot)
+    assert rings.post(pool.slot, Completion(1, 1, 0, -1, 0, 0))
+    tail = U64.unpack_from(pool.segment.buf, at + S_RING_TAIL)[0]
+    pool.segment.store_u64(at + S_RING_TAIL, tail + pool.layout.ring_capacity + past - 1)
+    with caplog.at_level(logging.ERROR, logger="shmkafka.producer"):
+        assert rings.poll(pool.slot) == []
+    assert "damaged indexes" in caplog.text
+    assert rings.pending(pool.slot) == 0
+    assert rings.post(pool.slot, Completion(2, 1, 5, -1, 0, 0))
+    assert rings.poll(pool.slot) == [Completion(2, 1, 5, -1, 0, 0)]
 
 
 def test_a_completion_carries_the_senders_view(pool: SharedPool) -> None:

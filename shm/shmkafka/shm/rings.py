@@ -6,6 +6,9 @@ Rules:
 - ``post`` returns False when the ring is full: the Sender keeps the batch and posts later.
 - A completion's ``error_code`` is Kafka's (0 for success), or one of the local codes below,
   which no broker sends (Kafka's codes are >= -1).
+- A reader that finds more than a ring's capacity between head and tail (damaged indexes)
+  skips to the tail: what they span is not results, and reading it could take without
+  bound. A result lost so is failed by the liveness check (producer/liveness.py).
 - After posting, the Sender releases the slot's completion semaphore (``wake``); the
   process's completion thread waits on it with a timeout, so a missed wake costs at most
   one timeout, never a hang.
@@ -13,6 +16,7 @@ Rules:
 
 from __future__ import annotations
 
+import logging
 from typing import NamedTuple
 
 import posix_ipc
@@ -28,6 +32,8 @@ from shmkafka.shm.layout import (
     Layout,
 )
 from shmkafka.shm.segment import Segment, semaphore_name
+
+log = logging.getLogger("shmkafka.producer")
 
 DELIVERY_TIMEOUT = -100  # delivery.timeout.ms passed before the batch was acknowledged
 CORRUPT_DESCRIPTOR = -101  # the batch's descriptor was damaged in shared memory: not sent
@@ -142,6 +148,12 @@ class CompletionRings:
         """Reader side: take every posted result, oldest first."""
         at, head, tail = self._indexes(slot)
         if head == tail:
+            return []
+        if tail - head > self.layout.ring_capacity:  # (damaged: the Sender never overfills)
+            log.error("slot %d's completion ring has damaged indexes (head %d, tail %d): "
+                      "skipped; a record whose result is lost fails at the liveness check",
+                      slot, head, tail)  # fmt: skip
+            self.segment.store_u64(at + S_RING_HEAD, tail)
             return []
         out: list[Completion] = []
         buf, layout, size = self.segment.buf, self.layout, RING_ENTRY.size
