@@ -12,7 +12,7 @@ waits until the completion thread resolved every future. It prints µs per round
 --tool=callgrind --separate-threads=yes`` with ``--rounds 0`` and with ``--rounds N``, and
 take the completion thread's (the second file's) instructions per round by difference
 (3N rounds). The first file (this main thread, the Sender's side) gives the drain's cost the
-same way, in C and with ``--python-drain``.
+same way, in C and with ``--python-drain`` (the drain and the posting in Python).
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=5, help="batches per round")
     parser.add_argument("--rounds", type=int, default=2000)
     parser.add_argument(
-        "--python-drain", action="store_true", help="drain in Python (the Sender drains in C)"
+        "--python-drain",
+        action="store_true",
+        help="drain and post results in Python (the Sender does both in C)",
     )
     args = parser.parse_args()
     name = f"benchcompl{os.getpid()}"
@@ -49,7 +51,7 @@ def main() -> None:
         pool = client.pool
         with pool.locks.held(DIRECTORY_LOCK):
             pool.directory.publish({TOPIC: [PartitionLeader(1, 0)] * args.partitions})
-        # (the Sender's side: appends in Python, drains in C)
+        # (the Sender's side: appends in Python, drains and posts results in C)
         sender = RecordAccumulator(pool, fast_path=False, c_drain=not args.python_drain)
         deques = [e.deque_id for e in pool.directory.snapshot().topics[TOPIC]]
         _round(client, sender, deques, args.records)  # the thread started, caches warm

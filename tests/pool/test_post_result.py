@@ -75,22 +75,27 @@ def _post_both(
 
 
 @pytest.mark.parametrize(
-    ("room", "posted"),
-    [(CAPACITY, True), (1, True), (0, False), (-1, False), (CAPACITY + 4, True)],
-    ids=["empty", "one-left", "full", "past-full", "head-past-tail"],
-)
+    ("head", "tail", "posted"),
+    [(1_007, 1_007, True), (1_007, 1_007 + CAPACITY - 1, True), (1_007, 1_007 + CAPACITY, False),
+     (1_007, 1_007 + CAPACITY + 1, False), (1_007, 1_003, True), (0, 1 << 63, False),
+     ((1 << 63) + 10, 0, True), ((1 << 64) - 4, 1, True)],
+    ids=["empty", "one-left", "full", "past-full", "head-past-tail", "tail-2**63-past",
+         "head-2**63-past", "tail-wrapped"],
+)  # fmt: skip
 def test_a_ring_takes_an_entry_while_it_has_room(
-    pools: tuple[SharedPool, SharedPool], room: int, posted: bool
+    pools: tuple[SharedPool, SharedPool], head: int, tail: int, posted: bool
 ) -> None:
-    head = 1_000 + 7  # (an index that wraps: the entry goes to head + used mod capacity)
-    tail = head + CAPACITY - room
+    """A ring is full when tail - head, as unbounded ints, is at least its capacity: a
+    tail 2**63 past the head is full, a head past the tail (damaged, or a tail that
+    wrapped past 2**64) has room. (1_007: an index that wraps, the entry at tail mod
+    capacity.)"""
     done, full = _post_both(pools, {3}, 12, {3: (head, tail)})
     assert (done, full) == (([3], []) if posted else ([], [3]))
-    assert _indexes(pools[0], 3) == (head, tail + 1 if posted else tail)
+    assert _indexes(pools[0], 3) == (head, (tail + 1) % (1 << 64) if posted else tail)
     if posted:
         at = pools[0].layout.ring_entry_at(3, tail)
         assert bytes(pools[0].segment.buf[at : at + RING_ENTRY.size]) == ENTRY
-        if room <= CAPACITY:  # (a damaged ring, head past tail, is written but never read)
+        if 0 <= tail - head < CAPACITY:  # (a damaged ring is written, not read)
             assert pools[0].rings.poll(3)[-1].base_offset == 1_000
 
 
@@ -107,7 +112,8 @@ def test_every_appender_below_the_high_mark_lowest_first(
 
 
 def test_the_high_mark_is_bounded_by_max_processes(pools: tuple[SharedPool, SharedPool]) -> None:
-    done, full = _post_both(pools, {1, 11}, 10**6, {1: (0, 0), 11: (0, 0)})
+    # (bits 12..63 of the appender set's 8 bytes name no slot: max_processes is 12)
+    done, full = _post_both(pools, {1, 11, 12, 40, 63}, 10**6, {1: (0, 0), 11: (0, 0)})
     assert (done, full) == ([1, 11], [])
 
 

@@ -17,16 +17,18 @@
 #include "_append_internal.h"
 
 /* One entry into the ring of `slot`; 0 if it is full. A head past the tail
- * (damaged) counts as room, as in Python's tail - head >= capacity. */
+ * (damaged) counts as room, as Python's tail - head >= capacity (unbounded
+ * ints: negative) has it; so the full test is on a tail at or past the head. */
 static int
 post_one(FastAppend *self, Py_ssize_t slot, const char *entry)
 {
     char *at = ((char *)self->view.buf + self->slots_at
                 + slot * self->slot_size);
-    uint64_t head = rd64(at + self->s_ring_head);
+    uint64_t head = __atomic_load_n((uint64_t *)(void *)(at + self->s_ring_head),
+                                    __ATOMIC_ACQUIRE);  /* the reader's */
     uint64_t tail = rd64(at + self->s_ring_tail);
 
-    if ((int64_t)(tail - head) >= (int64_t)self->ring_capacity) {
+    if (tail >= head && tail - head >= (uint64_t)self->ring_capacity) {
         return 0;
     }
     Py_ssize_t index = (Py_ssize_t)(tail % (uint64_t)self->ring_capacity);
@@ -89,7 +91,9 @@ FastAppend_post_result(FastAppend *self, PyObject *const *args,
     if (posted == NULL || full == NULL) {
         goto error;
     }
-    for (Py_ssize_t byte = 0; byte * 8 < high; byte++) {
+    for (Py_ssize_t byte = 0; byte * 8 < high && byte < self->appenders_size;
+         byte++)
+    {
         for (int bit = 0; bits[byte] >> bit; bit++) {
             Py_ssize_t slot = byte * 8 + bit;
             if (!(bits[byte] >> bit & 1)) {
