@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,22 @@ def test_no_interpreter_at_all_is_a_clear_error(
         python_interpreter()
 
 
+CHILD_BOUND_S = 90  # (the child's send is bounded at 30 s; a child that hangs is killed)
+
+
+def _wait_child(pid: int, bound_s: float) -> int:
+    """The child's wait status, waited for up to ``bound_s``; then it is killed."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail(f"the forked child did not end within {bound_s} s: killed")
+
+
 def test_a_fork_without_pythons_hooks_gets_its_own_handle(tansu: Peer, pool_name: str) -> None:
     """libc's fork() called directly (holding the GIL, as an embedding server does): none of
     Python's at-fork hooks run, and the child must still not use the parent's handle."""
@@ -101,7 +119,7 @@ def test_a_fork_without_pythons_hooks_gets_its_own_handle(tansu: Peer, pool_name
             status = 0 if handle.pool.slot != parent_slot and metadata.offset > first.offset else 2
         finally:
             os._exit(status)
-    _, status = os.waitpid(pid, 0)
+    status = _wait_child(pid, CHILD_BOUND_S)
     try:
         assert os.waitstatus_to_exitcode(status) == 0
         assert producer.send(topic, b"parent2", key=b"k").get(30).offset == first.offset + 2
