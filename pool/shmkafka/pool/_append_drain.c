@@ -31,13 +31,6 @@ typedef struct {
     uint32_t tail_count;  /* (0: none) */
 } Drained;
 
-static inline char *
-batch_at(FastAppend *self, uint32_t batch_id)
-{
-    return ((char *)self->view.buf + self->batches_at
-            + (Py_ssize_t)batch_id * self->batch_stride);
-}
-
 /* Deques.pop_first: the ends moved past the first batch, in one store. */
 static void
 pop_first(FastAppend *self, char *deque, uint32_t first, uint32_t last)

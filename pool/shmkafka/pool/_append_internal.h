@@ -151,6 +151,14 @@ store_release64(char *p, uint64_t v)
     __atomic_store_n((uint64_t *)(void *)p, v, __ATOMIC_RELEASE);
 }
 
+/* Batch descriptor `batch_id` (layout.batch_at). */
+static inline char *
+batch_at(FastAppend *self, uint32_t batch_id)
+{
+    return ((char *)self->view.buf + self->batches_at
+            + (Py_ssize_t)batch_id * self->batch_stride);
+}
+
 /* Zigzag varint of a signed 64-bit value; returns bytes written (at most
  * 10). */
 static inline int

@@ -61,8 +61,7 @@ append_to_last(FastAppend *self, char *deque, int64_t timestamp,
         /* empty, or damaged ends (the Sender quarantines the deque) */
         return NEEDS_NEW_BATCH;
     }
-    char *batch = (buf + self->batches_at
-                   + (Py_ssize_t)batch_id * self->batch_stride);
+    char *batch = batch_at(self, batch_id);
     if (rd32(batch + self->b_state) != (uint32_t)self->open_state) {
         return NEEDS_NEW_BATCH;
     }
@@ -269,7 +268,7 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
     char *records = buf + self->slabs_at + slab * self->slab_size;
     copy_record(records + self->record_batch_header, head_bytes, n, pieces,
                 n_pieces);
-    char *batch = buf + self->batches_at + slab * self->batch_stride;
+    char *batch = batch_at(self, (uint32_t)slab);
     uint32_t generation = rd32(batch + self->b_generation) + 1;
     int16_t no_epoch = -1;
     wr32(batch + self->b_generation, generation);
@@ -306,8 +305,7 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
     int was_empty = first >= (uint32_t)self->num_slabs
                     || last >= (uint32_t)self->num_slabs;
     if (!was_empty) {
-        wr32(buf + self->batches_at + (Py_ssize_t)last * self->batch_stride
-             + self->b_next, (uint32_t)slab);
+        wr32(batch_at(self, last) + self->b_next, (uint32_t)slab);
     }
     /* publish: the batch is queued */
     store_release64(deque + self->d_ends,

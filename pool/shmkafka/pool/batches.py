@@ -59,6 +59,7 @@ from shmkafka.shm.layout import (
     U32,
     Layout,
 )
+from shmkafka.shm.rings import appender_slots
 from shmkafka.shm.segment import Segment
 
 _SET_BYTE = re.compile(rb"[^\x00]")
@@ -106,13 +107,7 @@ class BatchInfo(NamedTuple):
     @property
     def appenders(self) -> frozenset[int]:
         """The process slots that appended to the batch."""
-        bits = int.from_bytes(self.appenders_raw, "little")
-        out = []
-        while bits:
-            low = bits & -bits
-            out.append(low.bit_length() - 1)
-            bits ^= low
-        return frozenset(out)
+        return frozenset(appender_slots(self.appenders_raw))
 
 
 class Batches:

@@ -131,14 +131,10 @@ class CompletionRings:
         high = min(
             U32.unpack_from(self.segment.buf, H_SLOTS_HIGH)[0], self.layout.config.max_processes
         )
-        bits = int.from_bytes(appenders, "little")
-        while bits:
-            low = bits & -bits
-            slot = low.bit_length() - 1
+        for slot in appender_slots(appenders):
             if slot >= high:
                 break
             (posted if self.post_entry(slot, entry) else full).append(slot)
-            bits ^= low
         return posted, full
 
     def wake(self, slot: int) -> None:
@@ -176,6 +172,17 @@ class CompletionRings:
     def pending(self, slot: int) -> int:
         _, head, tail = self._indexes(slot)
         return int(tail - head)
+
+
+def appender_slots(appenders: bytes) -> list[int]:
+    """The process slots of a batch's appender set (layout.py's region 7b), lowest first."""
+    bits = int.from_bytes(appenders, "little")
+    slots = []
+    while bits:
+        low = bits & -bits
+        slots.append(low.bit_length() - 1)
+        bits ^= low
+    return slots
 
 
 def ring_entry(completion: Completion) -> bytes:
