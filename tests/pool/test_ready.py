@@ -78,6 +78,15 @@ def test_muted_partition_is_not_ready() -> None:
     assert ready([muted], {1}, CTX, 2000, lambda s: s is muted).ready_nodes == frozenset()
 
 
+def test_a_muted_partition_does_not_shorten_the_wait() -> None:
+    """A muted partition waits for an answer (which ends the Sender's poll), not for time:
+    it must not make every round return at once while it waits."""
+    muted, lingering = state(first_full=True), state(deque_id=1, created_ms=1995)
+    result = ready([muted, lingering], {1}, CTX, 2000, lambda s: s is muted)
+    assert result.ready_nodes == frozenset()
+    assert result.next_ready_check_delay_ms == 5  # the lingering one's, not 0
+
+
 def test_unknown_leader_asks_for_metadata() -> None:
     result = ready([state(leader=-1, topic="a"), state(leader=9, topic="b")], {1}, CTX, 5000)
     assert result.ready_nodes == frozenset()

@@ -274,3 +274,39 @@ def test_with_compression_threads_a_requests_batches_are_compressed_together(
             b"p%d r%d " % (part.index, i) * 40 for i in range(3)
         ]
     compressors.close()
+
+
+def test_a_partition_sends_to_one_node_at_a_time(make_rig: Callable[..., Rig]) -> None:
+    """A batch is written by its old leader and its answer held; the leader moves. Nothing
+    newer of its partition goes to the new leader until the old one's batch is answered:
+    newer batches written meanwhile would push it out of the broker's last five (the
+    producer state a broker keeps), and its retry would then be OUT_OF_ORDER, failing a
+    written record and resetting the producer (found by the soak: the records of the
+    batches behind it written twice, under the new producer id)."""
+    rig = make_rig(nodes=2, topics={"t": (1, 2)}, linger_ms=0)
+    (entry,) = rig.partitions("t")
+    producer = rig.sender.pool.producer_identity()
+    old = entry.leader
+    new = next(n for n in rig.cluster.node_ids if n != old)
+    rig.net.hold(old)
+    first = rig.handle.send("t", b"first", b"k", partition=0)
+    rig.round()
+    assert [node for node, _ in rig.produce_requests()] == [old]
+    assert rig.cluster.topics["t"][0].leader_log.leo == 1  # written, its answer held
+    rig.cluster.move_leader("t", 0, new)
+    rig.sender.metadata.request_update()
+    rig.until(lambda: (rig.handle.pool.directory.partitions("t") or [entry])[0].leader == new)
+    later = []
+    for i in range(8):  # more than the broker's last five, each its own batch
+        later.append(rig.handle.send("t", b"later %d" % i, b"k", partition=0))
+        rig.round(20)
+    assert [node for node, _ in rig.produce_requests()] == [old]  # held behind the first
+    rig.net.disconnect(old)  # the first's answer is lost: its fate is unknown
+    rig.net.held.clear()
+    rig.until(lambda: not rig.sender.busy(), advance_ms=20)
+    assert first.get(5).offset == 0  # the new leader recognised it: DUPLICATE_SEQUENCE_NUMBER
+    assert [f.get(5).offset for f in later] == list(range(1, 9))
+    log = rig.cluster.topics["t"][0].leader_log
+    assert log.leo == 9  # each record once
+    assert rig.sender.pool.producer_identity() == producer  # no reset
+    assert not rig.sender.idempotence.reset_pending

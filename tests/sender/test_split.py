@@ -68,7 +68,7 @@ def _send(sender: Sender, deque_id: int, sequence: int) -> DrainedBatch:
     meta = sender.idempotence.meta(batch, sender.pool.producer_identity())
     assert meta.base_sequence == sequence
     sender.accumulator.finalize(batch, meta)
-    sender.idempotence.sent(batch, meta)
+    sender.idempotence.sent(batch, meta, 1)
     sender.accumulator.mark_in_flight(batch)
     return sender.accumulator.refresh(batch)
 

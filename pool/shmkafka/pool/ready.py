@@ -9,7 +9,8 @@ Rules:
 - A partition is sendable when its first batch is full (or more than one batch is queued),
   has waited ``linger.ms`` (``retry.backoff`` for a retry; at most EXHAUSTED_LINGER_MS
   while the BufferPool has waiters), a flush is in progress, or the pool is closing. It
-  makes its leader ready unless it is backing off or muted. A partition without a known
+  makes its leader ready unless it is backing off or muted (it waits for an answer: its
+  in-flight bound, its node, its transaction). A partition without a known
   leader names its topic for a metadata refresh.
 - Only sendable partitions are drained (the Java client drains every partition of a ready
   node: with batches that grow, that sends each partition's batch at the size it had when
@@ -114,11 +115,13 @@ def ready(
         time_to_wait = backoff if state.attempts > 0 else linger
         expired = waited >= time_to_wait
         sendable = state.first_full or expired or ctx.flushing or ctx.closing
-        if sendable and not backing_off and not muted(state):
+        if not sendable or backing_off:
+            next_check = min(next_check, max(0, time_to_wait - waited))
+        elif not muted(state):
             ready_nodes.add(state.leader)
             sendable_deques.add(state.deque_id)
-        else:
-            next_check = min(next_check, max(0, time_to_wait - waited))
+        # (a muted partition waits for an answer, which ends the Sender's poll: it does not
+        # shorten the poll, as the Java client's ready() skips it)
     return ReadyCheckResult(
         frozenset(ready_nodes), next_check, frozenset(unknown), frozenset(sendable_deques)
     )

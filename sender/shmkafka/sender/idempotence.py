@@ -20,6 +20,12 @@ Rules:
   transaction fails, and the abort's new epoch resets them.
 - A retried batch goes alone (nothing else of its partition in flight), in sequence order;
   other batches go up to ``MAX_IN_FLIGHT_IDEMPOTENT`` per partition.
+- A partition's batches in flight are all on one node: while any is unanswered, nothing of
+  it goes to another (a new leader). A broker knows a producer's last five batches of a
+  partition; newer batches written by the new leader meanwhile would push an old one out,
+  and its retry, if the old leader wrote it and its answer was lost, would be answered
+  OUT_OF_ORDER: a written record failed, and a new producer id that writes the batches
+  queued behind it again.
 - A batch sent under another producer than the pool's (a durable pool's recovered batch,
   under the producer it was first sent by) holds its partition until it is answered: the
   broker orders each producer's batches alone, so a newer batch under the pool's producer
@@ -65,6 +71,7 @@ class Idempotence:
         self.config = config
         self.in_flight: dict[int, int] = defaultdict(int)  # deque id → batches in flight
         self._in_flight_sequences: dict[int, set[int]] = defaultdict(set)
+        self._in_flight_node: dict[int, int] = {}  # deque id → the node its batches went to
         # batches in flight under another producer than the pool's (recovered ones, sent
         # again under the producer they were first sent by): their partition sends nothing
         # else meanwhile, or a failure of theirs would let newer records pass them
@@ -77,9 +84,12 @@ class Idempotence:
 
     # ------------------------------------------------------------------ sending
 
-    def can_send(self, deque_id: int, attempts: int) -> bool:
-        """May the partition's first batch go now (in order, within the in-flight bound)?"""
+    def can_send(self, deque_id: int, attempts: int, leader: int) -> bool:
+        """May the partition's first batch go now to ``leader`` (in order, within the
+        in-flight bound, and to the node its batches in flight went to)?"""
         in_flight = self.in_flight[deque_id]
+        if in_flight and self._in_flight_node.get(deque_id, leader) != leader:
+            return False
         if attempts > 0:
             return in_flight == 0  # a retry goes alone, in sequence order
         if self._foreign and deque_id in self._foreign.values():
@@ -104,15 +114,16 @@ class Idempotence:
             producer_id=producer[0], producer_epoch=producer[1], base_sequence=sequence,
         )  # fmt: skip
 
-    def sent(self, batch: DrainedBatch, meta: BatchMeta) -> None:
-        """The batch is in the request (its sequence stored by ``finalize``): a first send
-        moves the partition's next sequence past it."""
+    def sent(self, batch: DrainedBatch, meta: BatchMeta, node: int) -> None:
+        """The batch is in a request to ``node`` (its sequence stored by ``finalize``): a
+        first send moves the partition's next sequence past it."""
         deque_id = batch.info.deque_id
         if self.enabled and batch.info.base_sequence < 0:
             self.pool.deques.set_next_sequence(
                 deque_id, meta.base_sequence + batch.info.record_count
             )
         self.in_flight[deque_id] += 1
+        self._in_flight_node[deque_id] = node
         self._in_flight_sequences[deque_id].add(meta.base_sequence)
         if self.enabled and meta.producer_id != self.pool.producer_identity()[0]:
             self._foreign[batch.batch_id] = deque_id
@@ -121,6 +132,8 @@ class Idempotence:
         """Its response came (or its connection failed): no longer in flight."""
         deque_id = batch.info.deque_id
         self.in_flight[deque_id] -= 1
+        if not self.in_flight[deque_id]:
+            self._in_flight_node.pop(deque_id, None)
         self._in_flight_sequences[deque_id].discard(batch.info.base_sequence)
         self._foreign.pop(batch.batch_id, None)
 

@@ -295,17 +295,17 @@ class Sender:
     def _can_drain(self, state: Any) -> bool:
         if self.txn is not None and not self.txn.can_drain(state.topic, state.partition):
             return False
-        return self.idempotence.can_send(state.deque_id, state.attempts)
+        return self.idempotence.can_send(state.deque_id, state.attempts, state.leader)
 
     # ------------------------------------------------------------------ send
 
     def _send_produce(self, node: int, batches: list[DrainedBatch], now_ms: int) -> None:
         committer = self.pool.committer
         if committer is None:
-            by_topic = self._encode(batches)
+            by_topic = self._encode(node, batches)
         else:  # (a durable pool: the sequences are on the disk before the request leaves)
             with committer.held():
-                by_topic = self._encode(batches)
+                by_topic = self._encode(node, batches)
                 committer.commit_held()
         request = ProduceRequest(
             transactional_id=self.config.transactional_id,
@@ -321,7 +321,9 @@ class Sender:
         faultpoints.reached("sender.after_send")
         self.stats.produce_requests += 1
 
-    def _encode(self, batches: list[DrainedBatch]) -> dict[str, list[PartitionProduceData]]:
+    def _encode(
+        self, node: int, batches: list[DrainedBatch]
+    ) -> dict[str, list[PartitionProduceData]]:
         """Each batch's sequence (to shm first), header and records, by topic."""
         producer_id, epoch = self.pool.producer_identity()
         compressed = self._compress_ahead(batches)
@@ -339,7 +341,7 @@ class Sender:
             size = sum(len(part) for part in data)  # (header and records: never joined)
             self.stats.batch_bytes += size
             self.compression_ratio.observe(batch.info.write_pos, size)
-            self.idempotence.sent(batch, meta)
+            self.idempotence.sent(batch, meta, node)
             self.accumulator.mark_in_flight(batch)
             by_topic[batch.topic].append(
                 PartitionProduceData(batch.partition, data[0] if len(data) == 1 else data)
