@@ -20,6 +20,7 @@ from shmkafka.producer.client import Client
 from shmkafka.protocol.clock import ManualClock, monotonic_ms
 from shmkafka.protocol.compression import CompressionType
 from shmkafka.protocol.error_codes import ErrorCode
+from shmkafka.protocol.errors import KafkaError
 from shmkafka.protocol.messages import ProduceRequest
 from shmkafka.protocol.records import decode_batch
 from shmkafka.sender.compressors import Compressors
@@ -310,3 +311,32 @@ def test_a_partition_sends_to_one_node_at_a_time(make_rig: Callable[..., Rig]) -
     assert log.leo == 9  # each record once
     assert rig.sender.pool.producer_identity() == producer  # no reset
     assert not rig.sender.idempotence.reset_pending
+
+
+def test_a_batch_failed_as_corrupt_while_encoding_is_never_counted_in_flight(
+    make_rig: Callable[..., Rig],
+) -> None:
+    """A batch whose descriptor is found corrupt as its request is built is failed there:
+    the request's answer must not count it as answered too (that took the partition's
+    in-flight count below the batches really out, then to -1, and the Sender stayed busy
+    for good)."""
+    rig = make_rig(linger_ms=0)
+    rig.partitions("t")
+    rig.net.hold(1)
+    first = rig.handle.send("t", b"sound", b"k", partition=0)
+    rig.round()
+    second = rig.handle.send("t", b"damaged", b"k", partition=0)
+    pool = rig.sender.pool
+    (deque_id,) = {s.deque_id for s in rig.sender.accumulator.partition_states()}
+    (damaged,) = pool.deques.batch_ids(deque_id)
+    info = pool.batches.read(damaged)  # a record count larger than its bytes can hold
+    pool.batches.publish(damaged, info.write_pos, 1 << 20, info.max_timestamp, info.created_ms)
+    rig.round()
+    with pytest.raises(KafkaError, match="corrupt"):
+        second.get(5)
+    assert rig.sender.stats.errors == 1
+    assert rig.sender.idempotence.in_flight[deque_id] == 1  # the first, still out
+    rig.net.release(1)
+    rig.until(lambda: not rig.sender.busy())
+    assert first.get(5).offset == 0
+    assert rig.sender.idempotence.in_flight[deque_id] == 0

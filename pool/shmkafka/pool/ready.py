@@ -9,9 +9,9 @@ Rules:
 - A partition is sendable when its first batch is full (or more than one batch is queued),
   has waited ``linger.ms`` (``retry.backoff`` for a retry; at most EXHAUSTED_LINGER_MS
   while the BufferPool has waiters), a flush is in progress, or the pool is closing. It
-  makes its leader ready unless it is backing off or muted (it waits for an answer: its
-  in-flight bound, its node, its transaction). A partition without a known
-  leader names its topic for a metadata refresh.
+  makes its leader ready unless it is backing off or muted (its in-flight bound, its node,
+  its transaction: what it waits for ends the Sender's poll, or comes within MAX_POLL_MS).
+  A partition without a known leader names its topic for a metadata refresh.
 - Only sendable partitions are drained (the Java client drains every partition of a ready
   node: with batches that grow, that sends each partition's batch at the size it had when
   another partition's filled, and the batches never grow).
@@ -120,8 +120,8 @@ def ready(
         elif not muted(state):
             ready_nodes.add(state.leader)
             sendable_deques.add(state.deque_id)
-        # (a muted partition waits for an answer, which ends the Sender's poll: it does not
-        # shorten the poll, as the Java client's ready() skips it)
+        # (a muted partition waits for an answer or its transaction, not for a time: it does
+        # not shorten the Sender's poll, as the Java client's ready() skips it)
     return ReadyCheckResult(
         frozenset(ready_nodes), next_check, frozenset(unknown), frozenset(sendable_deques)
     )

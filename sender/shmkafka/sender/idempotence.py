@@ -21,11 +21,11 @@ Rules:
 - A retried batch goes alone (nothing else of its partition in flight), in sequence order;
   other batches go up to ``MAX_IN_FLIGHT_IDEMPOTENT`` per partition.
 - A partition's batches in flight are all on one node: while any is unanswered, nothing of
-  it goes to another (a new leader). A broker knows a producer's last five batches of a
-  partition; newer batches written by the new leader meanwhile would push an old one out,
-  and its retry, if the old leader wrote it and its answer was lost, would be answered
-  OUT_OF_ORDER: a written record failed, and a new producer id that writes the batches
-  queued behind it again.
+  it goes to another (a new leader); with idempotence off too, for the order. A broker
+  knows a producer's last five batches of a partition; newer batches written by the new
+  leader meanwhile would push an old one out, and its retry, if the old leader wrote it
+  and its answer was lost, would be answered OUT_OF_ORDER: a written record failed, and a
+  new producer id that writes the batches queued behind it again.
 - A batch sent under another producer than the pool's (a durable pool's recovered batch,
   under the producer it was first sent by) holds its partition until it is answered: the
   broker orders each producer's batches alone, so a newer batch under the pool's producer

@@ -118,9 +118,7 @@ class Sender:
         )
         self._pending: list[_Pending] = []
         self._to_free: list[DrainedBatch] = []  # finished, freed after a commit (durable)
-        self._next_quarantine_ms = 0
-        self._next_broker_stats_ms = 0
-        self._requests_published = 0
+        self._next_quarantine_ms = self._next_broker_stats_ms = self._requests_published = 0
         self._init_pid_in_flight = False
         self._bootstrap = [
             (-1 - i, host, port) for i, (host, port) in enumerate(config.bootstrap_addresses())
@@ -302,18 +300,19 @@ class Sender:
     def _send_produce(self, node: int, batches: list[DrainedBatch], now_ms: int) -> None:
         committer = self.pool.committer
         if committer is None:
-            by_topic = self._encode(node, batches)
+            by_topic, encoded = self._encode(node, batches)
         else:  # (a durable pool: the sequences are on the disk before the request leaves)
             with committer.held():
-                by_topic = self._encode(node, batches)
+                by_topic, encoded = self._encode(node, batches)
                 committer.commit_held()
+        if not encoded:
+            return  # (every batch was corrupt: failed already)
+        topics = tuple(TopicProduceData(t, tuple(p)) for t, p in by_topic.items())
         request = ProduceRequest(
-            transactional_id=self.config.transactional_id,
-            acks=self.config.acks,
-            timeout_ms=self.config.request_timeout_ms,
-            topic_data=tuple(TopicProduceData(t, tuple(p)) for t, p in by_topic.items()),
-        )
-        refreshed = [self.accumulator.refresh(b) for b in batches]
+            transactional_id=self.config.transactional_id, acks=self.config.acks,
+            timeout_ms=self.config.request_timeout_ms, topic_data=topics,
+        )  # fmt: skip
+        refreshed = [self.accumulator.refresh(b) for b in encoded]  # (what the request holds)
         handler = partial(self._on_produce, refreshed)
         self.network.send(
             node, request, handler, now_ms, expect_response=self.config.acks != 0
@@ -323,11 +322,13 @@ class Sender:
 
     def _encode(
         self, node: int, batches: list[DrainedBatch]
-    ) -> dict[str, list[PartitionProduceData]]:
-        """Each batch's sequence (to shm first), header and records, by topic."""
+    ) -> tuple[dict[str, list[PartitionProduceData]], list[DrainedBatch]]:
+        """Each batch's sequence (to shm first), header and records, by topic; and the
+        batches encoded (a corrupt one is failed here, and never counted in flight)."""
         producer_id, epoch = self.pool.producer_identity()
         compressed = self._compress_ahead(batches)
         by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
+        encoded: list[DrainedBatch] = []
         for batch in batches:
             problem = self.pool.batches.problem(batch.info, self.pool.deques_used(), HEADER_SIZE)
             if problem is not None:
@@ -348,7 +349,8 @@ class Sender:
             )
             self.stats.batches_sent += 1
             self.stats.records_sent += batch.info.record_count
-        return by_topic
+            encoded.append(batch)
+        return by_topic, encoded
 
     def _compress_ahead(self, batches: list[DrainedBatch]) -> dict[int, BatchParts]:
         """With compression threads, the records of every sound batch of the request,
