@@ -175,15 +175,21 @@ def test_a_retriable_error_after_the_delivery_timeout_fails_without_retry(
     assert len(rig.produce_requests()) == 1  # not sent again
 
 
+def _sent_and_held(rig: Rig, value: bytes) -> Any:
+    """One record sent to partition 0 of "t", its answer held by node 1."""
+    rig.partitions("t")
+    rig.net.hold(1)
+    future = rig.handle.send("t", value, b"k", partition=0)
+    rig.round()
+    return future
+
+
 def test_a_disconnect_between_two_in_flight_requests(make_rig: Callable[..., Rig]) -> None:
     """Two requests in flight on one connection; the first is answered, then the connection
     drops and the second's response is lost. The second batch is sent again, the broker
     recognises it (same producer id and sequence), and each record is written once."""
     rig = make_rig(linger_ms=0)
-    rig.partitions("t")
-    rig.net.hold(1)
-    first = rig.handle.send("t", b"a", b"k", partition=0)
-    rig.round()
+    first = _sent_and_held(rig, b"a")
     second = rig.handle.send("t", b"b", b"k", partition=0)
     rig.round()
     assert len(rig.produce_requests()) == 2 and rig.net.in_flight_count() == 2
@@ -321,10 +327,7 @@ def test_a_batch_failed_as_corrupt_while_encoding_is_never_counted_in_flight(
     in-flight count below the batches really out, then to -1, and the Sender stayed busy
     for good)."""
     rig = make_rig(linger_ms=0)
-    rig.partitions("t")
-    rig.net.hold(1)
-    first = rig.handle.send("t", b"sound", b"k", partition=0)
-    rig.round()
+    first = _sent_and_held(rig, b"sound")
     second = rig.handle.send("t", b"damaged", b"k", partition=0)
     pool = rig.sender.pool
     (deque_id,) = {s.deque_id for s in rig.sender.accumulator.partition_states()}
