@@ -9,16 +9,23 @@ import os
 import signal
 import stat
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from shmkafka import Producer
 from shmkafka.errors import PoolError
 from shmkafka.kafka import KafkaProducer
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.producer.supervisor import python_interpreter
 from shmkafka.protocol.errors import KafkaError
+from shmkafka.shm.layout import SLOT_TABLE_BYTE
+from shmkafka.shm.locks import KernelLock
 from tests.integration.kafka_io import cluster, unique_topic
 from tests.peers import Peer
 
@@ -125,3 +132,86 @@ def test_a_fork_without_pythons_hooks_gets_its_own_handle(tansu: Peer, pool_name
         assert producer.send(topic, b"parent2", key=b"k").get(30).offset == first.offset + 2
     finally:
         producer.close()
+
+
+@contextmanager
+def _held_across_the_fork(lock: AbstractContextManager[object]) -> Iterator[threading.Event]:
+    """Another thread of the parent holds ``lock`` while the caller forks (as the completion
+    thread may, queuing reports or claiming a slot); it lets go once the caller sets the
+    event it is given."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            holding.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert holding.wait(10)
+    try:
+        yield release
+    finally:
+        release.set()
+        thread.join(10)
+
+
+def test_a_fork_without_hooks_while_a_thread_holds_the_slot_table_lock(
+    tansu: Peer, pool_name: str
+) -> None:
+    """The child claims its slot under the pool's slot-table lock: the thread lock the parent
+    took it with, held at the fork by a thread that does not exist in the child, is not
+    the child's (it hung there for good: CI, stop 57)."""
+    topic = unique_topic("embedded")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
+    try:
+        first = producer.send(topic, b"parent", key=b"k").get(30)
+        table = KernelLock.for_segment(producer._handle.pool.segment, SLOT_TABLE_BYTE)
+        with _held_across_the_fork(table) as release:
+            pid = ctypes.PyDLL(None).fork()
+            if pid == 0:
+                status = 1
+                try:
+                    offset = producer.send(topic, b"child", key=b"k").get(30).offset
+                    status = 0 if offset == first.offset + 1 else 2
+                finally:
+                    os._exit(status)
+            release.set()
+        assert os.waitstatus_to_exitcode(_wait_child(pid, CHILD_BOUND_S)) == 0
+    finally:
+        producer.close()
+
+
+def test_a_confluent_producer_forked_without_hooks_while_its_reports_are_queued(
+    tansu: Peer, pool_name: str
+) -> None:
+    """The facade's own locks are the child's: the parent's completion thread may hold the
+    reports' lock at the fork, and the child's produce, poll and flush must not wait on it."""
+    topic = unique_topic("embedded")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    producer = Producer({"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name})
+    try:
+        producer.produce(topic, b"parent", key=b"k")
+        assert producer.flush(30) == 0
+        with _held_across_the_fork(producer._reports_ready) as release:
+            pid = ctypes.PyDLL(None).fork()
+            if pid == 0:
+                status = 1
+                try:
+                    reports: list[tuple[object, int]] = []
+
+                    def report(error: object, message: Any) -> None:
+                        reports.append((error, message.offset()))
+
+                    producer.produce(topic, b"child", key=b"k", on_delivery=report)
+                    left = producer.flush(30)
+                    status = 0 if left == 0 and reports == [(None, 1)] else 2
+                finally:
+                    os._exit(status)
+            release.set()
+        assert os.waitstatus_to_exitcode(_wait_child(pid, CHILD_BOUND_S)) == 0
+    finally:
+        producer.flush(30)

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 
 import posix_ipc
@@ -10,8 +12,8 @@ import pytest
 
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.errors import LockTimeoutError
-from shmkafka.shm.layout import FIRST_STRIPE_LOCK, POOL_LOCK
-from shmkafka.shm.locks import ORPHAN_GRACE_S
+from shmkafka.shm.layout import FIRST_STRIPE_LOCK, POOL_LOCK, TOKEN_BYTE
+from shmkafka.shm.locks import ORPHAN_GRACE_S, KernelLock
 from shmkafka.shm.segment import semaphore_name
 
 
@@ -83,3 +85,89 @@ def test_live_holder_times_out_instead_of_hanging(pool: SharedPool) -> None:
     assert pool.locks.acquire(POOL_LOCK, timeout=5) is True
     pool.locks.release(POOL_LOCK)
     pool.reclaim_dead()
+
+
+def _hold_kernel_lock(name: str, byte: int, held: mp.Event) -> None:  # type: ignore[type-arg]
+    pool = SharedPool.open(name)
+    with KernelLock.for_segment(pool.segment, byte):
+        held.set()
+        time.sleep(60)
+
+
+def test_a_kernel_lock_held_by_a_live_process_times_out_instead_of_hanging(
+    pool: SharedPool,
+) -> None:
+    ctx = mp.get_context("fork")
+    held = ctx.Event()
+    p = ctx.Process(target=_hold_kernel_lock, args=(pool.name, TOKEN_BYTE, held))
+    p.start()
+    try:
+        assert held.wait(10)
+        lock = KernelLock(pool.segment.fd, TOKEN_BYTE, timeout=0.3)
+        start = time.monotonic()
+        with pytest.raises(LockTimeoutError, match=r"token_board lock .* by another process"):
+            lock.__enter__()
+        assert 0.25 < time.monotonic() - start < 2
+    finally:
+        os.kill(p.pid or 0, signal.SIGKILL)
+        p.join(10)
+    with KernelLock(pool.segment.fd, TOKEN_BYTE, timeout=5):  # the kernel freed it
+        pass
+
+
+def test_a_kernel_lock_held_by_another_thread_times_out_instead_of_hanging(
+    pool: SharedPool,
+) -> None:
+    holding, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with KernelLock.for_segment(pool.segment, TOKEN_BYTE):
+            holding.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        with pytest.raises(LockTimeoutError, match="by another thread of this process"):
+            KernelLock(pool.segment.fd, TOKEN_BYTE, timeout=0.2).__enter__()
+    finally:
+        done.set()
+        thread.join(10)
+
+
+@pytest.mark.parametrize("hooks", ["os.fork", "libc fork"])
+def test_a_child_forked_while_a_thread_holds_a_kernel_lock_can_take_it(
+    pool: SharedPool, hooks: str
+) -> None:
+    """The thread lock that serialises a process's threads on a kernel lock is the child's
+    own: the parent's copy, taken by a thread that does not exist in the child, stays
+    taken there for good (with Python's at-fork hooks run or not)."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with KernelLock.for_segment(pool.segment, TOKEN_BYTE):
+            holding.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert holding.wait(10)
+    pid = os.fork() if hooks == "os.fork" else ctypes.PyDLL(None).fork()
+    if pid == 0:
+        status = 1
+        try:
+            with KernelLock.for_segment(pool.segment, TOKEN_BYTE):
+                status = 0
+        finally:
+            os._exit(status)
+    release.set()  # (the parent's hold ends; the kernel lets the child's take it)
+    thread.join(10)
+    deadline = time.monotonic() + 10
+    while not (waited := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not waited[0]:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the child hung on the kernel lock")
+    assert os.waitstatus_to_exitcode(waited[1]) == 0

@@ -23,6 +23,7 @@ from typing import Protocol
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import LayoutMismatchError
+from shmkafka.shm.forksafe import ProcessLock
 from shmkafka.shm.rings import Completion
 
 
@@ -39,15 +40,15 @@ class Member(Protocol):
 RING_WAIT_S = 0.05
 _slots: dict[tuple[str, int], ProcessSlot] = {}
 # Re-entrant: a producer dropped without close() is released by a finalizer, which the
-# garbage collector may run in a thread that holds these locks already.
-_registry = threading.RLock()
+# garbage collector may run in a thread that holds these locks already. One per process
+# (forksafe.py): a child forked while a thread of the parent held it, by a server that runs
+# no at-fork hooks, gets its own.
+_registry = ProcessLock(threading.RLock)
 
 
 def _after_fork_in_child() -> None:
-    """The child starts with no process slot (the parent's are the parent's), and with locks
-    no thread of the parent may hold."""
-    global _registry
-    _registry = threading.RLock()
+    """The child starts with no process slot (the parent's are the parent's; a child forked
+    without this hook never finds them either: they are keyed by pid)."""
     _slots.clear()
 
 

@@ -19,8 +19,9 @@ Rules:
   intent byte for a lock has one writer at a time.
 - The recovery lock is a kernel record lock (``lockf``) on a byte of the segment file: the
   kernel releases it when its holder dies, and a forked child does not inherit it.
-- Every acquire is timed: a holder that is alive but never releases (stopped, deadlocked)
-  raises ``LockTimeoutError`` after ``timeout`` seconds instead of hanging forever.
+- Every acquire is timed, the kernel record locks' too (polled): a holder that is alive but
+  never releases (stopped, deadlocked) raises ``LockTimeoutError`` after ``timeout`` seconds
+  instead of hanging forever.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 import posix_ipc
 
@@ -51,6 +53,9 @@ SlotLister = Callable[[], list[tuple[int, int, int]]]
 
 
 SPIN_TRIES = 20
+# a busy kernel record lock is tried again after this pause, doubled up to the maximum
+KERNEL_POLL_MIN_S = 0.0005
+KERNEL_POLL_MAX_S = 0.005
 
 
 def _spin(sem: posix_ipc.Semaphore) -> bool:
@@ -71,32 +76,45 @@ _FLOCK = struct.Struct("@hhqqi4x")  # struct flock: type, whence, start, len, pi
 class KernelLock:
     """A kernel record lock on one byte of the segment file, released by the kernel when the
     holding process dies. Record locks belong to a process, so a thread lock serialises the
-    threads of one process."""
+    threads of one process: one per process id (forksafe.py), since a forked child shares
+    the parent's file but must not inherit a thread lock another thread of it held."""
 
-    # by (device, inode, byte): a descriptor number is reused once its file is closed
-    _threads: dict[tuple[int, int, int], threading.Lock] = {}
-    _guard = threading.Lock()
+    # by (pid, device, inode, byte): a descriptor number is reused once its file is closed
+    _threads: dict[tuple[int, int, int, int], threading.Lock] = {}
 
-    def __init__(self, fd: int, byte: int) -> None:
+    def __init__(self, fd: int, byte: int, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         self.fd = fd
         self.byte = byte
+        self.timeout = timeout
         self._class = lockdep.KERNEL_CLASSES.get(byte, "recovery")
         st = os.fstat(fd)
-        with KernelLock._guard:
-            self._thread_lock = KernelLock._threads.setdefault(
-                (st.st_dev, st.st_ino, byte), threading.Lock()
-            )
+        pid = os.getpid()
+        threads = KernelLock._threads
+        for key in [k for k in threads if k[0] != pid]:  # a parent's: never used here
+            threads.pop(key, None)
+        # (setdefault is atomic under the GIL: no lock guards the table, see forksafe.py)
+        self._thread_lock = threads.setdefault((pid, st.st_dev, st.st_ino, byte), threading.Lock())
 
     @classmethod
     def for_segment(cls, segment: Segment, byte: int) -> KernelLock:
         return cls(segment.fd, byte)
 
     def __enter__(self) -> None:
+        """Take the lock within ``timeout`` seconds, or raise ``LockTimeoutError``. The kernel
+        has no timed wait for a record lock, so a busy one is polled (they are held for
+        microseconds to milliseconds: a slot claimed, a token written)."""
         if lockdep.ENABLED:
             lockdep.acquiring(self._class, self.byte)
-        self._thread_lock.acquire()
+        deadline = time.monotonic() + self.timeout
+        if not self._thread_lock.acquire(timeout=self.timeout):
+            self._given_up("by another thread of this process")
         try:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, self.byte, os.SEEK_SET)
+            pause = KERNEL_POLL_MIN_S
+            while not self._try_lockf():
+                if time.monotonic() + pause > deadline:
+                    raise LockTimeoutError(self._busy("by another process"))
+                time.sleep(pause)
+                pause = min(KERNEL_POLL_MAX_S, 2 * pause)
         except BaseException:
             self._thread_lock.release()
             if lockdep.ENABLED:
@@ -105,6 +123,23 @@ class KernelLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+    def _try_lockf(self) -> bool:
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self.byte, os.SEEK_SET)
+            return True
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                return False
+            raise
+
+    def _busy(self, by: str) -> str:
+        return f"the {self._class} lock (byte {self.byte}) still held {by} after {self.timeout} s"
+
+    def _given_up(self, by: str) -> NoReturn:
+        if lockdep.ENABLED:
+            lockdep.released(self._class, self.byte)
+        raise LockTimeoutError(self._busy(by))
 
     def try_acquire(self) -> bool:
         """Take the lock if nobody (no process, no other thread of ours) holds it."""
@@ -115,14 +150,11 @@ class KernelLock:
             if not self._thread_lock.acquire(blocking=False):
                 return False
             try:
-                fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self.byte, os.SEEK_SET)
-                taken = True
-                return True
-            except OSError as exc:
-                self._thread_lock.release()
-                if exc.errno in (errno.EAGAIN, errno.EACCES):
-                    return False
-                raise
+                taken = self._try_lockf()
+            finally:
+                if not taken:
+                    self._thread_lock.release()
+            return taken
         finally:
             if lockdep.ENABLED and not taken:
                 lockdep.released(self._class, self.byte)

@@ -9,10 +9,9 @@ Rules:
 - Reports are queued by the completion thread in offset order per batch (so in order per
   partition) and served only from ``poll``/``flush``; an exception raised by a callback
   propagates out of that call, as in confluent-kafka.
-- ``produce`` raises ``BufferError`` at once when ``queue.buffering.max.messages`` records
-  are pending (counting unserved reports), as librdkafka does; a full pool (which librdkafka
-  has not: its queue bounds one producer) is waited for up to ``ROOM_WAIT_MS``, in the kernel,
-  first. (A record refused at once would take the first crumb freed: small batches.)
+- ``produce`` raises ``BufferError`` at once when ``queue.buffering.max.messages`` records are
+  pending (counting unserved reports), as librdkafka does; a full pool (librdkafka's queue
+  bounds one producer) is waited for up to ``ROOM_WAIT_MS``, in the kernel, first.
 - A record for a topic not yet in the pool's directory waits in this process (librdkafka's
   unassigned queue) until the Sender has its metadata, or ``_MSG_TIMED_OUT``. Without
   ``bootstrap.servers`` there is no pool: every record waits there and times out.
@@ -174,6 +173,8 @@ class Producer(ConfluentTransactions, ProduceEntry):
             return None
         handle = self._client = self._client.in_this_process()
         if handle.on_done is None:  # re-made after fork
+            # new locks too: a thread of the parent (gone here) may have held one at the fork
+            self._reports_ready, self._unassigned_lock = threading.Condition(), threading.RLock()
             self._attach(handle)
             self._reports.clear()
             self._unassigned.clear()

@@ -18,7 +18,6 @@ Rules:
 from __future__ import annotations
 
 import importlib.util
-import threading
 from types import ModuleType
 from typing import Any
 
@@ -30,7 +29,6 @@ PEER_NAMES = {"ProtocolError": "KafkaProtocolError"}
 _CODES = {cls: code for code, cls in kafka_errors.items()}
 
 _twins: dict[type[KafkaError], type[KafkaError]] = {}
-_lock = threading.Lock()
 _peer: ModuleType | bool | None = None  # kafka.errors; False: not installed
 
 
@@ -58,10 +56,8 @@ def peer_errors() -> ModuleType | None:
 def twin_class(cls: type[KafkaError]) -> type[KafkaError]:
     """The class an instance of ``cls`` is made of (``cls`` itself without a peer)."""
     twin = _twins.get(cls)
-    if twin is None:
-        with _lock:
-            twin = _twins.get(cls) or _make_twin(cls)
-            _twins[cls] = twin
+    if twin is None:  # (two threads may make one each: setdefault keeps the first for all)
+        twin = _twins.setdefault(cls, _make_twin(cls))
     return twin
 
 

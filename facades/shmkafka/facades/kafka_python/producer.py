@@ -21,6 +21,7 @@ import base64
 import difflib
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -469,18 +470,19 @@ class KafkaProducer(KafkaTransactions, SendEntry):
         process's ``records-pending``. Rates and averages are over the calls of the last
         30 s (the first call has none: 0.0)."""
         del raw
-        with _METRICS_LOCK:  # (threads may ask; a call is rare and short)
-            window: MetricsWindow | None = self.__dict__.get("_metrics_window")
-            if window is None:
-                window = self.__dict__["_metrics_window"] = MetricsWindow()
+        handle = self._handle
+        # One window and lock per process (threads may ask; a call is rare and short): a
+        # forked child's start afresh, and never wait on a lock a thread of the parent held
+        # at the fork. (setdefault is atomic under the GIL.)
+        by_pid: dict[int, tuple[threading.Lock, MetricsWindow]]
+        by_pid = self.__dict__.setdefault("_metrics_by_pid", {})
+        lock, window = by_pid.setdefault(os.getpid(), (threading.Lock(), MetricsWindow()))
+        with lock:
             last = window.samples[-1] if window.samples else None
-            window.add(self._handle.metrics_sample(previous=last))
+            window.add(handle.metrics_sample(previous=last))
             values = window.metrics()
-        values["records-pending"] = float(self._handle.outstanding)
+        values["records-pending"] = float(handle.outstanding)
         return {"producer-metrics": {k: float(v) for k, v in values.items()}}
-
-
-_METRICS_LOCK = threading.Lock()
 
 
 def token_and_expiry(token: str) -> tuple[str, int]:

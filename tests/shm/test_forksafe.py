@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from shmkafka.shm.forksafe import ProcessLock
+
+
+def test_one_process_gets_one_lock_whatever_thread_asks() -> None:
+    lock = ProcessLock(threading.Lock)
+    seen: list[object] = []
+    threads = [threading.Thread(target=lambda: seen.append(lock.get())) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(seen) == 8 and all(s is lock.get() for s in seen)
+    with lock:
+        assert not lock.get().acquire(blocking=False)
+    assert lock.get().acquire(blocking=False)
+
+
+@pytest.mark.parametrize("hooks", ["os.fork", "libc fork"])
+def test_a_child_forked_while_another_thread_holds_it_gets_a_free_lock(hooks: str) -> None:
+    lock = ProcessLock(threading.RLock)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            holding.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert holding.wait(10)
+    pid = os.fork() if hooks == "os.fork" else ctypes.PyDLL(None).fork()
+    if pid == 0:
+        status = 1
+        try:
+            status = 0 if lock.get().acquire(timeout=5) else 2
+        finally:
+            os._exit(status)
+    try:
+        deadline = time.monotonic() + 10
+        while not (waited := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not waited[0]:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the child did not end")
+        assert os.waitstatus_to_exitcode(waited[1]) == 0
+        assert not lock.get().acquire(blocking=False)  # the parent's is still the thread's
+    finally:
+        release.set()
+        thread.join(10)
