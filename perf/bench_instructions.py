@@ -3,12 +3,13 @@ workload: the figures that do not move with this machine's load.
 
     make bench-instructions      # or: .venv/bin/python perf/bench_instructions.py
         [--sizes 100,1000,10000,100000] [--value-kind compressible|realistic] [--keep DIR]
-        [--clients shmkafka,confluent-kafka,kafka-python]
+        [--clients shmkafka,shmkafka-confluent,confluent-kafka,kafka-python]
 
 For each client and record size, one app process sends N records through the client's
 public API (lz4, acks=1, linger 5 ms, keys over 10,007 names, 16 partitions, the rest at the
 client's defaults): shmkafka's ``KafkaProducer.send`` to a sidecar Sender
-(``shmkafka sender --create``), confluent-kafka's ``Producer.produce`` or kafka-python's
+(``shmkafka sender --create``; ``shmkafka-confluent``: shmkafka's ``Producer.produce`` and
+``poll(0)``, as confluent-kafka's), confluent-kafka's ``Producer.produce`` or kafka-python's
 ``KafkaProducer.send`` from the app alone (their I/O threads are in it). The app, the Sender
 and broker_stub each run in their own process under
 ``valgrind --tool=callgrind`` with instrumentation off. Once the app has warmed up (the
@@ -89,7 +90,18 @@ def _confluent(bootstrap: str, pool: str) -> Send:
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
                          "compression.type": "lz4", "acks": 1})  # fmt: skip
+    return _confluent_style(producer)
 
+
+def _shmkafka_confluent(bootstrap: str, pool: str) -> Send:
+    from shmkafka.confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "shmkafka.pool": pool,
+                         "compression.type": "lz4", "acks": 1})  # fmt: skip
+    return _confluent_style(producer)
+
+
+def _confluent_style(producer: Any) -> Send:
     def send(n: int, values: list[bytes]) -> None:
         for i in range(n):
             while True:
@@ -106,8 +118,16 @@ def _confluent(bootstrap: str, pool: str) -> Send:
 
 KAFKA_PYTHON_SETTINGS: dict[str, Any] = {"linger_ms": 5, "compression_type": "lz4", "acks": 1}
 PROPERTIES = {key: str(value) for key, value in KAFKA_PYTHON_SETTINGS.items()}  # (the sidecar's)
+# The sidecar of shmkafka's Producer: librdkafka's defaults where they differ from
+# kafka-python's (a pool's producers must agree on its Sender's settings)
+CONFLUENT_PROPERTIES = PROPERTIES | {
+    "max_request_size": "1000000", "batch_max_records": "10000", "client_id": "rdkafka",
+    "delivery_timeout_ms": "300000", "metadata_max_age_ms": "900000",
+    "reconnect_backoff_max_ms": "10000", "reconnect_backoff_ms": "100",
+}  # fmt: skip
 SENDERS: dict[str, Callable[[str, str], Send]] = {
-    "shmkafka": _shmkafka, "confluent-kafka": _confluent, "kafka-python": _kafka_python,
+    "shmkafka": _shmkafka, "shmkafka-confluent": _shmkafka_confluent,
+    "confluent-kafka": _confluent, "kafka-python": _kafka_python,
 }  # fmt: skip
 
 
@@ -207,7 +227,7 @@ def run(folder: Path, client: str, size: int, records: int, kind: str) -> dict[s
 
     port, pool = free_port(), "bi" + uuid.uuid4().hex[:12]
     bootstrap = f"127.0.0.1:{port}"
-    names = PROCESSES if client == "shmkafka" else ("app", "broker")
+    names = PROCESSES if client.startswith("shmkafka") else ("app", "broker")
     outs = {name: folder / f"{client}.{name}.{size}.out" for name in names}
     python, quiet = sys.executable, subprocess.DEVNULL
     broker = subprocess.Popen(
@@ -217,8 +237,9 @@ def run(folder: Path, client: str, size: int, records: int, kind: str) -> dict[s
     sender: subprocess.Popen[bytes] | None = None
     try:
         wait_until("broker_stub", lambda: listening(port), broker)
-        if client == "shmkafka":
-            sender = _start_sidecar(outs["sender"], bootstrap, pool)
+        if client.startswith("shmkafka"):
+            properties = CONFLUENT_PROPERTIES if client == "shmkafka-confluent" else PROPERTIES
+            sender = _start_sidecar(outs["sender"], bootstrap, pool, properties)
         client_process = subprocess.Popen(
             callgrind(outs["app"], python, __file__, "--app", client, bootstrap, pool,
                       str(size), str(records), kind),
@@ -234,11 +255,11 @@ def run(folder: Path, client: str, size: int, records: int, kind: str) -> dict[s
     return {name: total(out) / records for name, out in outs.items()}
 
 
-def _start_sidecar(out: Path, bootstrap: str, pool: str) -> subprocess.Popen[bytes]:
+def _start_sidecar(
+    out: Path, bootstrap: str, pool: str, settings: dict[str, str]
+) -> subprocess.Popen[bytes]:
     properties = [
-        arg
-        for key, value in PROPERTIES.items()
-        for arg in ("--producer-property", f"{key}={value}")
+        arg for key, value in settings.items() for arg in ("--producer-property", f"{key}={value}")
     ]
     sender = subprocess.Popen(
         callgrind(out, sys.executable, "-m", "shmkafka", "sender", "--pool", pool, "--create",

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -103,9 +105,22 @@ def _wait_child(pid: int, bound_s: float) -> int:
         if done:
             return status
         time.sleep(0.05)
+    stacks = _stacks(pid)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    pytest.fail(f"the forked child did not end within {bound_s} s: killed")
+    pytest.fail(f"the forked child did not end within {bound_s} s: killed. Where it was:\n"
+                f"{stacks}\nand this process:\n{_stacks(os.getpid())}")  # fmt: skip
+
+
+def _stacks(pid: int) -> str:
+    """Every thread's Python stack in process ``pid`` (py-spy, a test dependency)."""
+    spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
+    try:
+        done = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True,
+                              timeout=30, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"(py-spy: {exc})"
+    return done.stdout + done.stderr
 
 
 def test_a_fork_without_pythons_hooks_gets_its_own_handle(tansu: Peer, pool_name: str) -> None:

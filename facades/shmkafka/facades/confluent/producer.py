@@ -115,6 +115,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
         self._unassigned_lock = threading.RLock()
         self._closed = False
         self._stats_at = self._created = time.monotonic()
+        self._stats = bool(s["statistics_interval_ms"] and s["stats_cb"] is not None)
         # what the short produce path reads, looked up once
         self._partitioner = s["partitioner"]
         self._on_delivery = s["on_delivery"]
@@ -388,6 +389,8 @@ class Producer(ConfluentTransactions, ProduceEntry):
         """Serve delivery reports and errors (waiting up to ``timeout`` s for one; a
         negative value: until one comes); returns how many were served."""
         self._check_open()
+        if timeout == 0 and not (self._reports or self._errors or self._unassigned or self._stats):
+            return 0  # (the call after every produce(), as the peer's docs show: nothing due)
         began = time.monotonic()
         deadline = None if timeout < 0 else began + timeout
         while True:
@@ -571,14 +574,10 @@ class Producer(ConfluentTransactions, ProduceEntry):
             raise RuntimeError(message)
 
     def _maybe_stats(self) -> None:
-        interval = self._settings["statistics_interval_ms"]
-        callback = self._settings["stats_cb"]
-        if not interval or callback is None:
-            return
         now = time.monotonic()
-        if now - self._stats_at >= interval / 1000:
+        if self._stats and now - self._stats_at >= self._settings["statistics_interval_ms"] / 1e3:
             self._stats_at = now
-            callback(statistics(self, self._settings))
+            self._settings["stats_cb"](statistics(self, self._settings))
 
 
 __all__ = ["Producer"]
