@@ -130,21 +130,49 @@ def test_a_fork_without_pythons_hooks_gets_its_own_handle(tansu: Peer, pool_name
     with cluster(tansu) as c:
         c.ensure_topic(topic, 1)
     producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
-    first = producer.send(topic, b"parent", key=b"k").get(30)
-    parent_slot = producer._handle.pool.slot
-    pid = ctypes.PyDLL(None).fork()
-    if pid == 0:  # the child: every outcome is its exit status
-        status = 1
-        try:
-            handle = producer._handle  # re-made: its own slot
-            metadata = producer.send(topic, b"child", key=b"k").get(30)
-            status = 0 if handle.pool.slot != parent_slot and metadata.offset > first.offset else 2
-        finally:
-            os._exit(status)
-    status = _wait_child(pid, CHILD_BOUND_S)
     try:
-        assert os.waitstatus_to_exitcode(status) == 0
+        first = producer.send(topic, b"parent", key=b"k").get(30)
+        parent_slot = producer._handle.pool.slot
+        pid = ctypes.PyDLL(None).fork()
+        if pid == 0:  # the child: every outcome is its exit status
+            status = 1
+            try:
+                handle = producer._handle  # re-made: its own slot
+                metadata = producer.send(topic, b"child", key=b"k").get(30)
+                fine = handle.pool.slot != parent_slot and metadata.offset > first.offset
+                status = 0 if fine else 2
+            finally:
+                os._exit(status)
+        assert os.waitstatus_to_exitcode(_wait_child(pid, CHILD_BOUND_S)) == 0
         assert producer.send(topic, b"parent2", key=b"k").get(30).offset == first.offset + 2
+    finally:
+        producer.close()
+
+
+def test_a_fork_without_hooks_while_a_thread_of_the_parent_starts_or_ends(
+    tansu: Peer, pool_name: str
+) -> None:
+    """threading's own lock, which a thread takes as it starts or ends, held at the fork by a
+    thread of the parent: the child's completion thread could not start (Thread.start waited
+    for good) had the child not run the hooks the fork skipped (forks.py)."""
+    topic = unique_topic("embedded")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
+    try:
+        first = producer.send(topic, b"parent", key=b"k").get(30)
+        limbo = threading._active_limbo_lock  # type: ignore[attr-defined]
+        with _held_across_the_fork(limbo) as release:
+            pid = ctypes.PyDLL(None).fork()
+            if pid == 0:
+                status = 1
+                try:
+                    offset = producer.send(topic, b"child", key=b"k").get(30).offset
+                    status = 0 if offset == first.offset + 1 else 2
+                finally:
+                    os._exit(status)
+            release.set()
+        assert os.waitstatus_to_exitcode(_wait_child(pid, CHILD_BOUND_S)) == 0
     finally:
         producer.close()
 

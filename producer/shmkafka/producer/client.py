@@ -8,11 +8,9 @@ Rules:
   future (the Sender is fast), so a wait outlives its completion by ``RETIRE_S`` seconds
   and a late registration finds the outcome there.
 - The common record (bytes key and value, no timestamp, at most 8 headers) never reaches
-  this class: the facades' C entry (producer/_tracker_entry.c) checks it, appends it through
-  the append's capsule and registers its future in one call. ``send`` serves the others
-  (serializers, timestamps, a moved directory, a record the entry handed over); its own
-  common case is one C call too (``FastAppend.send_kv``: partition, timestamps and append,
-  against the directory version this process last read).
+  this class: the facades' C entry (producer/_tracker_entry.c) checks, appends and registers
+  it in one call. ``send`` serves the others (serializers, timestamps, a moved directory, a
+  record the entry handed over), its own common case in one C call (``FastAppend.send_kv``).
 - The producer makes sure a live Sender serves the pool (supervisor.py).
 - Errors of the shared-memory pool leave this class only as Kafka errors (``kafka_error``):
   the facades above see nothing but the ``KafkaError`` tree.
@@ -52,6 +50,7 @@ from shmkafka.pool.errors import (
 from shmkafka.pool.sender_link import sender_semaphore, wake
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.producer.entry import EntryBinding, verdict_of
+from shmkafka.producer.forks import run_skipped_hooks
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE, Future, PyTracker
 from shmkafka.producer.process_slot import ProcessSlot
 from shmkafka.producer.results import Results
@@ -125,6 +124,7 @@ class Client(Results, SenderEvents, PoolView):
         if not self.pool.forked:
             return self
         assert self.config is not None, "a client made without a Config cannot be re-made"
+        run_skipped_hooks()  # (a fork by libc's fork(): forks.py)
         _inherited.append(self)
         child = Client.open(self.config, sender_log=self.sender_log)
         child.token_provider = self.token_provider

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from shmkafka.producer import forks
+
+
+def _in_child(fork: Callable[[], int], child: Callable[[], int], bound_s: float = 20) -> int:
+    """The exit status of ``child()`` run in a child made by ``fork``, waited for up to
+    ``bound_s`` (a child that hangs is killed: -1)."""
+    pid = fork()
+    if pid == 0:
+        status = 99
+        try:
+            status = child()
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + bound_s
+    while not (waited := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not waited[0]:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return -1
+    return os.waitstatus_to_exitcode(waited[1])
+
+
+def _libc_fork() -> int:
+    return int(ctypes.PyDLL(None).fork())
+
+
+def test_the_hooks_are_known_to_have_run_here_and_in_an_os_fork_child() -> None:
+    assert not forks.hooks_skipped()
+    assert not forks.run_skipped_hooks()
+    assert _in_child(os.fork, lambda: 0 if not forks.hooks_skipped() else 1) == 0
+
+
+def test_a_libc_fork_child_runs_them_once() -> None:
+    def child() -> int:
+        if not forks.hooks_skipped():
+            return 1
+        ran = forks.run_skipped_hooks()
+        return 0 if ran and not forks.hooks_skipped() and not forks.run_skipped_hooks() else 2
+
+    assert _in_child(_libc_fork, child) == 0
+
+
+@pytest.mark.parametrize("run_hooks", [True, False])
+def test_a_thread_starts_in_a_child_forked_while_another_held_threadings_lock(
+    run_hooks: bool,
+) -> None:
+    """A thread of the parent holds threading's own lock (``_active_limbo_lock``, taken as a
+    thread starts or ends) at the fork: the child's ``Thread.start`` waits for it for good,
+    unless the hooks renew it. Without them the child hangs (the case this module is for)."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with threading._active_limbo_lock:  # type: ignore[attr-defined]
+            holding.set()
+            release.wait(30)
+
+    def child() -> int:
+        if run_hooks and not (forks.run_skipped_hooks() and threading.active_count() == 1):
+            return 3  # (the hooks forget the parent's threads)
+        started = threading.Event()
+        threading.Thread(target=started.set, daemon=True).start()
+        return 0 if started.wait(5) else 2
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(10)
+    try:
+        status = _in_child(_libc_fork, child, bound_s=5 if not run_hooks else 20)
+    finally:
+        release.set()
+        holder.join(10)
+    assert status == (0 if run_hooks else -1)
