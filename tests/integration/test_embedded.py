@@ -4,16 +4,11 @@ must not leave its pool behind. On Tansu."""
 
 from __future__ import annotations
 
-import ctypes
 import os
-import shutil
-import signal
 import stat
-import subprocess
 import sys
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +23,7 @@ from shmkafka.producer.supervisor import python_interpreter
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.layout import SLOT_TABLE_BYTE
 from shmkafka.shm.locks import KernelLock
+from tests.forking import in_child, libc_fork
 from tests.integration.kafka_io import cluster, unique_topic
 from tests.peers import Peer
 
@@ -94,85 +90,32 @@ def test_no_interpreter_at_all_is_a_clear_error(
         python_interpreter()
 
 
+def _one_partition_topic(tansu: Peer) -> str:
+    topic = unique_topic("embedded")
+    with cluster(tansu) as c:
+        c.ensure_topic(topic, 1)
+    return topic
+
+
 CHILD_BOUND_S = 90  # (the child's send is bounded at 30 s; a child that hangs is killed)
-
-
-def _wait_child(pid: int, bound_s: float) -> int:
-    """The child's wait status, waited for up to ``bound_s``; then it is killed."""
-    deadline = time.monotonic() + bound_s
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status
-        time.sleep(0.05)
-    stacks = _stacks(pid)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    pytest.fail(f"the forked child did not end within {bound_s} s: killed. Where it was:\n"
-                f"{stacks}\nand this process:\n{_stacks(os.getpid())}")  # fmt: skip
-
-
-def _stacks(pid: int) -> str:
-    """Every thread's Python stack in process ``pid`` (py-spy, a test dependency)."""
-    spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
-    try:
-        done = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True,
-                              timeout=30, check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"(py-spy: {exc})"
-    return done.stdout + done.stderr
 
 
 def test_a_fork_without_pythons_hooks_gets_its_own_handle(tansu: Peer, pool_name: str) -> None:
     """libc's fork() called directly (holding the GIL, as an embedding server does): none of
     Python's at-fork hooks run, and the child must still not use the parent's handle."""
-    topic = unique_topic("embedded")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 1)
+    topic = _one_partition_topic(tansu)
     producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
     try:
         first = producer.send(topic, b"parent", key=b"k").get(30)
         parent_slot = producer._handle.pool.slot
-        pid = ctypes.PyDLL(None).fork()
-        if pid == 0:  # the child: every outcome is its exit status
-            status = 1
-            try:
-                handle = producer._handle  # re-made: its own slot
-                metadata = producer.send(topic, b"child", key=b"k").get(30)
-                fine = handle.pool.slot != parent_slot and metadata.offset > first.offset
-                status = 0 if fine else 2
-            finally:
-                os._exit(status)
-        assert os.waitstatus_to_exitcode(_wait_child(pid, CHILD_BOUND_S)) == 0
+
+        def child() -> int:
+            handle = producer._handle  # re-made: its own slot
+            metadata = producer.send(topic, b"child", key=b"k").get(30)
+            return 0 if handle.pool.slot != parent_slot and metadata.offset > first.offset else 2
+
+        assert in_child(libc_fork, child, CHILD_BOUND_S) == 0
         assert producer.send(topic, b"parent2", key=b"k").get(30).offset == first.offset + 2
-    finally:
-        producer.close()
-
-
-def test_a_fork_without_hooks_while_a_thread_of_the_parent_starts_or_ends(
-    tansu: Peer, pool_name: str
-) -> None:
-    """threading's own lock, which a thread takes as it starts or ends, held at the fork by a
-    thread of the parent: the child's completion thread could not start (Thread.start waited
-    for good) had the child not run the hooks the fork skipped (forks.py)."""
-    topic = unique_topic("embedded")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 1)
-    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
-    try:
-        first = producer.send(topic, b"parent", key=b"k").get(30)
-        limbo = threading._active_limbo_lock  # type: ignore[attr-defined]
-        with _held_across_the_fork(limbo) as release:
-            pid = ctypes.PyDLL(None).fork()
-            if pid == 0:
-                status = 1
-                try:
-                    offset = producer.send(topic, b"child", key=b"k").get(30).offset
-                    status = 0 if offset == first.offset + 1 else 2
-                finally:
-                    os._exit(status)
-            release.set()
-        assert os.waitstatus_to_exitcode(_wait_child(pid, CHILD_BOUND_S)) == 0
     finally:
         producer.close()
 
@@ -199,32 +142,49 @@ def _held_across_the_fork(lock: AbstractContextManager[object]) -> Iterator[thre
         thread.join(10)
 
 
-def test_a_fork_without_hooks_while_a_thread_holds_the_slot_table_lock(
-    tansu: Peer, pool_name: str
+def _threadings_lock(producer: KafkaProducer) -> AbstractContextManager[object]:
+    """Taken as a thread starts or ends: Thread.start waited for it in the child for good,
+    until the child ran the hooks its fork skipped (forks.py)."""
+    lock: AbstractContextManager[object] = threading._active_limbo_lock  # type: ignore[attr-defined]
+    return lock
+
+
+def _slot_table_lock(producer: KafkaProducer) -> AbstractContextManager[object]:
+    """The child claims its slot under it; its thread lock was keyed by inode only, so the
+    parent's copy, taken, was the child's too (it hung there for good: CI, stop 57)."""
+    return KernelLock.for_segment(producer._handle.pool.segment, SLOT_TABLE_BYTE)
+
+
+@pytest.mark.parametrize("held", [_threadings_lock, _slot_table_lock])
+def test_a_fork_without_hooks_while_a_thread_of_the_parent_holds_a_lock(
+    tansu: Peer, pool_name: str, held: Callable[[KafkaProducer], AbstractContextManager[object]]
 ) -> None:
-    """The child claims its slot under the pool's slot-table lock: the thread lock the parent
-    took it with, held at the fork by a thread that does not exist in the child, is not
-    the child's (it hung there for good: CI, stop 57)."""
-    topic = unique_topic("embedded")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 1)
+    topic = _one_partition_topic(tansu)
     producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, pool=pool_name)
     try:
         first = producer.send(topic, b"parent", key=b"k").get(30)
-        table = KernelLock.for_segment(producer._handle.pool.segment, SLOT_TABLE_BYTE)
-        with _held_across_the_fork(table) as release:
-            pid = ctypes.PyDLL(None).fork()
-            if pid == 0:
-                status = 1
-                try:
-                    offset = producer.send(topic, b"child", key=b"k").get(30).offset
-                    status = 0 if offset == first.offset + 1 else 2
-                finally:
-                    os._exit(status)
-            release.set()
-        assert os.waitstatus_to_exitcode(_wait_child(pid, CHILD_BOUND_S)) == 0
+
+        def child() -> int:
+            offset = producer.send(topic, b"child", key=b"k").get(30).offset
+            return 0 if offset == first.offset + 1 else 2
+
+        with _held_across_the_fork(held(producer)) as release:
+            assert in_child(_releasing(libc_fork, release), child, CHILD_BOUND_S) == 0
     finally:
         producer.close()
+
+
+def _releasing(fork: Callable[[], int], release: threading.Event) -> Callable[[], int]:
+    """``fork``, after which the parent lets go of the held lock (the child must not wait
+    on the parent's hold, only on a copy of it)."""
+
+    def forked() -> int:
+        pid = fork()
+        if pid:
+            release.set()
+        return pid
+
+    return forked
 
 
 def test_a_confluent_producer_forked_without_hooks_while_its_reports_are_queued(
@@ -232,29 +192,22 @@ def test_a_confluent_producer_forked_without_hooks_while_its_reports_are_queued(
 ) -> None:
     """The facade's own locks are the child's: the parent's completion thread may hold the
     reports' lock at the fork, and the child's produce, poll and flush must not wait on it."""
-    topic = unique_topic("embedded")
-    with cluster(tansu) as c:
-        c.ensure_topic(topic, 1)
+    topic = _one_partition_topic(tansu)
     producer = Producer({"bootstrap.servers": tansu.bootstrap, "shmkafka.pool": pool_name})
     try:
         producer.produce(topic, b"parent", key=b"k")
         assert producer.flush(30) == 0
+        reports: list[tuple[object, int]] = []
+
+        def report(error: object, message: Any) -> None:
+            reports.append((error, message.offset()))
+
+        def child() -> int:
+            producer.produce(topic, b"child", key=b"k", on_delivery=report)
+            left = producer.flush(30)
+            return 0 if left == 0 and reports == [(None, 1)] else 2
+
         with _held_across_the_fork(producer._reports_ready) as release:
-            pid = ctypes.PyDLL(None).fork()
-            if pid == 0:
-                status = 1
-                try:
-                    reports: list[tuple[object, int]] = []
-
-                    def report(error: object, message: Any) -> None:
-                        reports.append((error, message.offset()))
-
-                    producer.produce(topic, b"child", key=b"k", on_delivery=report)
-                    left = producer.flush(30)
-                    status = 0 if left == 0 and reports == [(None, 1)] else 2
-                finally:
-                    os._exit(status)
-            release.set()
-        assert os.waitstatus_to_exitcode(_wait_child(pid, CHILD_BOUND_S)) == 0
+            assert in_child(_releasing(libc_fork, release), child, CHILD_BOUND_S) == 0
     finally:
         producer.flush(30)

@@ -1,45 +1,18 @@
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import threading
-import time
-from collections.abc import Callable
 
 import pytest
 
 from shmkafka.producer import forks
-
-
-def _in_child(fork: Callable[[], int], child: Callable[[], int], bound_s: float = 20) -> int:
-    """The exit status of ``child()`` run in a child made by ``fork``, waited for up to
-    ``bound_s`` (a child that hangs is killed: -1)."""
-    pid = fork()
-    if pid == 0:
-        status = 99
-        try:
-            status = child()
-        finally:
-            os._exit(status)
-    deadline = time.monotonic() + bound_s
-    while not (waited := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if not waited[0]:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        return -1
-    return os.waitstatus_to_exitcode(waited[1])
-
-
-def _libc_fork() -> int:
-    return int(ctypes.PyDLL(None).fork())
+from tests.forking import ChildHung, in_child, libc_fork
 
 
 def test_the_hooks_are_known_to_have_run_here_and_in_an_os_fork_child() -> None:
     assert not forks.hooks_skipped()
     assert not forks.run_skipped_hooks()
-    assert _in_child(os.fork, lambda: 0 if not forks.hooks_skipped() else 1) == 0
+    assert in_child(os.fork, lambda: 0 if not forks.hooks_skipped() else 1, 20) == 0
 
 
 def test_a_libc_fork_child_runs_them_once() -> None:
@@ -49,7 +22,7 @@ def test_a_libc_fork_child_runs_them_once() -> None:
         ran = forks.run_skipped_hooks()
         return 0 if ran and not forks.hooks_skipped() and not forks.run_skipped_hooks() else 2
 
-    assert _in_child(_libc_fork, child) == 0
+    assert in_child(libc_fork, child, 20) == 0
 
 
 @pytest.mark.parametrize("run_hooks", [True, False])
@@ -77,8 +50,11 @@ def test_a_thread_starts_in_a_child_forked_while_another_held_threadings_lock(
     holder.start()
     assert holding.wait(10)
     try:
-        status = _in_child(_libc_fork, child, bound_s=5 if not run_hooks else 20)
+        if run_hooks:
+            assert in_child(libc_fork, child, 20) == 0
+        else:
+            with pytest.raises(ChildHung, match=r"Thread\.start"):
+                in_child(libc_fork, child, 5)
     finally:
         release.set()
         holder.join(10)
-    assert status == (0 if run_hooks else -1)

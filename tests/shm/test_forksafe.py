@@ -1,14 +1,12 @@
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import threading
-import time
 
 import pytest
 
 from shmkafka.shm.forksafe import ProcessLock
+from tests.forking import in_child, libc_fork
 
 
 def test_one_process_gets_one_lock_whatever_thread_asks() -> None:
@@ -38,22 +36,9 @@ def test_a_child_forked_while_another_thread_holds_it_gets_a_free_lock(hooks: st
     thread = threading.Thread(target=hold)
     thread.start()
     assert holding.wait(10)
-    pid = os.fork() if hooks == "os.fork" else ctypes.PyDLL(None).fork()
-    if pid == 0:
-        status = 1
-        try:
-            status = 0 if lock.get().acquire(timeout=5) else 2
-        finally:
-            os._exit(status)
+    fork = os.fork if hooks == "os.fork" else libc_fork
     try:
-        deadline = time.monotonic() + 10
-        while not (waited := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if not waited[0]:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("the child did not end")
-        assert os.waitstatus_to_exitcode(waited[1]) == 0
+        assert in_child(fork, lambda: 0 if lock.get().acquire(timeout=5) else 2, 10) == 0
         assert not lock.get().acquire(blocking=False)  # the parent's is still the thread's
     finally:
         release.set()

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import ctypes
 import multiprocessing as mp
 import os
 import signal
@@ -15,6 +14,7 @@ from shmkafka.shm.errors import LockTimeoutError
 from shmkafka.shm.layout import FIRST_STRIPE_LOCK, POOL_LOCK, TOKEN_BYTE
 from shmkafka.shm.locks import ORPHAN_GRACE_S, KernelLock
 from shmkafka.shm.segment import semaphore_name
+from tests.forking import in_child, libc_fork
 
 
 def _hold_and_die(name: str, lock: int, how: str, held: mp.Event) -> None:  # type: ignore[type-arg]
@@ -153,21 +153,19 @@ def test_a_child_forked_while_a_thread_holds_a_kernel_lock_can_take_it(
     thread = threading.Thread(target=hold)
     thread.start()
     assert holding.wait(10)
-    pid = os.fork() if hooks == "os.fork" else ctypes.PyDLL(None).fork()
-    if pid == 0:
-        status = 1
-        try:
-            with KernelLock.for_segment(pool.segment, TOKEN_BYTE):
-                status = 0
-        finally:
-            os._exit(status)
-    release.set()  # (the parent's hold ends; the kernel lets the child's take it)
-    thread.join(10)
-    deadline = time.monotonic() + 10
-    while not (waited := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if not waited[0]:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pytest.fail("the child hung on the kernel lock")
-    assert os.waitstatus_to_exitcode(waited[1]) == 0
+
+    def fork() -> int:
+        pid = os.fork() if hooks == "os.fork" else libc_fork()
+        if pid:
+            release.set()  # (the parent's hold ends; the kernel lets the child's take it)
+        return pid
+
+    def child() -> int:
+        with KernelLock.for_segment(pool.segment, TOKEN_BYTE):
+            return 0
+
+    try:
+        assert in_child(fork, child, 10) == 0  # (ChildHung: it waited on the parent's copy)
+    finally:
+        release.set()
+        thread.join(10)
