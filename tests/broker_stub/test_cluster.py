@@ -76,6 +76,30 @@ def test_acked_records_and_truncation_on_restart(mode: str, survives: bool) -> N
     assert (p.leader_log.leo == 2) is survives
 
 
+def test_a_replica_restarted_behind_is_not_elected_over_acknowledged_records() -> None:
+    """A replica restarted behind the high watermark rejoins the ISR only once caught up:
+    in it at once (as it was), it was elected when the others went, and the acknowledged
+    records were lost (the hosts run: a node restarted, then the leader fenced)."""
+    cluster = Cluster(ClusterConfig(nodes=3, replication_factor=3, min_insync_replicas=2))
+    cluster.create_topic("t", 1)
+    p = cluster.topics["t"][0]
+    a = p.leader
+    b, c = (r for r in p.replicas if r != a)
+    cluster.kill_node(c)
+    _append(cluster, "t", _batch(2))
+    cluster.replicate(0)
+    assert cluster.acked(p, 1) and p.logs[c].leo == 0
+    cluster.restart_node(c)  # behind: none of the 2 acknowledged records
+    assert c not in p.isr
+    cluster.kill_node(b)
+    cluster.kill_node(a)
+    assert p.leader != c  # no replica left that has them: no leader, not a stale one
+    cluster.restart_node(b)
+    assert p.leader == b and p.leader_log.leo == 2
+    cluster.replicate(0)
+    assert c in p.isr and p.logs[c].leo == 2  # caught up: in sync again
+
+
 def test_a_new_leader_truncates_a_diverged_follower_by_epoch() -> None:
     cluster = Cluster(ClusterConfig(nodes=2, replication_factor=2, replication_lag_ms=10_000))
     cluster.create_topic("t", 1)

@@ -6,9 +6,10 @@ Rules:
 - A follower fetches when the leader's data is at least ``replication_lag_ms`` old, and
   learns the leader's high watermark as of its previous fetch (as in Kafka, a follower's HW
   lags one round). The leader's HW is the smallest LEO of its in-sync replicas.
-- The ISR holds the live replicas; a restarted replica is back in it at once (a quick
-  restart, before any ISR shrink). A partition whose leader's node dies gets the first live
-  in-sync replica as leader, with the leader epoch bumped.
+- The ISR holds the live replicas that have what was acknowledged: a restarted replica is
+  back in it once its log reaches the leader's high watermark (at once if it does), as any
+  follower. A partition whose leader's node dies gets the first live in-sync replica as
+  leader, with the leader epoch bumped.
 - With ``storage_dir`` every replica's log is also a DiskLog (storage.py) under
   ``storage_dir/node-N/topic-partition/``, and the topics are recorded in
   ``storage_dir/topics.json``: a new Cluster on the same directory recovers them.
@@ -393,15 +394,26 @@ class Cluster:
                 if node not in p.replicas:
                     continue
                 mine = p.logs[node]
-                if self.config.truncate_on_restart == "hw":
+                hw_mode = self.config.truncate_on_restart == "hw"
+                if hw_mode:
                     mine.truncate_to(mine.hw)
-                if node not in p.isr:  # a quick restart: the ISR has not shrunk yet
-                    p.isr.append(node)
-                    p.caught_up_ms.pop(node, None)  # (counted from the next round)
                 if p.leader == NO_LEADER:
+                    self._rejoin_isr(p, node)
                     self._become_leader(p, node)
-                elif self.config.truncate_on_restart != "hw":
+                    continue
+                if not hw_mode:
                     self._truncate_by_epoch(p, node)
+                # In sync only if it has what was acknowledged: one back behind must not be
+                # elected over replicas that have it (hw: pre-KIP-101's quick restart, which
+                # rejoined at once and so lost acknowledged records)
+                if hw_mode or mine.leo >= p.leader_log.hw:
+                    self._rejoin_isr(p, node)
+
+    @staticmethod
+    def _rejoin_isr(p: Partition, node: int) -> None:
+        if node not in p.isr:
+            p.isr.append(node)
+            p.caught_up_ms.pop(node, None)  # (counted from the next round)
 
     # ------------------------------------------------------------------ appends
 
