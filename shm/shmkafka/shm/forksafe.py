@@ -7,7 +7,8 @@ Rules:
   not ours, and a server that calls libc's ``fork()`` directly (an embedding server, holding
   the GIL) runs no hooks at all.
 - So a lock that lives longer than one object of one process (a module's, a class's) is a
-  ``ProcessLock``: one lock per process id, made on first use in each process. A child's
+  ``ProcessLock`` (a table of them, a ``ProcessLocal``): one per process id, made on first
+  use in each process. A child's
   first call gets a new, free lock; the parent's copy is never touched again.
 - A lock of one object needs this only if a forked child can use that object: such an object
   renews its locks when it is re-made for the child (the facades' producers do).
@@ -23,24 +24,29 @@ from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+T = TypeVar("T")
 LockT = TypeVar("LockT", bound=AbstractContextManager[Any])
 
 
-class ProcessLock(Generic[LockT]):
-    """A lock of this process: ``get()`` returns this process's, made on first use."""
+class ProcessLocal(Generic[T]):
+    """A value of this process: ``get()`` returns this process's, made on first use."""
 
-    def __init__(self, make: Callable[[], LockT]) -> None:
+    def __init__(self, make: Callable[[], T]) -> None:
         self._make = make
-        self._by_pid: dict[int, LockT] = {}
+        self._by_pid: dict[int, T] = {}
 
-    def get(self) -> LockT:
+    def get(self) -> T:
         pid = os.getpid()
-        lock = self._by_pid.get(pid)
-        if lock is None:
+        value = self._by_pid.get(pid)
+        if value is None:
             for other in [p for p in self._by_pid if p != pid]:  # a parent's: never used here
                 self._by_pid.pop(other, None)
-            lock = self._by_pid.setdefault(pid, self._make())
-        return lock
+            value = self._by_pid.setdefault(pid, self._make())
+        return value
+
+
+class ProcessLock(ProcessLocal[LockT]):
+    """A lock of this process, taken with ``with``."""
 
     def __enter__(self) -> bool:
         return bool(self.get().__enter__())

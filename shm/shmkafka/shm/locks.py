@@ -34,12 +34,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NoReturn
 
 import posix_ipc
 
 from shmkafka.shm import lockdep
 from shmkafka.shm.errors import LockTimeoutError
+from shmkafka.shm.forksafe import ProcessLocal
 from shmkafka.shm.layout import LOCK, RECOVERY_BYTE, Layout
 from shmkafka.shm.procs import is_alive
 from shmkafka.shm.segment import Segment, semaphore_name
@@ -79,8 +79,9 @@ class KernelLock:
     threads of one process: one per process id (forksafe.py), since a forked child shares
     the parent's file but must not inherit a thread lock another thread of it held."""
 
-    # by (pid, device, inode, byte): a descriptor number is reused once its file is closed
-    _threads: dict[tuple[int, int, int, int], threading.Lock] = {}
+    # this process's, by (device, inode, byte): a descriptor number is reused once its file
+    # is closed
+    _threads: ProcessLocal[dict[tuple[int, int, int], threading.Lock]] = ProcessLocal(dict)
 
     def __init__(self, fd: int, byte: int, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         self.fd = fd
@@ -88,12 +89,9 @@ class KernelLock:
         self.timeout = timeout
         self._class = lockdep.KERNEL_CLASSES.get(byte, "recovery")
         st = os.fstat(fd)
-        pid = os.getpid()
-        threads = KernelLock._threads
-        for key in [k for k in threads if k[0] != pid]:  # a parent's: never used here
-            threads.pop(key, None)
         # (setdefault is atomic under the GIL: no lock guards the table, see forksafe.py)
-        self._thread_lock = threads.setdefault((pid, st.st_dev, st.st_ino, byte), threading.Lock())
+        threads = KernelLock._threads.get()
+        self._thread_lock = threads.setdefault((st.st_dev, st.st_ino, byte), threading.Lock())
 
     @classmethod
     def for_segment(cls, segment: Segment, byte: int) -> KernelLock:
@@ -107,7 +105,8 @@ class KernelLock:
             lockdep.acquiring(self._class, self.byte)
         deadline = time.monotonic() + self.timeout
         if not self._thread_lock.acquire(timeout=self.timeout):
-            self._given_up("by another thread of this process")
+            self._forget()
+            raise LockTimeoutError(self._busy("by another thread of this process"))
         try:
             pause = KERNEL_POLL_MIN_S
             while not self._try_lockf():
@@ -117,8 +116,7 @@ class KernelLock:
                 pause = min(KERNEL_POLL_MAX_S, 2 * pause)
         except BaseException:
             self._thread_lock.release()
-            if lockdep.ENABLED:
-                lockdep.released(self._class, self.byte)
+            self._forget()
             raise
 
     def __exit__(self, *exc: object) -> None:
@@ -136,10 +134,9 @@ class KernelLock:
     def _busy(self, by: str) -> str:
         return f"the {self._class} lock (byte {self.byte}) still held {by} after {self.timeout} s"
 
-    def _given_up(self, by: str) -> NoReturn:
+    def _forget(self) -> None:
         if lockdep.ENABLED:
             lockdep.released(self._class, self.byte)
-        raise LockTimeoutError(self._busy(by))
 
     def try_acquire(self) -> bool:
         """Take the lock if nobody (no process, no other thread of ours) holds it."""
@@ -156,16 +153,15 @@ class KernelLock:
                     self._thread_lock.release()
             return taken
         finally:
-            if lockdep.ENABLED and not taken:
-                lockdep.released(self._class, self.byte)
+            if not taken:
+                self._forget()
 
     def release(self) -> None:
         try:
             fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.byte, os.SEEK_SET)
         finally:
             self._thread_lock.release()
-            if lockdep.ENABLED:
-                lockdep.released(self._class, self.byte)
+            self._forget()
 
     def held_by_another(self) -> bool:
         """True if another process holds the lock, without taking it (``F_GETLK``). The
