@@ -9,8 +9,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 
 class ChildHung(AssertionError):
@@ -59,3 +61,37 @@ def stacks(pid: int) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"(py-spy: {exc})"
     return done.stdout + done.stderr
+
+
+@contextmanager
+def held_by_another_thread(lock: AbstractContextManager[object]) -> Iterator[threading.Event]:
+    """Another thread holds ``lock`` (as the completion thread may, queuing reports or
+    claiming a slot) until the caller sets the event it is given, or leaves."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            holding.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        yield release
+    finally:
+        release.set()
+        thread.join(10)
+
+
+def releasing(fork: Callable[[], int], release: threading.Event) -> Callable[[], int]:
+    """``fork``, after which the parent lets go of the held lock (the child must not wait
+    on the parent's hold, only on a copy of it)."""
+
+    def forked() -> int:
+        pid = fork()
+        if pid:
+            release.set()
+        return pid
+
+    return forked

@@ -8,8 +8,8 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from shmkafka.producer.supervisor import python_interpreter
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.layout import SLOT_TABLE_BYTE
 from shmkafka.shm.locks import KernelLock
-from tests.forking import in_child, libc_fork
+from tests.forking import held_by_another_thread, in_child, libc_fork, releasing
 from tests.integration.kafka_io import cluster, unique_topic
 from tests.peers import Peer
 
@@ -120,28 +120,6 @@ def test_a_fork_without_pythons_hooks_gets_its_own_handle(tansu: Peer, pool_name
         producer.close()
 
 
-@contextmanager
-def _held_across_the_fork(lock: AbstractContextManager[object]) -> Iterator[threading.Event]:
-    """Another thread of the parent holds ``lock`` while the caller forks (as the completion
-    thread may, queuing reports or claiming a slot); it lets go once the caller sets the
-    event it is given."""
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with lock:
-            holding.set()
-            release.wait(30)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    assert holding.wait(10)
-    try:
-        yield release
-    finally:
-        release.set()
-        thread.join(10)
-
-
 def _threadings_lock(producer: KafkaProducer) -> AbstractContextManager[object]:
     """Taken as a thread starts or ends: Thread.start waited for it in the child for good,
     until the child ran the hooks its fork skipped (forks.py)."""
@@ -168,23 +146,10 @@ def test_a_fork_without_hooks_while_a_thread_of_the_parent_holds_a_lock(
             offset = producer.send(topic, b"child", key=b"k").get(30).offset
             return 0 if offset == first.offset + 1 else 2
 
-        with _held_across_the_fork(held(producer)) as release:
-            assert in_child(_releasing(libc_fork, release), child, CHILD_BOUND_S) == 0
+        with held_by_another_thread(held(producer)) as release:
+            assert in_child(releasing(libc_fork, release), child, CHILD_BOUND_S) == 0
     finally:
         producer.close()
-
-
-def _releasing(fork: Callable[[], int], release: threading.Event) -> Callable[[], int]:
-    """``fork``, after which the parent lets go of the held lock (the child must not wait
-    on the parent's hold, only on a copy of it)."""
-
-    def forked() -> int:
-        pid = fork()
-        if pid:
-            release.set()
-        return pid
-
-    return forked
 
 
 def test_a_confluent_producer_forked_without_hooks_while_its_reports_are_queued(
@@ -207,7 +172,7 @@ def test_a_confluent_producer_forked_without_hooks_while_its_reports_are_queued(
             left = producer.flush(30)
             return 0 if left == 0 and reports == [(None, 1)] else 2
 
-        with _held_across_the_fork(producer._reports_ready) as release:
-            assert in_child(_releasing(libc_fork, release), child, CHILD_BOUND_S) == 0
+        with held_by_another_thread(producer._reports_ready) as release:
+            assert in_child(releasing(libc_fork, release), child, CHILD_BOUND_S) == 0
     finally:
         producer.flush(30)

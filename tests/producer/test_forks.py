@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from shmkafka.producer import forks
-from tests.forking import ChildHung, in_child, libc_fork
+from tests.forking import ChildHung, held_by_another_thread, in_child, libc_fork
 
 
 def test_the_hooks_are_known_to_have_run_here_and_in_an_os_fork_child() -> None:
@@ -32,12 +32,6 @@ def test_a_thread_starts_in_a_child_forked_while_another_held_threadings_lock(
     """A thread of the parent holds threading's own lock (``_active_limbo_lock``, taken as a
     thread starts or ends) at the fork: the child's ``Thread.start`` waits for it for good,
     unless the hooks renew it. Without them the child hangs (the case this module is for)."""
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with threading._active_limbo_lock:  # type: ignore[attr-defined]
-            holding.set()
-            release.wait(30)
 
     def child() -> int:
         if run_hooks and not (forks.run_skipped_hooks() and threading.active_count() == 1):
@@ -46,15 +40,9 @@ def test_a_thread_starts_in_a_child_forked_while_another_held_threadings_lock(
         threading.Thread(target=started.set, daemon=True).start()
         return 0 if started.wait(5) else 2
 
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert holding.wait(10)
-    try:
+    with held_by_another_thread(threading._active_limbo_lock):  # type: ignore[attr-defined]
         if run_hooks:
             assert in_child(libc_fork, child, 20) == 0
         else:
             with pytest.raises(ChildHung, match=r"Thread\.start"):
                 in_child(libc_fork, child, 5)
-    finally:
-        release.set()
-        holder.join(10)

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from shmkafka.shm.forksafe import ProcessLock
-from tests.forking import in_child, libc_fork
+from tests.forking import held_by_another_thread, in_child, libc_fork
 
 
 def test_one_process_gets_one_lock_whatever_thread_asks() -> None:
@@ -26,20 +26,7 @@ def test_one_process_gets_one_lock_whatever_thread_asks() -> None:
 @pytest.mark.parametrize("hooks", ["os.fork", "libc fork"])
 def test_a_child_forked_while_another_thread_holds_it_gets_a_free_lock(hooks: str) -> None:
     lock = ProcessLock(threading.RLock)
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with lock:
-            holding.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    assert holding.wait(10)
     fork = os.fork if hooks == "os.fork" else libc_fork
-    try:
+    with held_by_another_thread(lock):
         assert in_child(fork, lambda: 0 if lock.get().acquire(timeout=5) else 2, 10) == 0
         assert not lock.get().acquire(blocking=False)  # the parent's is still the thread's
-    finally:
-        release.set()
-        thread.join(10)

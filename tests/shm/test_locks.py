@@ -3,7 +3,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
-import threading
 import time
 
 import posix_ipc
@@ -14,7 +13,7 @@ from shmkafka.shm.errors import LockTimeoutError
 from shmkafka.shm.layout import FIRST_STRIPE_LOCK, POOL_LOCK, TOKEN_BYTE
 from shmkafka.shm.locks import ORPHAN_GRACE_S, KernelLock
 from shmkafka.shm.segment import semaphore_name
-from tests.forking import in_child, libc_fork
+from tests.forking import held_by_another_thread, in_child, libc_fork, releasing
 
 
 def _hold_and_die(name: str, lock: int, how: str, held: mp.Event) -> None:  # type: ignore[type-arg]
@@ -118,22 +117,12 @@ def test_a_kernel_lock_held_by_a_live_process_times_out_instead_of_hanging(
 def test_a_kernel_lock_held_by_another_thread_times_out_instead_of_hanging(
     pool: SharedPool,
 ) -> None:
-    holding, done = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with KernelLock.for_segment(pool.segment, TOKEN_BYTE):
-            holding.set()
-            done.wait(10)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    try:
-        assert holding.wait(10)
-        with pytest.raises(LockTimeoutError, match="by another thread of this process"):
-            KernelLock(pool.segment.fd, TOKEN_BYTE, timeout=0.2).__enter__()
-    finally:
-        done.set()
-        thread.join(10)
+    held = KernelLock.for_segment(pool.segment, TOKEN_BYTE)
+    with (
+        held_by_another_thread(held),
+        pytest.raises(LockTimeoutError, match="by another thread of this process"),
+    ):
+        KernelLock(pool.segment.fd, TOKEN_BYTE, timeout=0.2).__enter__()
 
 
 @pytest.mark.parametrize("hooks", ["os.fork", "libc fork"])
@@ -143,29 +132,13 @@ def test_a_child_forked_while_a_thread_holds_a_kernel_lock_can_take_it(
     """The thread lock that serialises a process's threads on a kernel lock is the child's
     own: the parent's copy, taken by a thread that does not exist in the child, stays
     taken there for good (with Python's at-fork hooks run or not)."""
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with KernelLock.for_segment(pool.segment, TOKEN_BYTE):
-            holding.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    assert holding.wait(10)
-
-    def fork() -> int:
-        pid = os.fork() if hooks == "os.fork" else libc_fork()
-        if pid:
-            release.set()  # (the parent's hold ends; the kernel lets the child's take it)
-        return pid
 
     def child() -> int:
         with KernelLock.for_segment(pool.segment, TOKEN_BYTE):
             return 0
 
-    try:
-        assert in_child(fork, child, 10) == 0  # (ChildHung: it waited on the parent's copy)
-    finally:
-        release.set()
-        thread.join(10)
+    fork = os.fork if hooks == "os.fork" else libc_fork
+    with held_by_another_thread(KernelLock.for_segment(pool.segment, TOKEN_BYTE)) as release:
+        # (ChildHung: it waited on the parent's copy; the kernel lets it take the lock once
+        # the parent's hold ends)
+        assert in_child(releasing(fork, release), child, 10) == 0
