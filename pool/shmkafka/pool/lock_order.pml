@@ -81,8 +81,10 @@ inline check_order(me, l)
 #endif
 }
 
-/* LockSet.acquire: a timed wait. On a timeout the process fails: it lets go
- * of everything (its `with` blocks unwind) and goes to its end. */
+/* LockSet.acquire, and KernelLock.__enter__ for SLOT (the kernel has no timed
+ * wait for a record lock: polled to the same timeout): a timed wait. On a
+ * timeout the process fails: it lets go of everything (its `with` blocks
+ * unwind) and goes to its end. */
 inline lock(me, l)
 {
     check_order(me, l);
