@@ -8,8 +8,9 @@ workload: the figures that do not move with this machine's load.
 For each client and record size, one app process sends N records through the client's
 public API (lz4, acks=1, linger 5 ms, keys over 10,007 names, 16 partitions, the rest at the
 client's defaults): shmkafka's ``KafkaProducer.send`` to a sidecar Sender
-(``shmkafka sender --create``; ``shmkafka-confluent``: shmkafka's ``Producer.produce`` and
-``poll(0)``, as confluent-kafka's), confluent-kafka's ``Producer.produce`` or kafka-python's
+(``shmkafka sender --create``; ``shmkafka-confluent``: shmkafka's ``Producer.produce`` with
+an ``on_delivery`` callback and ``poll(0)``, as confluent-kafka's, whose docs show both),
+confluent-kafka's ``Producer.produce`` or kafka-python's
 ``KafkaProducer.send`` from the app alone (their I/O threads are in it). The app, the Sender
 and broker_stub each run in their own process under
 ``valgrind --tool=callgrind`` with instrumentation off. Once the app has warmed up (the
@@ -102,11 +103,17 @@ def _shmkafka_confluent(bootstrap: str, pool: str) -> Send:
 
 
 def _confluent_style(producer: Any) -> Send:
+    reported = [0]
+
+    def on_delivery(err: Any, msg: Any) -> None:  # (as confluent-kafka's docs show)
+        reported[0] += 1
+
     def send(n: int, values: list[bytes]) -> None:
         for i in range(n):
             while True:
                 try:
-                    producer.produce(TOPIC, values[i % len(values)], KEYS[i % len(KEYS)])
+                    producer.produce(TOPIC, values[i % len(values)], KEYS[i % len(KEYS)],
+                                     on_delivery=on_delivery)  # fmt: skip
                     break
                 except BufferError:  # its queue is full: serve reports, as its docs show
                     producer.poll(0.01)

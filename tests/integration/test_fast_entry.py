@@ -19,6 +19,7 @@ import kafka.partitioner.default
 import pytest
 
 from shmkafka.confluent_kafka import Producer
+from shmkafka.facades.confluent import reports
 from shmkafka.kafka import KafkaProducer
 from shmkafka.producer.futures import Future
 from tests.integration.kafka_io import cluster, consume_all, unique_topic
@@ -134,6 +135,46 @@ def test_reports_go_to_the_callback_that_asked_and_none_is_kept_without_one(
     finally:
         producer.close()
     assert calls == {"configured": [b"warm", b"a"], "kwarg": [b"b"], "callback": [b"c"]}
+
+
+@pytest.fixture(params=["layout", "constructor"])
+def message_made(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The C serve's Message by confluent-kafka's layout, or by its constructor."""
+    if request.param == "constructor" and reports.use_message_layout is not None:
+        reports.use_message_layout(None, (), False, b"")
+    try:
+        yield str(request.param)
+    finally:
+        if reports.LAYOUT_IN_USE:
+            assert reports.checked_layout(confluent_kafka.Message)
+
+
+def test_each_report_tells_what_the_broker_wrote(
+    tansu: Peer, topic: str, pool_name: str, route: str, message_made: str
+) -> None:
+    reported: list[Any] = []
+    producer = Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 5,
+                         "shmkafka.pool": pool_name})  # fmt: skip
+    sent = [(KEYS[n % 7] if n % 3 else None, b"value-%d" % n) for n in range(60)]
+    try:
+        producer.produce(topic, b"warm", b"k")
+        assert producer.flush(30) == 0
+        for key, value in sent:
+            producer.produce(topic, value, key, on_delivery=lambda e, m: reported.append((e, m)))
+        assert producer.flush(30) == 0
+    finally:
+        producer.close()
+    written = {(m.partition(), m.offset()): m for m in consume_all(tansu, topic,
+               list(range(PARTITIONS)), len(sent) + 1)}  # fmt: skip
+    assert sorted([(m.key(), m.value()) for _, m in reported], key=repr) == sorted(sent, key=repr)
+    for error, message in reported:
+        assert error is None and message.error() is None and message.headers() is None
+        assert type(message) is confluent_kafka.Message and message.topic() == topic
+        twin = written[(message.partition(), message.offset())]
+        assert (message.key(), message.value()) == (twin.key(), twin.value())
+        assert message.timestamp() == twin.timestamp()
+        assert message.timestamp()[0] == confluent_kafka.TIMESTAMP_CREATE_TIME
+        assert 0 <= message.latency() < 30 and message.leader_epoch() is None
 
 
 def test_calls_the_c_entry_does_not_take_are_the_python_paths(

@@ -87,8 +87,16 @@ take_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
         PyObject *arg = args[nargs + i];
         size_t k = 0;
-        while (k < n_taken && !name_is(name, taken[k].name)) {
+        /* a caller's keyword is interned, as ours: one pass by identity first
+         * (comparing by value cost produce() a tenth of its instructions) */
+        while (k < n_taken && name != taken[k].name) {
             k++;
+        }
+        if (k == n_taken) {
+            k = 0;
+            while (k < n_taken && !name_is(name, taken[k].name)) {
+                k++;
+            }
         }
         if (k < n_taken) {
             *taken[k].out = arg;
@@ -244,6 +252,25 @@ python:
     return python_path(self, str_send, args, nargs, kwnames);
 }
 
+/* A report's (callback, key, value, monotonic start): a tuple filled here,
+ * where Py_BuildValue parsed its format string for every record. */
+static PyObject *
+new_report(PyObject *callback, PyObject *key, PyObject *value)
+{
+    PyObject *started = PyFloat_FromDouble(monotonic_s());
+    PyObject *report = started == NULL ? NULL : PyTuple_New(4);
+
+    if (report == NULL) {
+        Py_XDECREF(started);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(report, 0, Py_NewRef(callback));
+    PyTuple_SET_ITEM(report, 1, Py_NewRef(key));
+    PyTuple_SET_ITEM(report, 2, Py_NewRef(value));
+    PyTuple_SET_ITEM(report, 3, started);
+    return report;
+}
+
 PyDoc_STRVAR(ProduceEntry_produce__doc__,
 "produce($self, /, topic, value=None, key=None, partition=-1,\n"
 "        on_delivery=None, callback=None, timestamp=0, headers=None)\n"
@@ -294,7 +321,7 @@ ProduceEntry_produce(Entry *self, PyObject *const *args, Py_ssize_t nargs,
     }
     PyObject *report = Py_None;
     if (callback != Py_None) {
-        report = Py_BuildValue("(OOOd)", callback, key, value, monotonic_s());
+        report = new_report(callback, key, value);
         if (report == NULL) {
             return NULL;
         }

@@ -3,7 +3,10 @@
  * common future's report is served here, in C: its Message is made and its
  * callback called; anything else goes to the Python hook (its Python twin:
  * producer.py's _serve_report). The futures it reads are the tracker's
- * (producer/_tracker.c), reached through the tracker's capsule.
+ * (producer/_tracker.c), reached through the tracker's capsule. The Message
+ * is made by confluent-kafka's layout when reports.py found and checked it
+ * (layout_message; its twin: the type's constructor), else by calling the
+ * type.
  *
  * Rules: every function runs with the GIL held. A report is popped from the
  * left of its deque one at a time, so another thread may serve the same deque.
@@ -19,6 +22,74 @@
 static const TrackerAPI *tracker_api;  /* shmkafka.producer._tracker's */
 
 static PyObject *str_base_offset, *str_log_append_time, *str_first_delta;
+static PyObject *empty_tuple, *create_time;
+
+/* Where confluent-kafka's C Message keeps the fields a delivered report sets,
+ * found and checked by reports.py (message_layout: the type's own
+ * constructor is the reference); type NULL: none known, the constructor
+ * makes every Message. Its constructor parses nine arguments by keyword
+ * rules: a third of the cost of serving a report. */
+typedef struct {
+    PyTypeObject *type;  /* strong */
+    Py_ssize_t topic, partition, offset, key, value, tstype, timestamp, latency;
+    int none_is_null;  /* a None key or value is kept as NULL */
+    char *defaults;    /* tp_basicsize bytes: what the constructor sets anyway */
+} MessageLayout;
+
+static MessageLayout layout;
+
+static void
+put_object(char *base, Py_ssize_t at, PyObject *value)
+{
+    PyObject *old;
+
+    memcpy(&old, base + at, sizeof(old));
+    PyObject *stored = value == Py_None && layout.none_is_null
+        ? NULL : Py_NewRef(value);
+    memcpy(base + at, &stored, sizeof(stored));
+    Py_XDECREF(old);
+}
+
+static void
+put_i32(char *base, Py_ssize_t at, int32_t value)
+{
+    memcpy(base + at, &value, sizeof(value));
+}
+
+static void
+put_i64(char *base, Py_ssize_t at, int64_t value)
+{
+    memcpy(base + at, &value, sizeof(value));
+}
+
+/* A Message made as the type's constructor makes it from (topic,
+ * partition, offset, key, value, None, None, (tstype, timestamp),
+ * latency): its tp_new, then the fields written where the layout says. */
+static PyObject *
+layout_message(PyObject *topic, long long partition, long long offset,
+               PyObject *key, PyObject *value, int tstype,
+               long long timestamp, double latency)
+{
+    PyTypeObject *type = layout.type;
+    PyObject *message = type->tp_new(type, empty_tuple, NULL);
+
+    if (message == NULL) {
+        return NULL;
+    }
+    char *base = (char *)message;
+    memcpy(base + sizeof(PyObject), layout.defaults + sizeof(PyObject),
+           (size_t)type->tp_basicsize - sizeof(PyObject));
+    put_object(base, layout.topic, topic);
+    put_object(base, layout.key, key);
+    put_object(base, layout.value, value);
+    put_i32(base, layout.partition, (int32_t)partition);
+    put_i64(base, layout.offset, offset);
+    put_i32(base, layout.tstype, tstype);
+    put_i64(base, layout.timestamp, timestamp);
+    /* (seconds to its microseconds, in the order its constructor does) */
+    put_i64(base, layout.latency, (int64_t)(latency * 1000 * 1000));
+    return message;
+}
 
 typedef struct {
     PyObject *completion;   /* borrowed: the last one read */
@@ -84,7 +155,18 @@ delivered_message(PyObject *item, PyObject *message_type, double now,
     long long timestamp = facts->log_append_time >= 0
         ? facts->log_append_time : future->timestamp;
     double latency = now - PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(report, 3));
-    PyObject *stamp = Py_BuildValue("(iL)", 1, timestamp);  /* CREATE_TIME */
+    *callback = PyTuple_GET_ITEM(report, 0);
+    if (message_type == (PyObject *)layout.type) {
+        return layout_message(future->topic, future->partition, offset,
+                              PyTuple_GET_ITEM(report, 1),
+                              PyTuple_GET_ITEM(report, 2), 1, timestamp,
+                              latency);  /* (1: CREATE_TIME) */
+    }
+    PyObject *stamp = NULL, *timestamp_obj = PyLong_FromLongLong(timestamp);
+    if (timestamp_obj != NULL) {
+        stamp = PyTuple_Pack(2, create_time, timestamp_obj);
+        Py_DECREF(timestamp_obj);
+    }
     PyObject *offset_obj = PyLong_FromLongLong(offset);
     PyObject *partition = PyLong_FromSsize_t(future->partition);
     PyObject *latency_obj = PyFloat_FromDouble(latency);
@@ -102,7 +184,6 @@ delivered_message(PyObject *item, PyObject *message_type, double now,
     Py_XDECREF(offset_obj);
     Py_XDECREF(partition);
     Py_XDECREF(latency_obj);
-    *callback = PyTuple_GET_ITEM(report, 0);
     return message;
 }
 
@@ -151,10 +232,10 @@ serve_reports(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                                               &callback);
         PyObject *result;
         if (message != NULL) {
+            PyObject *call_args[2] = {Py_None, message};
             result = callback == Py_None
                 ? Py_NewRef(Py_None)
-                : PyObject_CallFunctionObjArgs(callback, Py_None, message,
-                                               NULL);
+                : PyObject_Vectorcall(callback, call_args, 2, NULL);
             Py_DECREF(message);
         }
         else if (PyErr_Occurred()) {
@@ -195,9 +276,127 @@ error:
     return NULL;
 }
 
+PyDoc_STRVAR(use_message_layout__doc__,
+"use_message_layout($module, type, offsets, none_is_null, defaults, /)\n"
+"--\n"
+"\n"
+"Make the delivered report's Message of ``type`` by writing its fields at\n"
+"``offsets`` (topic, partition, offset, key, value, tstype, timestamp,\n"
+"latency: reports.py's message_layout) after its tp_new and ``defaults``\n"
+"(its tp_basicsize bytes, past the object's head); ``type`` None:\n"
+"by calling the type, as for any other.");
+
+static int
+offset_fits(PyTypeObject *type, Py_ssize_t at, Py_ssize_t width)
+{
+    return at >= (Py_ssize_t)sizeof(PyObject) && at % width == 0
+           && at + width <= type->tp_basicsize;
+}
+
+static PyObject *
+use_message_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const Py_ssize_t widths[8] = {
+        sizeof(PyObject *), 4, 8, sizeof(PyObject *), sizeof(PyObject *),
+        4, 8, 8,
+    };
+    Py_ssize_t at[8];
+
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "use_message_layout() takes exactly 4 arguments");
+        return NULL;
+    }
+    if (args[0] == Py_None) {
+        Py_CLEAR(layout.type);
+        PyMem_Free(layout.defaults);
+        layout.defaults = NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyType_Check(args[0]) || !PyTuple_Check(args[1])
+        || PyTuple_GET_SIZE(args[1]) != 8 || !PyBytes_Check(args[3])
+        || PyBytes_GET_SIZE(args[3])
+           != ((PyTypeObject *)args[0])->tp_basicsize)
+    {
+        PyErr_SetString(PyExc_TypeError, "use_message_layout() takes a "
+                        "type, 8 offsets, a flag and its size of bytes");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    for (int i = 0; i < 8; i++) {
+        at[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(args[1], i));
+        if (at[i] == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (!offset_fits(type, at[i], widths[i])) {
+            PyErr_Format(PyExc_ValueError,
+                         "offset %zd is not a field of %s", at[i],
+                         type->tp_name);
+            return NULL;
+        }
+    }
+    if (type->tp_new == NULL || type->tp_itemsize != 0) {
+        PyErr_Format(PyExc_ValueError, "%s is not a fixed-size type",
+                     type->tp_name);
+        return NULL;
+    }
+    char *defaults = PyMem_Malloc((size_t)type->tp_basicsize);
+    if (defaults == NULL) {
+        return PyErr_NoMemory();
+    }
+    memcpy(defaults, PyBytes_AS_STRING(args[3]), (size_t)type->tp_basicsize);
+    PyMem_Free(layout.defaults);
+    layout.defaults = defaults;
+    Py_XSETREF(layout.type, (PyTypeObject *)Py_NewRef(type));
+    layout.topic = at[0];
+    layout.partition = at[1];
+    layout.offset = at[2];
+    layout.key = at[3];
+    layout.value = at[4];
+    layout.tstype = at[5];
+    layout.timestamp = at[6];
+    layout.latency = at[7];
+    layout.none_is_null = PyObject_IsTrue(args[2]);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(layout_message__doc__,
+"layout_message($module, topic, partition, offset, key, value, tstype,\n"
+"               timestamp, latency, /)\n"
+"--\n"
+"\n"
+"The Message the layout makes (its twin: the type's constructor, with\n"
+"headers and error None and the timestamp (tstype, timestamp)).");
+
+static PyObject *
+layout_message_py(PyObject *module, PyObject *args)
+{
+    PyObject *topic, *key, *value;
+    long long partition, offset, timestamp;
+    int tstype;
+    double latency;
+
+    if (!PyArg_ParseTuple(args, "ULLOOiLd:layout_message", &topic, &partition,
+                          &offset, &key, &value, &tstype, &timestamp,
+                          &latency))
+    {
+        return NULL;
+    }
+    if (layout.type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "no Message layout in use");
+        return NULL;
+    }
+    return layout_message(topic, partition, offset, key, value, tstype,
+                          timestamp, latency);
+}
+
 static PyMethodDef report_functions[] = {
     {"serve_reports", (PyCFunction)(void (*)(void))serve_reports,
      METH_FASTCALL, serve_reports__doc__},
+    {"use_message_layout", (PyCFunction)(void (*)(void))use_message_layout,
+     METH_FASTCALL, use_message_layout__doc__},
+    {"layout_message", (PyCFunction)layout_message_py, METH_VARARGS,
+     layout_message__doc__},
     {NULL, NULL, 0, NULL}
 };
 
@@ -216,6 +415,11 @@ reports_exec(PyObject *module)
         || (str_first_delta == NULL
             && (str_first_delta = PyUnicode_InternFromString("first_delta"))
                == NULL))
+    {
+        return -1;
+    }
+    if ((empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL)
+        || (create_time == NULL && (create_time = PyLong_FromLong(1)) == NULL))
     {
         return -1;
     }
