@@ -22,6 +22,7 @@ from shmkafka.protocol.records import (
     frame_record,
     framed_size,
     make_attributes,
+    record_head,
     record_size_bound,
 )
 
@@ -233,3 +234,21 @@ def test_a_compressed_batchs_parts_join_to_finalize_batchs_bytes() -> None:
 @pytest.mark.parametrize("tail_len", [0, 1, 60, 61, 62, 8190, 8191, 16380, 16381, 100_000])
 def test_framed_size_is_the_first_records_size(tail_len: int) -> None:
     assert framed_size(tail_len) == len(frame_record(0, 0, b"x" * tail_len))
+
+
+@pytest.mark.parametrize("value_len", [0, 61, 62, 8191, 100_000])
+def test_records_written_as_head_then_tail_read_back_with_kafka_pythons_decoder(
+    value_len: int,
+) -> None:
+    backing = bytearray(HEADER_SIZE)
+    timestamps = [0, 1, 64, 2**40]  # (deltas of one and several varint bytes)
+    for delta, timestamp in enumerate(timestamps):
+        tail = encode_record_tail(b"k%d" % delta, b"%d" % delta * value_len)
+        backing += record_head(delta, timestamp, len(tail))
+        backing += tail  # (apart, as the accumulator writes them)
+    (out,) = finalize_batch(backing, len(backing), record_count=4, last_offset_delta=3,
+                            base_timestamp=1000, max_timestamp=1000 + 2**40)  # fmt: skip
+    decoded = list(DefaultRecordBatch(bytes(out)))
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in decoded] == [
+        (n, 1000 + t, b"k%d" % n, b"%d" % n * value_len) for n, t in enumerate(timestamps)
+    ]

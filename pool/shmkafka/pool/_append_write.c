@@ -15,7 +15,7 @@
  */
 
 /* A record's bytes before its tail: length, attributes, timestamp delta,
- * offset delta. */
+ * offset delta (its twin: protocol/records.py's record_head). */
 static int
 record_head(unsigned char *out, int64_t timestamp_delta,
             uint32_t offset_delta, Py_ssize_t tail_len)

@@ -42,8 +42,8 @@ from shmkafka.protocol.records import (
     HeaderInput,
     encode_record_tail,
     finalize_batch,
-    frame_record,
     framed_size,
+    record_head,
     record_size_bound,
 )
 from shmkafka.shm import faultpoints
@@ -274,19 +274,22 @@ class RecordAccumulator:
         )
         if state != OPEN or count >= self._max_records:
             return None
-        record = frame_record(count, timestamp_ms - base_ts, tail)
-        end = write_pos + len(record)
+        head = record_head(count, timestamp_ms - base_ts, len(tail))
+        size = len(head) + len(tail)
+        end = write_pos + size
         capacity = slab_count * self._slab_size
         if end > capacity:
             return None
         start = self._layout.slabs_at + first_slab * self._slab_size
-        buf[start + write_pos : start + end] = record
+        tail_at = start + write_pos + len(head)
+        buf[start + write_pos : tail_at] = head
+        buf[tail_at : start + end] = tail  # (apart: a large tail is not copied to join them)
         if self._marked.get(batch_id) != gen:  # the appender bit is set once per batch
             self.pool.batches.add_appender(batch_id, self.pool.slot)
             self._marked[batch_id] = gen
         faultpoints.reached("append.before_publish")
         publish_record(buf, self._words, at, end, count + 1, max(max_ts, timestamp_ms), now_ms)
-        full = capacity - end < len(record) or count + 1 >= self._max_records
+        full = capacity - end < size or count + 1 >= self._max_records
         return AppendResult(batch_id, gen, count, full, False)
 
     # ------------------------------------------------------------------ drain (Sender side)

@@ -126,13 +126,19 @@ def encode_record_tail(
 
 def frame_record(offset_delta: int, timestamp_delta: int, tail: bytes) -> bytes:
     """A whole record: length prefix, attributes, the two deltas, then ``tail``."""
+    return record_head(offset_delta, timestamp_delta, len(tail)) + tail
+
+
+def record_head(offset_delta: int, timestamp_delta: int, tail_len: int) -> bytes:
+    """What ``frame_record`` puts before a tail of ``tail_len`` bytes (written apart from
+    the tail, a large value is not copied once more to join them)."""
     zz = _ZIGZAG
     limit = _SMALL_LIMIT
     ts = zz[timestamp_delta + 1] if -1 <= timestamp_delta < limit else _varint(timestamp_delta)
     off = zz[offset_delta + 1] if -1 <= offset_delta < limit else _varint(offset_delta)
-    size = 1 + len(ts) + len(off) + len(tail)
+    size = 1 + len(ts) + len(off) + tail_len
     prefix = zz[size + 1] if size < limit else _varint(size)
-    return b"".join((prefix, b"\x00", ts, off, tail))
+    return b"".join((prefix, b"\x00", ts, off))
 
 
 def framed_size(tail_len: int) -> int:
