@@ -140,6 +140,8 @@ def test_reports_go_to_the_callback_that_asked_and_none_is_kept_without_one(
 @pytest.fixture(params=["layout", "constructor"])
 def message_made(request: pytest.FixtureRequest) -> Iterator[str]:
     """The C serve's Message by confluent-kafka's layout, or by its constructor."""
+    if request.param == "layout" and reports.serve_reports is not None:
+        assert reports.LAYOUT_IN_USE  # (else this case would test the constructor twice)
     if request.param == "constructor" and reports.use_message_layout is not None:
         reports.use_message_layout(None, (), False, b"")
     try:

@@ -25,26 +25,29 @@ static PyObject *str_base_offset, *str_log_append_time, *str_first_delta;
 static PyObject *empty_tuple, *create_time;
 
 /* Where confluent-kafka's C Message keeps the fields a delivered report sets,
- * found and checked by reports.py (message_layout: the type's own
- * constructor is the reference); type NULL: none known, the constructor
- * makes every Message. Its constructor parses nine arguments by keyword
- * rules: a third of the cost of serving a report. */
+ * found and checked by reports.py (message_layout: one of the layouts it
+ * knows, checked against the type's own constructor); type NULL: none in
+ * use, the constructor makes every Message. Its constructor parses nine
+ * arguments by keyword rules: a third of the cost of serving a report. */
 typedef struct {
     PyTypeObject *type;  /* strong */
+    PyObject *defaults;  /* strong, bytes of tp_basicsize: what the constructor
+                          * sets whatever its arguments, the fields zero */
     Py_ssize_t topic, partition, offset, key, value, tstype, timestamp, latency;
-    int none_is_null;  /* a None key or value is kept as NULL */
-    char *defaults;    /* tp_basicsize bytes: what the constructor sets anyway */
+    int none_is_null;    /* a None key or value is kept as NULL */
 } MessageLayout;
 
 static MessageLayout layout;
 
+#define OFFSET_INVALID (-1001)  /* librdkafka's RD_KAFKA_OFFSET_INVALID */
+
 static void
-put_object(char *base, Py_ssize_t at, PyObject *value)
+put_object(char *base, Py_ssize_t at, PyObject *value, int none_is_null)
 {
     PyObject *old;
 
     memcpy(&old, base + at, sizeof(old));
-    PyObject *stored = value == Py_None && layout.none_is_null
+    PyObject *stored = value == Py_None && none_is_null
         ? NULL : Py_NewRef(value);
     memcpy(base + at, &stored, sizeof(stored));
     Py_XDECREF(old);
@@ -64,30 +67,42 @@ put_i64(char *base, Py_ssize_t at, int64_t value)
 
 /* A Message made as the type's constructor makes it from (topic,
  * partition, offset, key, value, None, None, (tstype, timestamp),
- * latency): its tp_new, then the fields written where the layout says. */
+ * latency): its tp_new, then the fields written where the layout says,
+ * each as the constructor keeps it (a negative partition as -1, offset as
+ * OFFSET_INVALID, latency as -1: the accessors' None). NULL without an
+ * exception: tp_new made another type's object (the caller constructs). */
 static PyObject *
-layout_message(PyObject *topic, long long partition, long long offset,
-               PyObject *key, PyObject *value, int tstype,
+layout_message(const MessageLayout *in_use, PyObject *topic, int partition,
+               long long offset, PyObject *key, PyObject *value, int tstype,
                long long timestamp, double latency)
 {
-    PyTypeObject *type = layout.type;
-    PyObject *message = type->tp_new(type, empty_tuple, NULL);
+    /* a copy, its objects held: tp_new may collect garbage, so run any
+     * thread, which may change the layout in use meanwhile */
+    MessageLayout at = *in_use;
+    Py_INCREF(at.type);
+    Py_INCREF(at.defaults);
+    PyObject *message = at.type->tp_new(at.type, empty_tuple, NULL);
 
-    if (message == NULL) {
-        return NULL;
+    if (message != NULL && !Py_IS_TYPE(message, at.type)) {
+        Py_CLEAR(message);
     }
-    char *base = (char *)message;
-    memcpy(base + sizeof(PyObject), layout.defaults + sizeof(PyObject),
-           (size_t)type->tp_basicsize - sizeof(PyObject));
-    put_object(base, layout.topic, topic);
-    put_object(base, layout.key, key);
-    put_object(base, layout.value, value);
-    put_i32(base, layout.partition, (int32_t)partition);
-    put_i64(base, layout.offset, offset);
-    put_i32(base, layout.tstype, tstype);
-    put_i64(base, layout.timestamp, timestamp);
-    /* (seconds to its microseconds, in the order its constructor does) */
-    put_i64(base, layout.latency, (int64_t)(latency * 1000 * 1000));
+    if (message != NULL) {
+        char *base = (char *)message;
+        memcpy(base + sizeof(PyObject),
+               PyBytes_AS_STRING(at.defaults) + sizeof(PyObject),
+               (size_t)at.type->tp_basicsize - sizeof(PyObject));
+        put_object(base, at.topic, topic, at.none_is_null);
+        put_object(base, at.key, key, at.none_is_null);
+        put_object(base, at.value, value, at.none_is_null);
+        put_i32(base, at.partition, partition < 0 ? -1 : partition);
+        put_i64(base, at.offset, offset < 0 ? OFFSET_INVALID : offset);
+        put_i32(base, at.tstype, tstype);
+        put_i64(base, at.timestamp, timestamp);
+        put_i64(base, at.latency,
+                latency < 0 ? -1 : (int64_t)(latency * 1000000.0));
+    }
+    Py_DECREF(at.type);
+    Py_DECREF(at.defaults);
     return message;
 }
 
@@ -157,10 +172,14 @@ delivered_message(PyObject *item, PyObject *message_type, double now,
     double latency = now - PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(report, 3));
     *callback = PyTuple_GET_ITEM(report, 0);
     if (message_type == (PyObject *)layout.type) {
-        return layout_message(future->topic, future->partition, offset,
-                              PyTuple_GET_ITEM(report, 1),
-                              PyTuple_GET_ITEM(report, 2), 1, timestamp,
-                              latency);  /* (1: CREATE_TIME) */
+        PyObject *made = layout_message(&layout, future->topic,
+                                        (int)future->partition, offset,
+                                        PyTuple_GET_ITEM(report, 1),
+                                        PyTuple_GET_ITEM(report, 2), 1,
+                                        timestamp, latency);  /* CREATE_TIME */
+        if (made != NULL || PyErr_Occurred()) {
+            return made;
+        }
     }
     PyObject *stamp = NULL, *timestamp_obj = PyLong_FromLongLong(timestamp);
     if (timestamp_obj != NULL) {
@@ -309,12 +328,11 @@ use_message_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if (args[0] == Py_None) {
         Py_CLEAR(layout.type);
-        PyMem_Free(layout.defaults);
-        layout.defaults = NULL;
+        Py_CLEAR(layout.defaults);
         Py_RETURN_NONE;
     }
     if (!PyType_Check(args[0]) || !PyTuple_Check(args[1])
-        || PyTuple_GET_SIZE(args[1]) != 8 || !PyBytes_Check(args[3])
+        || PyTuple_GET_SIZE(args[1]) != 8 || !PyBytes_CheckExact(args[3])
         || PyBytes_GET_SIZE(args[3])
            != ((PyTypeObject *)args[0])->tp_basicsize)
     {
@@ -335,18 +353,25 @@ use_message_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
     }
+    for (int i = 0; i < 8; i++) {
+        for (int j = i + 1; j < 8; j++) {
+            if (at[i] < at[j] + widths[j] && at[j] < at[i] + widths[i]) {
+                PyErr_Format(PyExc_ValueError, "fields at %zd and %zd overlap",
+                             at[i], at[j]);
+                return NULL;
+            }
+        }
+    }
     if (type->tp_new == NULL || type->tp_itemsize != 0) {
         PyErr_Format(PyExc_ValueError, "%s is not a fixed-size type",
                      type->tp_name);
         return NULL;
     }
-    char *defaults = PyMem_Malloc((size_t)type->tp_basicsize);
-    if (defaults == NULL) {
-        return PyErr_NoMemory();
+    int none_is_null = PyObject_IsTrue(args[2]);
+    if (none_is_null < 0) {
+        return NULL;
     }
-    memcpy(defaults, PyBytes_AS_STRING(args[3]), (size_t)type->tp_basicsize);
-    PyMem_Free(layout.defaults);
-    layout.defaults = defaults;
+    Py_XSETREF(layout.defaults, Py_NewRef(args[3]));
     Py_XSETREF(layout.type, (PyTypeObject *)Py_NewRef(type));
     layout.topic = at[0];
     layout.partition = at[1];
@@ -356,7 +381,7 @@ use_message_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     layout.tstype = at[5];
     layout.timestamp = at[6];
     layout.latency = at[7];
-    layout.none_is_null = PyObject_IsTrue(args[2]);
+    layout.none_is_null = none_is_null;
     Py_RETURN_NONE;
 }
 
@@ -372,11 +397,11 @@ static PyObject *
 layout_message_py(PyObject *module, PyObject *args)
 {
     PyObject *topic, *key, *value;
-    long long partition, offset, timestamp;
-    int tstype;
+    long long offset, timestamp;
+    int partition, tstype;
     double latency;
 
-    if (!PyArg_ParseTuple(args, "ULLOOiLd:layout_message", &topic, &partition,
+    if (!PyArg_ParseTuple(args, "UiLOOiLd:layout_message", &topic, &partition,
                           &offset, &key, &value, &tstype, &timestamp,
                           &latency))
     {
@@ -386,8 +411,12 @@ layout_message_py(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "no Message layout in use");
         return NULL;
     }
-    return layout_message(topic, partition, offset, key, value, tstype,
-                          timestamp, latency);
+    PyObject *made = layout_message(&layout, topic, partition, offset, key,
+                                    value, tstype, timestamp, latency);
+    if (made == NULL && !PyErr_Occurred()) {
+        PyErr_SetString(PyExc_RuntimeError, "tp_new made another type");
+    }
+    return made;
 }
 
 static PyMethodDef report_functions[] = {

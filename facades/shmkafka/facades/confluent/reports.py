@@ -8,14 +8,15 @@ Rules:
 - confluent-kafka's ``Message`` constructor parses its nine arguments by keyword rules, a
   third of what serving one report costs. So the C serve writes the fields of a new
   ``Message`` itself, where ``message_layout`` found them in two probes the constructor
-  made, and only once that layout made the same ``Message`` as the constructor for every
-  value checked (``checked_layout``). Anything it cannot place (another version's fields,
-  the pure-Python ``Message``) leaves the constructor in use.
+  made. Only a layout of ``KNOWN_LAYOUTS`` is used (a field another version adds could hold
+  an object the probes cannot tell from a number), and only once it made the same
+  ``Message`` as the constructor, byte for byte, for every value ``checked_layout`` tries.
+  Anything else (another layout, the pure-Python ``Message``, no ctypes) leaves the
+  constructor in use.
 """
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import struct
 import sys
@@ -69,6 +70,8 @@ def _probe(message_type: type, n: int, key: bytes | None) -> tuple[Any, tuple[An
 
 
 def _memory(obj: Any) -> bytes:
+    import ctypes  # (here: a Python built without it only goes without the layout)
+
     return ctypes.string_at(id(obj), type(obj).__basicsize__)
 
 
@@ -80,6 +83,35 @@ class Layout(NamedTuple):
     offsets: tuple[int, ...]
     none_is_null: bool
     defaults: bytes
+
+
+# The layouts of confluent-kafka's C Message this code may write (64-bit CPython): its
+# fields' offsets, and the bytes its constructor sets whatever the arguments (leader_epoch
+# and the delivery count, -1). As confluent-kafka 2.16 lays it out: topic, value, key,
+# headers, its C headers, error, partition, offset, leader_epoch, timestamp, its type,
+# latency, the delivery count.
+KNOWN_LAYOUTS = {
+    ((16, 64, 72, 32, 24, 96, 88, 104), True, ((80, b"\xff" * 4), (112, b"\xff" * 2))),
+}
+
+
+def _known(layout: Layout) -> bool:
+    """Whether ``layout`` is one of ``KNOWN_LAYOUTS``."""
+    set_bytes = tuple((at, bytes(run)) for at, run in _runs(layout.defaults))
+    return (layout.offsets, layout.none_is_null, set_bytes) in KNOWN_LAYOUTS
+
+
+def _runs(data: bytes) -> list[tuple[int, bytearray]]:
+    """The runs of nonzero bytes of ``data``: (offset, bytes)."""
+    runs: list[tuple[int, bytearray]] = []
+    for at, byte in enumerate(data):
+        if not byte:
+            continue
+        if runs and runs[-1][0] + len(runs[-1][1]) == at:
+            runs[-1][1].append(byte)
+        else:
+            runs.append((at, bytearray([byte])))
+    return runs
 
 
 def message_layout(message_type: Any) -> Layout | None:
@@ -152,27 +184,44 @@ def _holds_only(message: Any, addresses: set[int]) -> bool:
 
 
 def checked_layout(message_type: Any) -> bool:
-    """Use ``message_type``'s layout in the C serve if it makes the same Message as its
-    constructor for every value below (else the constructor stays in use)."""
-    found = None if use_message_layout is None else message_layout(message_type)
-    if found is None or use_message_layout is None or layout_message is None:
+    """Use ``message_type``'s layout in the C serve if it is a known one and makes the same
+    Message as its constructor for every value below (else the constructor stays in use)."""
+    if use_message_layout is None or layout_message is None:
+        return False
+    try:
+        found = message_layout(message_type)
+    except ImportError:  # (no ctypes)
+        return False
+    if found is None or not _known(found):
         return False
     use_message_layout(message_type, *found)
-    topic = "checked"
-    cases = [(topic, 0, 0, None, None, 1, 0, 0.0),
-             (topic, 15, 2**40, b"key", b"value", 1, 1_700_000_000_123, 3e-6),
-             (topic, 2**31 - 1, 2**63 - 1, b"", b"", 1, -1, 2.675),
-             (topic, 7, -1, None, b"v" * 100, 1, 2**62, 1234.5678)]  # fmt: skip
-    before = sys.getrefcount(topic)
-    made = [layout_message(*case) for case in cases]
-    same = all(_fields(m) == _fields(_constructed(message_type, *case))
-               and _holds_only(m, {id(case[0]), id(case[3]), id(case[4])})
-               for m, case in zip(made, cases, strict=True))  # fmt: skip
-    del made
-    if not same or sys.getrefcount(topic) != before:
+    if not all(same_as_constructed(message_type, *case) for case in CHECKS):
         use_message_layout(None, (), False, b"")
         return False
     return True
+
+
+# (topic, partition, offset, key, value, tstype, timestamp, latency): edges of each field
+CHECKS = [("checked", 0, 0, None, None, 1, 0, 0.0),
+          ("checked", 15, 2**40, b"key", b"value", 1, 1_700_000_000_123, 3e-6),
+          ("checked", 2**31 - 1, 2**63 - 1, b"", b"", 1, -1, 2.675),
+          ("checked", 7, -1, None, b"v" * 100, 1, 2**62, 2.1e-05),
+          ("checked", -1, -2**63, b"k", None, 1, -2**63, -0.1),
+          ("checked", -5, -1001, b"k", b"v", 1, 5, 1234.5678)]  # fmt: skip
+
+
+def same_as_constructed(message_type: Any, *case: Any) -> bool:
+    """The layout's Message of ``case`` is the constructor's: its memory byte for byte (so
+    every field, the objects it holds by address), its accessors, ``==``; and it gives
+    back what it held when it goes."""
+    assert layout_message is not None
+    held = [obj for obj in (case[0], case[3], case[4]) if obj is not None]
+    counts = [sys.getrefcount(obj) for obj in held]
+    made, twin = layout_message(*case), _constructed(message_type, *case)
+    same = (_memory(made) == _memory(twin) and _fields(made) == _fields(twin) and made == twin
+            and _holds_only(made, {id(obj) for obj in held}))  # fmt: skip
+    del made, twin
+    return same and [sys.getrefcount(obj) for obj in held] == counts
 
 
 def _constructed(message_type: Any, topic: str, partition: int, offset: int, key: Any,
