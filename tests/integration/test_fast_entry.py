@@ -140,8 +140,10 @@ def test_reports_go_to_the_callback_that_asked_and_none_is_kept_without_one(
 @pytest.fixture(params=["layout", "constructor"])
 def message_made(request: pytest.FixtureRequest) -> Iterator[str]:
     """The C serve's Message by confluent-kafka's layout, or by its constructor."""
-    if request.param == "layout" and reports.serve_reports is not None:
-        assert reports.LAYOUT_IN_USE  # (else this case would test the constructor twice)
+    if request.param == "layout" and not reports.LAYOUT_IN_USE:
+        # (another confluent-kafka's layout, or no C: this case would test the constructor;
+        # test_reports fails if the layout of the one checked goes unused)
+        pytest.skip("no Message layout in use")
     if request.param == "constructor" and reports.use_message_layout is not None:
         reports.use_message_layout(None, (), False, b"")
     try:
