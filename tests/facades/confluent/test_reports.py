@@ -6,6 +6,7 @@ the probes place exactly (else the constructor stays in use)."""
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import struct
 import sys
@@ -61,11 +62,16 @@ def test_a_message_made_by_the_layout_is_the_constructors(
 def test_a_message_made_by_the_layout_gives_back_what_it_held() -> None:
     assert reports.layout_message is not None
     topic, key, value = "held-" + "x" * 10, b"k" * 10, b"v" * 10
-    before = [sys.getrefcount(obj) for obj in (topic, key, value)]
-    messages = [reports.layout_message(topic, 1, 2, key, value, 1, 3, 0.5) for _ in range(100)]
-    assert [sys.getrefcount(obj) for obj in (topic, key, value)] == [n + 100 for n in before]
-    del messages
-    assert [sys.getrefcount(obj) for obj in (topic, key, value)] == before
+    gc.disable()  # (a collection meanwhile could free other garbage that held them)
+    try:
+        before = [sys.getrefcount(obj) for obj in (topic, key, value)]
+        messages = [reports.layout_message(topic, 1, 2, key, value, 1, 3, 0.5)
+                    for _ in range(100)]  # fmt: skip
+        assert [sys.getrefcount(obj) for obj in (topic, key, value)] == [n + 100 for n in before]
+        del messages
+        assert [sys.getrefcount(obj) for obj in (topic, key, value)] == before
+    finally:
+        gc.enable()
 
 
 def test_a_field_in_two_places_or_in_none_is_not_placed() -> None:
