@@ -3,14 +3,15 @@ workload: the figures that do not move with this machine's load.
 
     make bench-instructions      # or: .venv/bin/python perf/bench_instructions.py
         [--sizes 100,1000,10000,100000] [--value-kind compressible|realistic] [--keep DIR]
-        [--clients shmkafka,shmkafka-confluent,confluent-kafka,kafka-python]
+        [--clients shmkafka,shmkafka-confluent,confluent-kafka,kafka-python] [--reports]
 
 For each client and record size, one app process sends N records through the client's
 public API (lz4, acks=1, linger 5 ms, keys over 10,007 names, 16 partitions, the rest at the
 client's defaults): shmkafka's ``KafkaProducer.send`` to a sidecar Sender
-(``shmkafka sender --create``; ``shmkafka-confluent``: shmkafka's ``Producer.produce`` with
-an ``on_delivery`` callback and ``poll(0)``, as confluent-kafka's, whose docs show both),
-confluent-kafka's ``Producer.produce`` or kafka-python's
+(``shmkafka sender --create``; ``shmkafka-confluent``: shmkafka's ``Producer.produce`` and
+``poll(0)``, as confluent-kafka's; with ``--reports`` both give every record an
+``on_delivery`` callback, as confluent-kafka's docs show), confluent-kafka's
+``Producer.produce`` or kafka-python's
 ``KafkaProducer.send`` from the app alone (their I/O threads are in it). The app, the Sender
 and broker_stub each run in their own process under
 ``valgrind --tool=callgrind`` with instrumentation off. Once the app has warmed up (the
@@ -45,10 +46,14 @@ RECORDS = {100: 20_000, 1000: 20_000, 10_000: 4_000, 100_000: 400}  # N for each
 PROCESSES = ("app", "sender", "broker")
 
 
-def app(client: str, bootstrap: str, pool: str, size: int, records: int, kind: str) -> None:
+def app(client: str, bootstrap: str, pool: str, size: int, records: int, kind: str,
+        reports: bool) -> None:  # fmt: skip
     """The app: warms up, says ``ready``, waits for ``go``, sends ``records`` records and
     flushes, says ``done``, waits for ``exit``."""
     from shmkafka.perf.workload import Workload
+
+    global REPORTS
+    REPORTS = reports
 
     values = Workload(record_size=size, value_kind=kind).values(0)
     send = SENDERS[client](bootstrap, pool)
@@ -102,11 +107,16 @@ def _shmkafka_confluent(bootstrap: str, pool: str) -> Send:
     return _confluent_style(producer)
 
 
+REPORTS = False  # (--reports: the confluent API's loops give each record a callback)
+
+
 def _confluent_style(producer: Any) -> Send:
     reported = [0]
 
-    def on_delivery(err: Any, msg: Any) -> None:  # (as confluent-kafka's docs show)
+    def count(err: Any, msg: Any) -> None:  # (as confluent-kafka's docs show)
         reported[0] += 1
+
+    on_delivery = count if REPORTS else None
 
     def send(n: int, values: list[bytes]) -> None:
         for i in range(n):
@@ -227,7 +237,8 @@ def serving(pool: str, pid: int) -> bool:
     return bool(sender["pid"] == pid and sender["alive"])
 
 
-def run(folder: Path, client: str, size: int, records: int, kind: str) -> dict[str, float]:
+def run(folder: Path, client: str, size: int, records: int, kind: str,
+        reports: bool = False) -> dict[str, float]:  # fmt: skip
     """Each process's instructions per record for one client and size (a peer has no
     Sender: its I/O threads are in the app)."""
     from shmkafka.perf.brokers import free_port
@@ -249,7 +260,7 @@ def run(folder: Path, client: str, size: int, records: int, kind: str) -> dict[s
             sender = _start_sidecar(outs["sender"], bootstrap, pool, properties)
         client_process = subprocess.Popen(
             callgrind(outs["app"], python, __file__, "--app", client, bootstrap, pool,
-                      str(size), str(records), kind),
+                      str(size), str(records), kind, str(int(reports))),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=quiet, text=True,
         )  # fmt: skip
         pids = [client_process.pid, broker.pid] + ([sender.pid] if sender else [])
@@ -306,11 +317,14 @@ def main() -> None:
     parser.add_argument("--by-kind", action="store_true",
                         help="also each process's instructions per record by kind: codec, "
                         "crc, copy, python, librdkafka, shmkafka C, other")  # fmt: skip
-    parser.add_argument("--app", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument("--reports", action="store_true",
+                        help="the confluent API's clients give every record an on_delivery "
+                        "callback (served by poll(0)), as confluent-kafka's docs show")  # fmt: skip
+    parser.add_argument("--app", nargs=7, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.app:
-        client, bootstrap, pool, size, records, kind = args.app
-        app(client, bootstrap, pool, int(size), int(records), kind)
+        client, bootstrap, pool, size, records, kind, reports = args.app
+        app(client, bootstrap, pool, int(size), int(records), kind, reports == "1")
         return
     clients = args.clients.split(",")
     if unknown := [c for c in clients if c not in SENDERS]:
@@ -327,7 +341,7 @@ def main() -> None:
         for size in (int(size) for size in args.sizes.split(",")):
             records = RECORDS.get(size, max(200, 2_000_000 // max(size, 1)))
             for client in clients:
-                per = run(Path(folder), client, size, records, args.value_kind)
+                per = run(Path(folder), client, size, records, args.value_kind, args.reports)
                 every = sum(per.values())
                 cells = " ".join(
                     f"{per[n]:>10,.0f}" if n in per else f"{'-':>10}" for n in PROCESSES

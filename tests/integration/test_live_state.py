@@ -215,12 +215,14 @@ def _scrape(url: str, pool: str) -> dict[str, float]:
     }
 
 
-def _scrape_until(url: str, pool: str, name: str, value: float) -> dict[str, float]:
-    """Scrape until ``name`` has ``value`` (the exporter samples every 0.2 s)."""
+def _scrape_until(url: str, pool: str, wanted: dict[str, float]) -> dict[str, float]:
+    """Scrape until every name of ``wanted`` has its value (the exporter samples every 0.2 s;
+    the Sender counts a batch's records before it frees the batch's blocks, so one sample can
+    show the records counted and a block not yet free)."""
     deadline = time.monotonic() + 10
     while True:
         got = _scrape(url, pool)
-        if got.get(name) == value or time.monotonic() > deadline:
+        if all(got.get(n) == v for n, v in wanted.items()) or time.monotonic() > deadline:
             return got
         time.sleep(0.1)
 
@@ -275,7 +277,14 @@ def _send_and_scrape(url: str, tansu: Peer, pool: str, count: int) -> dict[str, 
     producer = _producer(tansu.bootstrap, pool)
     try:
         _send(producer, topic, count)
-        got = _scrape_until(url, pool, "kafka_producer_record_send_total", count)
+        got = _scrape_until(
+            url,
+            pool,
+            {
+                "kafka_producer_record_send_total": count,
+                "kafka_producer_buffer_available_bytes": BUFFER,
+            },
+        )
     finally:
         producer.close()
     assert len(consume_all(tansu, topic, [0], count)) == count
