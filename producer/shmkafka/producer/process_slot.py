@@ -149,7 +149,7 @@ class ProcessSlot:
         if completions:
             with self._lock:
                 handles = list(self._handles)
-            self._queue.extend((h, c) for c in completions for h in handles)
+            self._queue.extend([(h, c) for c in completions for h in handles])
         queue = self._queue
         while queue:
             handle, completion = queue.popleft()
