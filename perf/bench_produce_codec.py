@@ -18,14 +18,8 @@ import argparse
 import timeit
 from collections.abc import Callable
 
-from shmkafka.protocol.messages.produce import (
-    PartitionProduceData,
-    PartitionProduceResponse,
-    ProduceRequest,
-    ProduceResponse,
-    TopicProduceData,
-    TopicProduceResponse,
-)
+from shmkafka.protocol.messages import produce
+from shmkafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from shmkafka.protocol.primitives import Reader, Writer
 from shmkafka.protocol.schema import decode_struct, encode_struct
 
@@ -34,10 +28,15 @@ BATCH = (b"h" * 61, b"r" * 300)  # (a batch's header and its records, as the Sen
 
 
 def _round_trips(partitions: int, version: int) -> dict[str, Callable[[], object]]:
-    request = ProduceRequest(acks=1, timeout_ms=30_000, topic_data=(TopicProduceData(
-        TOPIC, tuple(PartitionProduceData(i, BATCH) for i in range(partitions))),))  # fmt: skip
-    answers = tuple(PartitionProduceResponse(i, 0, 1000 + i, -1, 0) for i in range(partitions))
-    body = ProduceResponse(responses=(TopicProduceResponse(TOPIC, answers),)).encode(version)
+    batches = tuple(produce.PartitionProduceData(i, BATCH) for i in range(partitions))
+    topic = produce.TopicProduceData(TOPIC, batches)
+    request = ProduceRequest(acks=1, timeout_ms=30_000, topic_data=(topic,))
+    answers = tuple(
+        produce.PartitionProduceResponse(i, 0, 1000 + i, -1, 0) for i in range(partitions)
+    )
+    body = ProduceResponse(responses=(produce.TopicProduceResponse(TOPIC, answers),)).encode(
+        version
+    )
     flexible = version >= ProduceRequest.FLEXIBLE_FROM
 
     def walk() -> object:
