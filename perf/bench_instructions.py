@@ -238,19 +238,25 @@ def serving(pool: str, pid: int) -> bool:
 
 
 def run(folder: Path, client: str, size: int, records: int, kind: str,
-        reports: bool = False) -> dict[str, float]:  # fmt: skip
+        reports: bool = False, busy_sender: bool = False) -> dict[str, float]:  # fmt: skip
     """Each process's instructions per record for one client and size (a peer has no
-    Sender: its I/O threads are in the app)."""
+    Sender: its I/O threads are in the app). ``busy_sender``: the Sender's alone, the app
+    and the broker run without valgrind."""
     from shmkafka.perf.brokers import free_port
 
     port, pool = free_port(), "bi" + uuid.uuid4().hex[:12]
     bootstrap = f"127.0.0.1:{port}"
-    names = PROCESSES if client.startswith("shmkafka") else ("app", "broker")
+    names: tuple[str, ...] = PROCESSES if client.startswith("shmkafka") else ("app", "broker")
+    names = ("sender",) if busy_sender else names
     outs = {name: folder / f"{client}.{name}.{size}.out" for name in names}
+
+    def under(name: str, *command: str) -> list[str]:
+        return callgrind(outs[name], *command) if name in outs else list(command)
+
     python, quiet = sys.executable, subprocess.DEVNULL
     broker = subprocess.Popen(
-        callgrind(outs["broker"], python, "-m", "shmkafka.broker_stub", "--port", str(port),
-                  "--partitions", "16"), stdout=quiet, stderr=quiet,
+        under("broker", python, "-m", "shmkafka.broker_stub", "--port", str(port),
+              "--partitions", "16"), stdout=quiet, stderr=quiet,
     )  # fmt: skip
     sender: subprocess.Popen[bytes] | None = None
     try:
@@ -259,12 +265,14 @@ def run(folder: Path, client: str, size: int, records: int, kind: str,
             properties = CONFLUENT_PROPERTIES if client == "shmkafka-confluent" else PROPERTIES
             sender = _start_sidecar(outs["sender"], bootstrap, pool, properties)
         client_process = subprocess.Popen(
-            callgrind(outs["app"], python, __file__, "--app", client, bootstrap, pool,
-                      str(size), str(records), kind, str(int(reports))),
+            under("app", python, __file__, "--app", client, bootstrap, pool,
+                  str(size), str(records), kind, str(int(reports))),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=quiet, text=True,
         )  # fmt: skip
-        pids = [client_process.pid, broker.pid] + ([sender.pid] if sender else [])
-        _measure(client_process, pids)
+        pids = {"app": client_process.pid, "broker": broker.pid}
+        if sender is not None:
+            pids["sender"] = sender.pid
+        _measure(client_process, [pid for name, pid in pids.items() if name in outs])
     finally:
         for process in (sender, broker):  # (a sidecar runs until stopped: SIGTERM stops it)
             if process is not None:
@@ -320,6 +328,10 @@ def main() -> None:
     parser.add_argument("--reports", action="store_true",
                         help="the confluent API's clients give every record an on_delivery "
                         "callback (served by poll(0)), as confluent-kafka's docs show")  # fmt: skip
+    parser.add_argument("--busy-sender", action="store_true",
+                        help="count the Sender alone, with the app and the broker run "
+                        "without valgrind: the Sender is then the slowest process, busy "
+                        "with full batches and no idle rounds (shmkafka clients only)")  # fmt: skip
     parser.add_argument("--app", nargs=7, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.app:
@@ -329,6 +341,8 @@ def main() -> None:
     clients = args.clients.split(",")
     if unknown := [c for c in clients if c not in SENDERS]:
         parser.error(f"unknown clients {unknown}: choose from {', '.join(SENDERS)}")
+    if args.busy_sender and (peers := [c for c in clients if not c.startswith("shmkafka")]):
+        parser.error(f"--busy-sender counts shmkafka's Sender: {peers} have none")
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         sys.exit("bench_instructions needs valgrind: apt-get install valgrind")
     print(f"instructions per record, {args.value_kind} values, lz4, acks=1, linger 5 ms")
@@ -341,7 +355,8 @@ def main() -> None:
         for size in (int(size) for size in args.sizes.split(",")):
             records = RECORDS.get(size, max(200, 2_000_000 // max(size, 1)))
             for client in clients:
-                per = run(Path(folder), client, size, records, args.value_kind, args.reports)
+                per = run(Path(folder), client, size, records, args.value_kind, args.reports,
+                          args.busy_sender)  # fmt: skip
                 every = sum(per.values())
                 cells = " ".join(
                     f"{per[n]:>10,.0f}" if n in per else f"{'-':>10}" for n in PROCESSES
