@@ -17,6 +17,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import posix_ipc
@@ -156,7 +157,7 @@ class CompletionRings:
         while head < tail:  # (each run of entries that does not wrap, unpacked at once)
             run = min(tail - head, layout.ring_capacity - head % layout.ring_capacity)
             start = layout.ring_entry_at(slot, head)
-            out += map(_completion, RING_ENTRY.iter_unpack(buf[start : start + run * size]))
+            out += _completions(RING_ENTRY.iter_unpack(buf[start : start + run * size]))
             head += run
         self.segment.store_u64(at + S_RING_HEAD, tail)
         return out
@@ -208,12 +209,39 @@ def _clamp(ms: int) -> int:
     return max(-1, min(ms, 0x7FFFFFFF))
 
 
-def _completion(fields: tuple[int, ...]) -> Completion:
-    (batch_id, generation, base_offset, append_time, log_start, code, attempts, first, last,
-     node_id, queued_ms, request_ms) = fields  # fmt: skip
-    view = _new(SenderView, (attempts, node_id, queued_ms, request_ms)) if attempts else None
-    return _new(Completion, (batch_id, generation, base_offset, append_time, log_start, code,
-                             first, last, view))  # fmt: skip
+def _completions(entries: Iterator[tuple[int, ...]]) -> list[Completion]:
+    """Ring entries as results, in one comprehension (no call per entry: a paced app's
+    completion thread reads a few every wake)."""
+    return [
+        _new(
+            Completion,
+            (
+                batch,
+                generation,
+                base,
+                append,
+                start,
+                code,
+                first,
+                last,
+                _new(SenderView, (attempts, node, queued, request)) if attempts else None,
+            ),
+        )
+        for (
+            batch,
+            generation,
+            base,
+            append,
+            start,
+            code,
+            attempts,
+            first,
+            last,
+            node,
+            queued,
+            request,
+        ) in entries
+    ]
 
 
 _new = tuple.__new__  # (a NamedTuple made from its fields without its Python __new__)
