@@ -212,36 +212,15 @@ def _clamp(ms: int) -> int:
 def _completions(entries: Iterator[tuple[int, ...]]) -> list[Completion]:
     """Ring entries as results, in one comprehension (no call per entry: a paced app's
     completion thread reads a few every wake)."""
+    # fmt: off
     return [
-        _new(
-            Completion,
-            (
-                batch,
-                generation,
-                base,
-                append,
-                start,
-                code,
-                first,
-                last,
-                _new(SenderView, (attempts, node, queued, request)) if attempts else None,
-            ),
-        )
-        for (
-            batch,
-            generation,
-            base,
-            append,
-            start,
-            code,
-            attempts,
-            first,
-            last,
-            node,
-            queued,
-            request,
-        ) in entries
+        _new(Completion, (batch, generation, base, append, start, code, first, last,
+                          _new(SenderView, (attempts, node, queued, request)) if attempts
+                          else None))
+        for batch, generation, base, append, start, code, attempts, first, last, node, queued,
+            request in entries
     ]
+    # fmt: on
 
 
 _new = tuple.__new__  # (a NamedTuple made from its fields without its Python __new__)
