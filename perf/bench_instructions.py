@@ -52,11 +52,8 @@ def app(client: str, bootstrap: str, pool: str, size: int, records: int, kind: s
     flushes, says ``done``, waits for ``exit``."""
     from shmkafka.perf.workload import Workload
 
-    global REPORTS
-    REPORTS = reports
-
     values = Workload(record_size=size, value_kind=kind).values(0)
-    send = SENDERS[client](bootstrap, pool)
+    send = SENDERS[client](bootstrap, pool, reports)
     send(WARM, values)
     print("ready", flush=True)
     sys.stdin.readline()
@@ -68,14 +65,15 @@ def app(client: str, bootstrap: str, pool: str, size: int, records: int, kind: s
 Send = Callable[[int, list[bytes]], None]  # send n records of these values, then flush
 
 
-def _shmkafka(bootstrap: str, pool: str) -> Send:
+def _shmkafka(bootstrap: str, pool: str, reports: bool) -> Send:
+    """(``reports``: the confluent API's; a kafka-style loop keeps no futures.)"""
     from shmkafka.kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, pool=pool, **KAFKA_PYTHON_SETTINGS)
     return _kafka_style(producer)
 
 
-def _kafka_python(bootstrap: str, pool: str) -> Send:
+def _kafka_python(bootstrap: str, pool: str, reports: bool) -> Send:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, **KAFKA_PYTHON_SETTINGS)
@@ -91,32 +89,30 @@ def _kafka_style(producer: Any) -> Send:
     return send
 
 
-def _confluent(bootstrap: str, pool: str) -> Send:
+def _confluent(bootstrap: str, pool: str, reports: bool) -> Send:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
                          "compression.type": "lz4", "acks": 1})  # fmt: skip
-    return _confluent_style(producer)
+    return _confluent_style(producer, reports)
 
 
-def _shmkafka_confluent(bootstrap: str, pool: str) -> Send:
+def _shmkafka_confluent(bootstrap: str, pool: str, reports: bool) -> Send:
     from shmkafka.confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "shmkafka.pool": pool,
                          "compression.type": "lz4", "acks": 1})  # fmt: skip
-    return _confluent_style(producer)
+    return _confluent_style(producer, reports)
 
 
-REPORTS = False  # (--reports: the confluent API's loops give each record a callback)
-
-
-def _confluent_style(producer: Any) -> Send:
+def _confluent_style(producer: Any, reports: bool) -> Send:
+    """``reports`` (--reports): each record with an ``on_delivery`` callback."""
     reported = [0]
 
     def count(err: Any, msg: Any) -> None:  # (as confluent-kafka's docs show)
         reported[0] += 1
 
-    on_delivery = count if REPORTS else None
+    on_delivery = count if reports else None
 
     def send(n: int, values: list[bytes]) -> None:
         for i in range(n):
@@ -142,7 +138,7 @@ CONFLUENT_PROPERTIES = PROPERTIES | {
     "delivery_timeout_ms": "300000", "metadata_max_age_ms": "900000",
     "reconnect_backoff_max_ms": "10000", "reconnect_backoff_ms": "100",
 }  # fmt: skip
-SENDERS: dict[str, Callable[[str, str], Send]] = {
+SENDERS: dict[str, Callable[[str, str, bool], Send]] = {
     "shmkafka": _shmkafka, "shmkafka-confluent": _shmkafka_confluent,
     "confluent-kafka": _confluent, "kafka-python": _kafka_python,
 }  # fmt: skip

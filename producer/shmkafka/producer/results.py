@@ -59,7 +59,7 @@ class Results:
 
     def _on_completion(self, completion: Completion, local: KafkaError | None = None) -> None:
         registration = (completion.batch_id << 32) | completion.generation
-        error = local or (None if completion.error_code == 0 else completion_error(completion))
+        error = local or completion_error(completion)
         on_done = self.on_done
         with self._lock:  # (the condition's lock)
             covered = self._tracker.complete(

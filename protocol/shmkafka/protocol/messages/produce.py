@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from shmkafka.protocol.primitives import LARGE_PIECE, Writer, encode_uvarint
+from shmkafka.protocol.primitives import Writer, encode_uvarint
 from shmkafka.protocol.schema import Array, Message, check_version, kf
 
 
@@ -115,7 +115,6 @@ _ANSWER_V3 = struct.Struct(">ihqq")  # index, error code, base offset, log appen
 _ANSWER_V5 = struct.Struct(">ihqqq")  # and the log start offset
 _I16_RANGE = range(-(2**15), 2**15)
 _I32_RANGE = range(-(2**31), 2**31)
-_I16_MAX = 0x7FFF
 _BUFFERS = (bytes, bytearray, memoryview)
 
 
@@ -168,11 +167,8 @@ def _encode_topic(w: Writer, topic: Any, flexible: bool) -> bool:
                 w.buf += _I32.pack(index) + encode_uvarint(size + 1)
             else:
                 w.buf += _PARTITION.pack(index, size)
-            for part in parts:  # (a large part kept by reference, as bytes_ keeps it)
-                if len(part) < LARGE_PIECE or w.pieces is None:
-                    w.buf += part
-                else:
-                    w._blob(part)
+            for part in parts:
+                w._blob(part)  # (a large part kept by reference, as bytes_ keeps it)
         if flexible:
             w.buf.append(0)
     if flexible:
@@ -203,7 +199,7 @@ def _string(value: object, flexible: bool, *, nullable: bool) -> bytes | None:
     data = value.encode("utf-8")
     if flexible:
         return encode_uvarint(len(data) + 1) + data
-    if len(data) > _I16_MAX:
+    if len(data) not in _I16_RANGE:
         return None
     return _I16.pack(len(data)) + data
 
@@ -279,12 +275,11 @@ class _Reader:
             errors = tuple(self.record_error() for _ in range(self.count()))
             message = self.string()
             self.tags()
-        answer = object.__new__(PartitionProduceResponse)
-        answer.__dict__.update(
-            index=index, error_code=error, base_offset=base, log_append_time_ms=append,
-            log_start_offset=start, record_errors=errors, error_message=message,
-        )  # fmt: skip
-        return answer
+        return _new(PartitionProduceResponse, {
+            "index": index, "error_code": error, "base_offset": base,
+            "log_append_time_ms": append, "log_start_offset": start,
+            "record_errors": errors, "error_message": message,
+        })  # fmt: skip
 
     def record_error(self) -> BatchIndexAndErrorMessage:
         index = self.fixed(_I32)
