@@ -2,12 +2,21 @@ from __future__ import annotations
 
 import os
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 import snappy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from shmkafka.protocol.compression import CompressionType, compress, compress_parts, decompress
+from shmkafka.protocol.compression import (
+    CompressionType,
+    compress,
+    compress_parts,
+    decompress,
+    lz4_block,
+)
 from shmkafka.protocol.errors import DecodeError, EncodeError
 
 PAYLOAD = b"".join(b"record-%06d;" % i for i in range(20000))  # > several xerial blocks
@@ -86,3 +95,52 @@ def test_the_lz4_frame_built_from_blocks_is_one_lz4_frame_reads(level: Any, data
                               block_size=lz4.frame.BLOCKSIZE_MAX64KB, content_checksum=False,
                               store_size=False)  # fmt: skip
     assert out == same  # (the library's own frame, byte for byte)
+
+
+def _block_of_its_own_frame(level: int, block: bytes) -> bytes:
+    """What ``lz4_block`` stands for: a frame of the block alone, less its header and end."""
+    import lz4.frame
+
+    frame = lz4.frame.compress(block, compression_level=level, block_linked=False,
+                               block_size=lz4.frame.BLOCKSIZE_MAX64KB, content_checksum=False,
+                               store_size=False)  # fmt: skip
+    header = len(lz4.frame.compress(b"", block_linked=False, store_size=False)) - 4
+    return frame[header:-4]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0, 0, 3, 9, 16]),
+            st.one_of(
+                st.binary(max_size=2_000),
+                st.builds(
+                    lambda b, n: (b * (65_536 // max(1, len(b)) + 1))[:n],
+                    st.binary(min_size=1, max_size=40),
+                    st.integers(60_000, 65_536),
+                ),
+            ),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_a_block_from_the_reused_context_is_the_block_of_its_own_frame(
+    blocks: list[tuple[int, bytes]],
+) -> None:
+    """In any order of levels and sizes, the thread's reused contexts give each block the
+    bytes a frame of it alone gives: nothing is carried from one block to the next."""
+    for level, block in blocks:
+        assert bytes(lz4_block(level, memoryview(block))) == _block_of_its_own_frame(level, block)
+
+
+def test_each_thread_compresses_with_its_own_context() -> None:
+    """The compression threads (sender/compressors.py) compress at once: each with its own
+    context, so no block is made of another's state."""
+    data = [os.urandom(200) * (i + 50) for i in range(64)]
+    expected = [_block_of_its_own_frame(0, d[:65_536]) for d in data]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(5):
+            got = list(pool.map(lambda d: bytes(lz4_block(0, memoryview(d[:65_536]))), data))
+            assert got == expected

@@ -42,10 +42,8 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-import crc32c
-
 from shmkafka.pool.errors import DurabilityTimeoutError
-from shmkafka.protocol.records import HEADER_SIZE
+from shmkafka.protocol.records import HEADER_SIZE, crc32c
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.layout import (
     B_GENERATION,
@@ -104,11 +102,11 @@ class CommitRecord:
 
 def _sealed(record: bytes) -> bytes:
     """A record's bytes with its CRC32C (of everything before it) in its last 4 bytes."""
-    return record[:-4] + U32.pack(crc32c.crc32c(record[:-4]))
+    return record[:-4] + U32.pack(crc32c()(record[:-4]))
 
 
 def _valid(raw: bytes | memoryview) -> bool:
-    return crc32c.crc32c(raw[:-4]) == U32.unpack_from(raw, len(raw) - 4)[0] and any(raw[:8])
+    return crc32c()(raw[:-4]) == U32.unpack_from(raw, len(raw) - 4)[0] and any(raw[:8])
 
 
 def read_commit(buf: memoryview, at: int, copy: int) -> CommitRecord | None:
@@ -281,10 +279,10 @@ class Committer:
             and newest[GENERATION] == live[GENERATION - 1]
             and newest[WRITE_POS] <= write_pos
         ):  # (records are only appended: the CRC goes on from the last record's)
-            crc = crc32c.crc32c(data[start + newest[WRITE_POS] : start + write_pos],
+            crc = crc32c()(data[start + newest[WRITE_POS] : start + write_pos],
                                 newest[DATA_CRC])  # fmt: skip
         else:
-            crc = crc32c.crc32c(data[start + HEADER_SIZE : start + write_pos])
+            crc = crc32c()(data[start + HEADER_SIZE : start + write_pos])
         copy = 1 - newest[-1] if newest is not None else 0
         at = self.layout.commit_at(batch_id, copy)
         data[at : at + COMMIT.size] = _sealed(COMMIT.pack(number, *live, crc, 0))

@@ -41,8 +41,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import crc32c
-
 from shmkafka.pool.batches import Batches, Deques
 from shmkafka.pool.bufferpool import BufferPool
 from shmkafka.pool.durability import (
@@ -52,7 +50,7 @@ from shmkafka.pool.durability import (
     read_commit,
     read_drec,
 )
-from shmkafka.protocol.records import HEADER_SIZE
+from shmkafka.protocol.records import HEADER_SIZE, crc32c
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.directory import Directory
 from shmkafka.shm.directory_view import PartitionLeader
@@ -225,8 +223,7 @@ def _chosen(
         start = layout.slab_at(batch_id)
         if (
             record.slab_count * layout.config.slab_size >= record.write_pos
-            and crc32c.crc32c(buf[start + HEADER_SIZE : start + record.write_pos])
-            == record.data_crc
+            and crc32c()(buf[start + HEADER_SIZE : start + record.write_pos]) == record.data_crc
         ):
             return record, None
         torn = torn or record

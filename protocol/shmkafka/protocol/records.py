@@ -56,9 +56,10 @@ from shmkafka.protocol.primitives import Reader, encode_uvarint, zigzag64
 
 
 @functools.cache
-def _crc32c() -> Callable[..., int]:
-    """crc32c, imported when first needed: only the Sender (and readers) compute CRCs, and
-    the library's import costs every app process 4 MiB."""
+def crc32c() -> Callable[..., int]:
+    """The crc32c library's function, imported when first needed: only the Sender, the
+    durable pool's commits and readers compute CRCs, and the library's import (it reads its
+    own package metadata) costs every app process 4 MiB. Every module takes it from here."""
     function: Callable[..., int] = importlib.import_module("crc32c").crc32c
     return function
 
@@ -84,15 +85,20 @@ _ATTRIBUTES_AT = 21
 Header = tuple[str, bytes | None]
 HeaderInput = tuple[str, bytes | bytearray | memoryview | None]
 
-# Zigzag varints of small values are looked up rather than computed: lengths, offset and
-# timestamp deltas are nearly always small. Index n + 1 holds the encoding of n.
 _SMALL_LIMIT = 1 << 14
-_ZIGZAG = tuple(encode_uvarint(zigzag64(n)) for n in range(-1, _SMALL_LIMIT))
+
+
+@functools.cache
+def _zigzag() -> tuple[bytes, ...]:
+    """Zigzag varints of small values, looked up rather than computed: lengths, offset and
+    timestamp deltas are nearly always small. Index n + 1 holds the encoding of n. Made on
+    first use: its 700 KiB are no app process's that only the C append serves."""
+    return tuple(encode_uvarint(zigzag64(n)) for n in range(-1, _SMALL_LIMIT))
 
 
 def _varint(n: int) -> bytes:
     if -1 <= n < _SMALL_LIMIT:
-        return _ZIGZAG[n + 1]
+        return _zigzag()[n + 1]
     if not -(2**63) <= n < 2**63:
         raise EncodeError(f"varlong cannot hold {n}")
     return encode_uvarint(zigzag64(n))
@@ -108,7 +114,7 @@ def encode_record_tail(
     The accumulator encodes it before taking any lock, then frames it with ``frame_record``
     once it knows the record's offset and timestamp deltas.
     """
-    zz = _ZIGZAG
+    zz = _zigzag()
     limit = _SMALL_LIMIT
     if key is None:
         key_len: bytes = b"\x01"
@@ -132,7 +138,7 @@ def frame_record(offset_delta: int, timestamp_delta: int, tail: bytes) -> bytes:
 def record_head(offset_delta: int, timestamp_delta: int, tail_len: int) -> bytes:
     """What ``frame_record`` puts before a tail of ``tail_len`` bytes (written apart from
     the tail, a large value is not copied once more to join them)."""
-    zz = _ZIGZAG
+    zz = _zigzag()
     limit = _SMALL_LIMIT
     ts = zz[timestamp_delta + 1] if -1 <= timestamp_delta < limit else _varint(timestamp_delta)
     off = zz[offset_delta + 1] if -1 <= offset_delta < limit else _varint(offset_delta)
@@ -144,7 +150,7 @@ def record_head(offset_delta: int, timestamp_delta: int, tail_len: int) -> bytes
 def framed_size(tail_len: int) -> int:
     """The size of ``frame_record(0, 0, tail)`` (a batch's first record), not building it."""
     size = 3 + tail_len  # attributes and the two zero deltas
-    return size + (len(_ZIGZAG[size + 1]) if size < _SMALL_LIMIT else len(_varint(size)))
+    return size + (len(_zigzag()[size + 1]) if size < _SMALL_LIMIT else len(_varint(size)))
 
 
 def encode_record(
@@ -308,12 +314,12 @@ def finalize_batch(
         record_count,
     )
     if payload:  # the header apart from the compressed records' parts, never joined
-        crc = _crc32c()(memoryview(out)[_ATTRIBUTES_AT:])
+        crc = crc32c()(memoryview(out)[_ATTRIBUTES_AT:])
         for part in payload:
-            crc = _crc32c()(part, crc)
+            crc = crc32c()(part, crc)
         _CRC.pack_into(out, _CRC_AT, crc)
         return (bytes(out), *payload)
-    _CRC.pack_into(out, _CRC_AT, _crc32c()(memoryview(out)[_ATTRIBUTES_AT:end]))
+    _CRC.pack_into(out, _CRC_AT, crc32c()(memoryview(out)[_ATTRIBUTES_AT:end]))
     return (memoryview(out)[:end],)
 
 
@@ -400,7 +406,7 @@ def _decode_one(view: memoryview, header: BatchHeader, at: int, verify_crc: bool
     if header.magic != MAGIC:
         raise CorruptRecordBatchError(what, at + 16, f"magic {header.magic}, expected 2")
     if verify_crc:
-        actual = _crc32c()(view[_ATTRIBUTES_AT:])
+        actual = crc32c()(view[_ATTRIBUTES_AT:])
         if actual != header.crc:
             raise CorruptRecordBatchError(
                 what, at + _CRC_AT, f"CRC-32C {actual:#010x} does not match {header.crc:#010x}"
