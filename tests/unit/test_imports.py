@@ -341,3 +341,21 @@ def test_otel_calls_no_private_method_of_a_facade() -> None:
     ]
     assert calls == []
     assert PRIVATE_CALL.search("client = instance._entry_client()")  # (the check can fail)
+
+
+def test_an_app_process_imports_no_sender_library() -> None:
+    """crc32c (which reads its own package metadata: email, zipfile, argparse), the codecs
+    and the zigzag table cost every app process megabytes it never uses: only the Sender,
+    a durable pool's commits and readers need them, and each takes them on first use."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import shmkafka.kafka, shmkafka.confluent_kafka, shmkafka.aiokafka\n"
+        "from shmkafka.protocol import records\n"
+        "heavy = ('crc32c', 'lz4', 'snappy', 'zstandard', 'importlib.metadata')\n"
+        "print(sorted(m for m in heavy if m in sys.modules), records._zigzag.cache_info().currsize)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-1] == "[] 0"
