@@ -9,6 +9,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from shmkafka.pool import fastpath
 from shmkafka.pool.shared_pool import SharedPool
@@ -134,3 +136,77 @@ def test_bad_arguments_are_refused_before_anything_is_written(
         assert bytes(pools[0].segment.buf[: pools[0].layout.size]) == before
     finally:
         fast.close()
+
+
+# ---------------------------------------------------------------------- the reader's side
+
+U32, I64, I32 = (
+    st.integers(0, 2**32 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-1, 2**31 - 1),
+)
+COMPLETIONS = st.builds(
+    Completion, U32, U32, I64, I64, I64, st.integers(-(2**15), 2**15 - 1), U32, U32,
+    st.one_of(st.none(), st.builds(SenderView, st.integers(1, 0xFFFF), st.integers(-1, 2**31 - 1),
+                                   I32, I32)),
+)  # fmt: skip
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    completions=st.lists(COMPLETIONS, max_size=CAPACITY),
+    head=st.sampled_from([0, 5, CAPACITY - 1, 1_007, (1 << 64) - 3 * CAPACITY]),
+)
+def test_take_results_reads_what_poll_reads(
+    pools: tuple[SharedPool, SharedPool], completions: list[Completion], head: int
+) -> None:
+    """The ring read in C (take_results) and in Python (poll), each on its own pool with the
+    same entries posted (a run that wraps the ring's end too): the same results, of the same
+    types, every field at its extremes, and the same bytes after (the head moved alike)."""
+    for pool in pools:
+        _set_ring(pool, 3, head, head)
+        for done in completions:
+            pool.rings.post(3, done)
+    fast = fastpath.fast_path_for(pools[0], for_sends=False)
+    assert fast is not None
+    try:
+        taken = fast.take_results(3, Completion, SenderView)
+    finally:
+        fast.close()
+    polled = pools[1].rings.poll(3)
+    assert taken == polled == completions
+    assert [type(c.view) for c in taken] == [type(c.view) for c in polled]
+    assert _bytes(pools[0]) == _bytes(pools[1])
+
+
+@pytest.mark.parametrize(
+    ("head", "tail"), [(10, 10 + CAPACITY + 1), (10, 3), (0, 1 << 63)],
+    ids=["past-full", "head-past-tail", "tail-2**63-past"],
+)  # fmt: skip
+def test_a_damaged_ring_is_left_to_poll(
+    pools: tuple[SharedPool, SharedPool], head: int, tail: int
+) -> None:
+    """take_results reads nothing of a ring whose indexes the Sender could not have left
+    (None, the ring untouched): poll, its twin, names it and skips it."""
+    _set_ring(pools[0], 3, head, tail)
+    before = _bytes(pools[0])
+    fast = fastpath.fast_path_for(pools[0], for_sends=False)
+    assert fast is not None
+    try:
+        assert fast.take_results(3, Completion, SenderView) is None
+        assert _bytes(pools[0]) == before
+        assert pools[0].rings.poll(3) == []
+        assert _indexes(pools[0], 3) == (tail, tail)
+        with pytest.raises(ValueError, match="slot 12 is out of range"):
+            fast.take_results(12, Completion, SenderView)
+        with pytest.raises(TypeError, match="subclass of tuple"):
+            fast.take_results(3, dict, SenderView)  # type: ignore[arg-type]
+    finally:
+        fast.close()
+
+
+def test_the_ring_entry_is_the_format_take_results_reads() -> None:
+    """_append_post.c reads each field at a fixed place: this format's."""
+    assert RING_ENTRY.format == "<IIqqqhHIIiii4x" and RING_ENTRY.size == 60

@@ -38,7 +38,7 @@ from shmkafka.shm.layout import (
     S_RING_TAIL,
     U64,
 )
-from shmkafka.shm.rings import Completion
+from shmkafka.shm.rings import Completion, SenderView
 
 PARTITIONS = 3
 CONFIGS = {
@@ -218,9 +218,15 @@ def _ring(t: Twins, slot: int, room: int) -> str:
 
 
 def _poll(t: Twins, slot: int) -> str:
-    got = [pool.rings.poll(slot) for pool in (t.c, t.py)]
+    """The ring read in C (take_results, as ProcessSlot.deliver calls it: a damaged ring
+    is given to poll) and in Python (poll): the same results, the same head after."""
+    fast = t.acc_c.fast_path
+    assert fast is not None
+    taken = fast.take_results(slot, Completion, SenderView)
+    got = [t.c.rings.poll(slot) if taken is None else taken, t.py.rings.poll(slot)]
     assert got[0] == got[1]
-    return f"poll slot {slot}: {len(got[0])} results"
+    assert all(type(c) is Completion and type(c.view) in (SenderView, type(None)) for c in got[0])
+    return f"poll slot {slot}: {len(got[0])} results" + (" (damaged)" if taken is None else "")
 
 
 def _hold(t: Twins, slabs: int) -> str:

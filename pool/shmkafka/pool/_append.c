@@ -399,6 +399,14 @@ PyDoc_STRVAR(FastAppend_post_result__doc__,
 "slots' high mark, lowest first; (slots posted to, slots whose ring was\n"
 "full). The caller wakes the slots posted to.");
 
+PyDoc_STRVAR(FastAppend_take_results__doc__,
+"take_results(slot, completion_type, view_type)\n--\n\n"
+"A process's reading of its own completion ring (CompletionRings.poll's C\n"
+"twin, _append_post.c): every posted result, oldest first, as\n"
+"completion_type (rings.Completion) with its view_type (rings.SenderView)\n"
+"or None, and the ring's head moved past them; None, with nothing read, if\n"
+"the ring's indexes are damaged (poll names and skips them).");
+
 PyDoc_STRVAR(FastAppend_offsets__doc__,
 "offsets($self, /)\n"
 "--\n"
@@ -432,6 +440,8 @@ static PyMethodDef FastAppend_methods[] = {
      METH_FASTCALL, FastAppend_drain_first__doc__},
     {"post_result", (PyCFunction)(void (*)(void))FastAppend_post_result,
      METH_FASTCALL, FastAppend_post_result__doc__},
+    {"take_results", (PyCFunction)(void (*)(void))FastAppend_take_results,
+     METH_FASTCALL, FastAppend_take_results__doc__},
     {"offsets", (PyCFunction)FastAppend_offsets, METH_NOARGS,
      FastAppend_offsets__doc__},
     {"close", (PyCFunction)FastAppend_close, METH_NOARGS,

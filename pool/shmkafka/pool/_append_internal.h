@@ -231,8 +231,11 @@ int append_kvh(FastAppend *self, Py_ssize_t deque_id, int64_t version,
 PyObject *FastAppend_drain_first(FastAppend *self, PyObject *const *args,
                                  Py_ssize_t nargs);
 
-/* _append_post.c: the Sender's posting of a batch's result to its rings. */
+/* _append_post.c: the Sender's posting of a batch's result to its rings,
+ * and a process's reading of its own ring. */
 PyObject *FastAppend_post_result(FastAppend *self, PyObject *const *args,
                                  Py_ssize_t nargs);
+PyObject *FastAppend_take_results(FastAppend *self, PyObject *const *args,
+                                  Py_ssize_t nargs);
 
 #endif

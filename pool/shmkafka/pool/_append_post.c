@@ -1,9 +1,17 @@
 /*
+ * The completion rings' two sides.
+ *
  * The Sender's posting of one batch's result to the completion ring of every
  * process that appended to it: CompletionRings.post_to (shm/rings.py) is its
  * Python twin and the reference; RecordAccumulator.post_completion calls
- * this one where the C extension is built. Part of the _append extension
- * (_append_internal.h).
+ * this one where the C extension is built.
+ *
+ * A process's reading of its own ring (take_results): CompletionRings.poll
+ * is its Python twin and the reference; ProcessSlot.deliver calls this one,
+ * which makes the results (rings.Completion, rings.SenderView) without a
+ * Python call per entry, and leaves a damaged ring to poll, which names it.
+ *
+ * Part of the _append extension (_append_internal.h).
  *
  * The rings' rules are rings.py's: the Sender is a ring's one writer and
  * moves only its tail, after the entry (a release store: the reader that
@@ -114,4 +122,172 @@ error:
     Py_XDECREF(posted);
     Py_XDECREF(full);
     return NULL;
+}
+
+/* Where each field of a ring entry begins: rings.RING_ENTRY is
+ * "<IIqqqhHIIiii4x" (the differential test checks the format). */
+enum {
+    E_BATCH = 0, E_GENERATION = 4, E_BASE = 8, E_APPEND = 16, E_START = 24,
+    E_CODE = 32, E_ATTEMPTS = 34, E_FIRST = 36, E_LAST = 40, E_NODE = 44,
+    E_QUEUED = 48, E_REQUEST = 52, ENTRY_SIZE = 60  /* 4 bytes of padding */
+};
+
+static inline int64_t
+rd_i64(const char *p)
+{
+    int64_t v;
+
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline int32_t
+rd_i32(const char *p)
+{
+    int32_t v;
+
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* A tuple of `type` (a subclass of tuple: a NamedTuple) holding `items`,
+ * new references made already, which it takes, also on failure: what
+ * tuple.__new__(type, items) makes, with no call. */
+static PyObject *
+tuple_of_type(PyTypeObject *type, PyObject **items, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (items[i] == NULL) {
+            goto error;
+        }
+    }
+    PyObject *out = type->tp_alloc(type, n);
+    if (out == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTuple_SET_ITEM(out, i, items[i]);
+    }
+    return out;
+
+error:
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(items[i]);
+    }
+    return NULL;
+}
+
+/* One entry as rings._completions makes it: Completion(batch, generation,
+ * base, append, start, code, first, last, view), the view a SenderView of
+ * (attempts, node, queued, request) if the batch was sent, else None. */
+static PyObject *
+completion_of(const char *e, PyTypeObject *completion, PyTypeObject *view)
+{
+    uint16_t attempts;
+    int16_t code;
+    PyObject *sent = Py_None;
+
+    memcpy(&attempts, e + E_ATTEMPTS, sizeof(attempts));
+    memcpy(&code, e + E_CODE, sizeof(code));
+    if (attempts) {
+        PyObject *fields[4] = {
+            PyLong_FromLong(attempts),
+            PyLong_FromLong(rd_i32(e + E_NODE)),
+            PyLong_FromLong(rd_i32(e + E_QUEUED)),
+            PyLong_FromLong(rd_i32(e + E_REQUEST)),
+        };
+        sent = tuple_of_type(view, fields, 4);
+        if (sent == NULL) {
+            return NULL;
+        }
+    }
+    else {
+        Py_INCREF(sent);
+    }
+    PyObject *items[9] = {
+        PyLong_FromUnsignedLong(rd32(e + E_BATCH)),
+        PyLong_FromUnsignedLong(rd32(e + E_GENERATION)),
+        PyLong_FromLongLong(rd_i64(e + E_BASE)),
+        PyLong_FromLongLong(rd_i64(e + E_APPEND)),
+        PyLong_FromLongLong(rd_i64(e + E_START)),
+        PyLong_FromLong(code),
+        PyLong_FromUnsignedLong(rd32(e + E_FIRST)),
+        PyLong_FromUnsignedLong(rd32(e + E_LAST)),
+        sent,
+    };
+    return tuple_of_type(completion, items, 9);
+}
+
+static int
+tuple_type_arg(const char *fname, const char *name, PyObject *arg)
+{
+    if (!PyType_Check(arg)
+        || !PyType_IsSubtype((PyTypeObject *)arg, &PyTuple_Type))
+    {
+        bad_argument(fname, name, "a subclass of tuple", arg);
+        return -1;
+    }
+    return 0;
+}
+
+/* FastAppend.take_results(slot, completion_type, view_type): see _append.pyi.
+ * The ring's rules are rings.py's: the process is its one reader and moves
+ * only its head; the tail is read first, with acquire (the entries before it
+ * are written), and the head moved past what was read, with release (the
+ * Sender may reuse those entries once it sees it). */
+PyObject *
+FastAppend_take_results(FastAppend *self, PyObject *const *args,
+                        Py_ssize_t nargs)
+{
+    static const char fname[] = "take_results";
+    Py_ssize_t slot;
+
+    if (check_open(self, fname) < 0 || check_nargs(fname, nargs, 3) < 0
+        || ssize_arg(fname, "slot", args[0], &slot) < 0
+        || tuple_type_arg(fname, "completion_type", args[1]) < 0
+        || tuple_type_arg(fname, "view_type", args[2]) < 0)
+    {
+        return NULL;
+    }
+    if (slot < 0 || slot >= self->max_processes) {
+        PyErr_Format(PyExc_ValueError, "%s(): slot %zd is out of range",
+                     fname, slot);
+        return NULL;
+    }
+    if (self->ring_entry_size != ENTRY_SIZE) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): a ring entry is %zd bytes, not the %d read here",
+                     fname, self->ring_entry_size, (int)ENTRY_SIZE);
+        return NULL;
+    }
+    char *at = ((char *)self->view.buf + self->slots_at
+                + slot * self->slot_size);
+    uint64_t tail = __atomic_load_n((uint64_t *)(void *)(at + self->s_ring_tail),
+                                    __ATOMIC_ACQUIRE);  /* the Sender's */
+    uint64_t head = rd64(at + self->s_ring_head);  /* ours */
+    uint64_t capacity = (uint64_t)self->ring_capacity;
+
+    if (head == tail) {
+        return PyList_New(0);
+    }
+    if (tail < head || tail - head > capacity) {
+        Py_RETURN_NONE;  /* damaged: the Sender never overfills; poll names it */
+    }
+    PyObject *out = PyList_New((Py_ssize_t)(tail - head));
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; head + (uint64_t)i < tail; i++) {
+        uint64_t index = (head + (uint64_t)i) % capacity;
+        PyObject *done = completion_of(
+            at + self->ring_at + (Py_ssize_t)index * ENTRY_SIZE,
+            (PyTypeObject *)args[1], (PyTypeObject *)args[2]);
+        if (done == NULL) {
+            Py_DECREF(out);
+            return NULL;  /* the head unmoved: the entries stay to be read */
+        }
+        PyList_SET_ITEM(out, i, done);
+    }
+    store_release64(at + self->s_ring_head, tail);
+    return out;
 }

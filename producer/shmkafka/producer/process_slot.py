@@ -20,11 +20,12 @@ import threading
 from collections import deque
 from typing import Protocol
 
+from shmkafka.pool.fastpath import FastAppend, fast_path_for
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import LayoutMismatchError
 from shmkafka.shm.forksafe import ProcessLock
-from shmkafka.shm.rings import Completion
+from shmkafka.shm.rings import Completion, SenderView
 
 
 class Member(Protocol):
@@ -62,7 +63,7 @@ def joined_pools() -> list[SharedPool]:
 
 
 class ProcessSlot:
-    def __init__(self, pool: SharedPool) -> None:
+    def __init__(self, pool: SharedPool, reader: FastAppend | None = None) -> None:
         self.pool = pool
         self.users = 0  # producers that joined and have not left
         self._handles: list[Member] = []  # producers the thread serves
@@ -72,6 +73,8 @@ class ProcessSlot:
         self._flushers = 0
         # completions polled and not yet handed over (only the completion thread uses it)
         self._queue: deque[tuple[Member, Completion]] = deque()
+        # the ring read in C (FastAppend.take_results), else rings.poll (its Python twin)
+        self._reader = reader
 
     @classmethod
     def join(cls, name: str, config: PoolConfig | None) -> ProcessSlot:
@@ -85,7 +88,8 @@ class ProcessSlot:
             if found is None:
                 if config is None and not SharedPool.exists(name):
                     config = PoolConfig()
-                found = _slots[key] = cls(SharedPool.open(name, config))
+                pool = SharedPool.open(name, config)
+                found = _slots[key] = cls(pool, fast_path_for(pool, for_sends=False))
             elif config is not None and config != found.pool.config:
                 raise LayoutMismatchError(
                     f"pool {name!r} was created with other settings",
@@ -111,7 +115,7 @@ class ProcessSlot:
             if last and thread is not None:
                 self._detach_at_end = True
         if last and thread is None:
-            self.pool.detach()
+            self._detach()
         elif last and thread is not None and threading.current_thread() is not thread:
             thread.join(wait_s)
 
@@ -145,7 +149,7 @@ class ProcessSlot:
         order; a nested call (a callback's flush, on this thread) goes on with the same
         queue, so a result the outer call polled is never held back from it, nor from the
         liveness check, which drains through here."""
-        completions = self.pool.rings.poll(self.pool.slot)
+        completions = self._take_results()
         if completions:
             with self._lock:
                 handles = list(self._handles)
@@ -167,7 +171,19 @@ class ProcessSlot:
                 handle.housekeeping()
             self.pump(RING_WAIT_S)
         if detach:
-            self.pool.detach()
+            self._detach()
+
+    def _take_results(self) -> list[Completion]:
+        reader, slot = self._reader, self.pool.slot
+        taken = None if reader is None else reader.take_results(slot, Completion, SenderView)
+        return self.pool.rings.poll(slot) if taken is None else taken  # (None: damaged)
+
+    def _detach(self) -> None:
+        """The reader first: it holds a view of the segment, which cannot close under it."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self.pool.detach()
 
     # ------------------------------------------------------------------ flushing
 
