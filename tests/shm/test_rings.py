@@ -106,3 +106,21 @@ def test_sender_posts_to_every_appender_and_wakes_them(pool: SharedPool) -> None
     assert child.exitcode == 0
     assert pool.rings.poll(pool.slot) == [done]
     assert pool.check_invariants() == []
+
+
+def test_a_wait_takes_every_wake_posted_before_it(pool: SharedPool) -> None:
+    """The Sender's rounds that posted while the process was not reading cost one wake:
+    the ring is read after it, up to a tail every one of those posts had published."""
+    rings = pool.rings
+    first, second = Completion(1, 1, 0, -1, -1, 0), Completion(2, 1, 0, -1, -1, 0)
+    for done in (first, second):  # (two rounds: each posts, then wakes)
+        assert rings.post(pool.slot, done)
+        rings.wake(pool.slot)
+    rings.wake(pool.slot)  # (and a wake of another kind: an answer to a transaction call)
+    assert rings.wait(pool.slot, 1.0)
+    assert rings.poll(pool.slot) == [first, second]
+    assert not rings.wait(pool.slot, 0.05)  # no wake left to find an empty ring
+    assert rings.post(pool.slot, first)
+    rings.wake(pool.slot)
+    assert rings.wait(pool.slot, 1.0)  # a post after the wait is its own wake
+    assert rings.poll(pool.slot) == [first]

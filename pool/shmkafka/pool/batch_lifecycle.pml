@@ -287,7 +287,8 @@ proctype Completer(byte p) {
     byte b, g, w, r, unheld, checks = 0;
 end:
     do
-    :: wake[p] > 0 -> wake[p]--; deliver(p, b, g, w, r)
+    :: wake[p] > 0 -> wake[p] = 0; deliver(p, b, g, w, r)
+                                          /* rings.wait takes every post */
     :: timeout && nempty(ring[p]) ->
         deliver(p, b, g, w, r)            /* a lost wake: one ring wait */
 #ifndef NO_CHECK

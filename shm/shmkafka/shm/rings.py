@@ -11,7 +11,9 @@ Rules:
   bound. A result lost so is failed by the liveness check (producer/liveness.py).
 - After posting, the Sender releases the slot's completion semaphore (``wake``); the
   process's completion thread waits on it with a timeout, so a missed wake costs at most
-  one timeout, never a hang.
+  one timeout, never a hang. A wait takes every post made so far, not one: the ring is
+  read after it, up to a tail that every post it took had published, so the posts of the
+  Sender's rounds that came while the process was not reading cost one wake, not one each.
 """
 
 from __future__ import annotations
@@ -163,12 +165,19 @@ class CompletionRings:
         return out
 
     def wait(self, slot: int, timeout: float) -> bool:
-        """Reader side: wait for a wake; False on timeout."""
+        """Reader side: wait for a wake, and take the wakes posted since (the rules);
+        False on timeout."""
+        sem = self.semaphore(slot)
         try:
-            self.semaphore(slot).acquire(timeout)
-            return True
+            sem.acquire(timeout)
         except posix_ipc.BusyError:
             return False
+        try:
+            while sem.value > 0:  # (sem_getvalue: no exception for the common case)
+                sem.acquire(0)
+        except posix_ipc.BusyError:
+            pass  # (taken by nobody else: a slot has one reader; never reached)
+        return True
 
     def pending(self, slot: int) -> int:
         _, head, tail = self._indexes(slot)
