@@ -32,10 +32,11 @@ print(pss() - before)
 """
 
 
-def import_kib(statement: str) -> int:
+def import_kib(statement: str) -> int | None:
+    """KiB of PSS the import adds; None if it fails (the library is not installed)."""
     code = PROBE.format(statement=statement)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return int(out.stdout.split()[-1])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return int(out.stdout.split()[-1]) if out.returncode == 0 else None
 
 
 def main() -> None:
@@ -44,8 +45,9 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{'client':32} {'PSS added by the import, MiB (each run)':>40}")
     for name, statement in IMPORTS.items():
-        runs = [import_kib(statement) / 1024 for _ in range(args.runs)]
-        print(f"{name:32} {'  '.join(f'{r:6.1f}' for r in runs):>40}")
+        runs = [import_kib(statement) for _ in range(args.runs)]
+        shown = "  ".join("   n/a" if r is None else f"{r / 1024:6.1f}" for r in runs)
+        print(f"{name:32} {shown:>40}")
 
 
 if __name__ == "__main__":

@@ -405,7 +405,7 @@ PyDoc_STRVAR(FastAppend_take_results__doc__,
 "twin, _append_post.c): every posted result, oldest first, as\n"
 "completion_type (rings.Completion) with its view_type (rings.SenderView)\n"
 "or None, and the ring's head moved past them; None, with nothing read, if\n"
-"the ring's indexes are damaged (poll names and skips them).");
+"the ring's indexes are damaged (poll skips them, and logs them).");
 
 PyDoc_STRVAR(FastAppend_offsets__doc__,
 "offsets($self, /)\n"

@@ -9,7 +9,8 @@
  * A process's reading of its own ring (take_results): CompletionRings.poll
  * is its Python twin and the reference; ProcessSlot.deliver calls this one,
  * which makes the results (rings.Completion, rings.SenderView) without a
- * Python call per entry, and leaves a damaged ring to poll, which names it.
+ * Python call per entry, and leaves a damaged ring to poll, which skips it
+ * (and names it).
  *
  * Part of the _append extension (_append_internal.h).
  *
@@ -165,6 +166,11 @@ tuple_of_type(PyTypeObject *type, PyObject **items, Py_ssize_t n)
     if (out == NULL) {
         goto error;
     }
+#if PY_VERSION_HEX >= 0x030E0000
+    /* a tuple caches its hash from 3.14 on; -1 is "not yet", and tp_alloc
+     * zeroed it (tuple.__new__ sets it so) */
+    ((PyTupleObject *)out)->ob_hash = -1;
+#endif
     for (Py_ssize_t i = 0; i < n; i++) {
         PyTuple_SET_ITEM(out, i, items[i]);
     }
@@ -271,7 +277,7 @@ FastAppend_take_results(FastAppend *self, PyObject *const *args,
         return PyList_New(0);
     }
     if (tail < head || tail - head > capacity) {
-        Py_RETURN_NONE;  /* damaged: the Sender never overfills; poll names it */
+        Py_RETURN_NONE;  /* damaged: the Sender never overfills; poll skips it */
     }
     PyObject *out = PyList_New((Py_ssize_t)(tail - head));
     if (out == NULL) {

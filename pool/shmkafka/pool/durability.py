@@ -153,6 +153,7 @@ class Committer:
         first, step = (layout.batches_at + B_STATE) >> 2, BATCH_SIZE_BYTES >> 2
         self._states = segment.halfwords[first : first + layout.config.num_slabs * step : step]
         self._all = range(layout.config.num_slabs)
+        crc32c()  # (its import now, not at the first commit: under the commit lock)
 
     # ------------------------------------------------------------------ waits
 

@@ -89,7 +89,12 @@ class ProcessSlot:
                 if config is None and not SharedPool.exists(name):
                     config = PoolConfig()
                 pool = SharedPool.open(name, config)
-                found = _slots[key] = cls(pool, fast_path_for(pool, for_sends=False))
+                try:
+                    reader = fast_path_for(pool, for_sends=False)
+                except BaseException:
+                    pool.detach()  # (the slot it claimed: nobody else would free it)
+                    raise
+                found = _slots[key] = cls(pool, reader)
             elif config is not None and config != found.pool.config:
                 raise LayoutMismatchError(
                     f"pool {name!r} was created with other settings",

@@ -6,9 +6,10 @@ Rules:
 - ``post`` returns False when the ring is full: the Sender keeps the batch and posts later.
 - A completion's ``error_code`` is Kafka's (0 for success), or one of the local codes below,
   which no broker sends (Kafka's codes are >= -1).
-- A reader that finds more than a ring's capacity between head and tail (damaged indexes)
-  skips to the tail: what they span is not results, and reading it could take without
-  bound. A result lost so is failed by the liveness check (producer/liveness.py).
+- A reader that finds more than a ring's capacity between head and tail, or a head past
+  the tail (damaged indexes), skips to the tail: what they span is not results, and
+  reading it could take without bound. A result lost so is failed by the liveness check
+  (producer/liveness.py).
 - After posting, the Sender releases the slot's completion semaphore (``wake``); the
   process's completion thread waits on it with a timeout, so a missed wake costs at most
   one timeout, never a hang. A wait takes every post made so far, not one: the ring is
@@ -148,7 +149,7 @@ class CompletionRings:
         at, head, tail = self._indexes(slot)
         if head == tail:
             return []
-        if tail - head > self.layout.ring_capacity:  # (damaged: the Sender never overfills)
+        if not 0 < tail - head <= self.layout.ring_capacity:  # (damaged: see the rules)
             log.error("slot %d's completion ring has damaged indexes (head %d, tail %d): "
                       "skipped; a record whose result is lost fails at the liveness check",
                       slot, head, tail)  # fmt: skip
