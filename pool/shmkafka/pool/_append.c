@@ -26,35 +26,6 @@
  */
 #include "_append_internal.h"
 
-/* A tuple of the n new references in items (stolen), or NULL when one of
- * them is NULL: what Py_BuildValue makes, without parsing a format on every
- * call (a third of a call's instructions). */
-static PyObject *
-tuple_of(PyObject **items, Py_ssize_t n)
-{
-    PyObject *tuple = NULL;
-
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (items[i] == NULL) {
-            goto error;
-        }
-    }
-    tuple = PyTuple_New(n);
-    if (tuple == NULL) {
-        goto error;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyTuple_SET_ITEM(tuple, i, items[i]);
-    }
-    return tuple;
-
-error:
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_XDECREF(items[i]);
-    }
-    return NULL;
-}
-
 /* (batch_id, generation, offset_delta, batch_is_full, queued), or None. */
 static PyObject *
 hit_tuple(int appended, const Hit *hit)
@@ -72,7 +43,7 @@ hit_tuple(int appended, const Hit *hit)
     items[2] = PyLong_FromUnsignedLong(hit->offset_delta);
     items[3] = PyLong_FromLong(hit->full);
     items[4] = PyLong_FromUnsignedLongLong(hit->queued);
-    return tuple_of(items, Py_ARRAY_LENGTH(items));
+    return tuple_of(&PyTuple_Type, items, Py_ARRAY_LENGTH(items));
 }
 
 /* The arguments append() and append_kv() share: deque_id and timestamp_ms
@@ -379,7 +350,7 @@ FastAppend_send_kv(FastAppend *self, PyObject *const *args, Py_ssize_t nargs)
     items[5] = PyLong_FromSsize_t(key == Py_None ? -1 : PyBytes_GET_SIZE(key));
     items[6] = PyLong_FromSsize_t(value == Py_None ? -1
                                                    : PyBytes_GET_SIZE(value));
-    return tuple_of(items, Py_ARRAY_LENGTH(items));
+    return tuple_of(&PyTuple_Type, items, Py_ARRAY_LENGTH(items));
 }
 
 PyDoc_STRVAR(FastAppend_drain_first__doc__,

@@ -189,6 +189,7 @@ int ssize_arg(const char *fname, const char *name, PyObject *arg,
 int int64_arg(const char *fname, const char *name, PyObject *arg,
               int64_t *out);
 int check_open(FastAppend *self, const char *fname);
+PyObject *tuple_of(PyTypeObject *type, PyObject **items, Py_ssize_t n);
 void FastAppend_release(FastAppend *self);
 void FastAppend_dealloc(FastAppend *self);
 int FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds);

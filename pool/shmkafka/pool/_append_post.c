@@ -133,56 +133,6 @@ enum {
     E_QUEUED = 48, E_REQUEST = 52, ENTRY_SIZE = 60  /* 4 bytes of padding */
 };
 
-static inline int64_t
-rd_i64(const char *p)
-{
-    int64_t v;
-
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-static inline int32_t
-rd_i32(const char *p)
-{
-    int32_t v;
-
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-/* A tuple of `type` (a subclass of tuple: a NamedTuple) holding `items`,
- * new references made already, which it takes, also on failure: what
- * tuple.__new__(type, items) makes, with no call. */
-static PyObject *
-tuple_of_type(PyTypeObject *type, PyObject **items, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (items[i] == NULL) {
-            goto error;
-        }
-    }
-    PyObject *out = type->tp_alloc(type, n);
-    if (out == NULL) {
-        goto error;
-    }
-#if PY_VERSION_HEX >= 0x030E0000
-    /* a tuple caches its hash from 3.14 on; -1 is "not yet", and tp_alloc
-     * zeroed it (tuple.__new__ sets it so) */
-    ((PyTupleObject *)out)->ob_hash = -1;
-#endif
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyTuple_SET_ITEM(out, i, items[i]);
-    }
-    return out;
-
-error:
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_XDECREF(items[i]);
-    }
-    return NULL;
-}
-
 /* One entry as rings._completions makes it: Completion(batch, generation,
  * base, append, start, code, first, last, view), the view a SenderView of
  * (attempts, node, queued, request) if the batch was sent, else None. */
@@ -198,11 +148,11 @@ completion_of(const char *e, PyTypeObject *completion, PyTypeObject *view)
     if (attempts) {
         PyObject *fields[4] = {
             PyLong_FromLong(attempts),
-            PyLong_FromLong(rd_i32(e + E_NODE)),
-            PyLong_FromLong(rd_i32(e + E_QUEUED)),
-            PyLong_FromLong(rd_i32(e + E_REQUEST)),
+            PyLong_FromLong((int32_t)rd32(e + E_NODE)),
+            PyLong_FromLong((int32_t)rd32(e + E_QUEUED)),
+            PyLong_FromLong((int32_t)rd32(e + E_REQUEST)),
         };
-        sent = tuple_of_type(view, fields, 4);
+        sent = tuple_of(view, fields, 4);
         if (sent == NULL) {
             return NULL;
         }
@@ -213,15 +163,15 @@ completion_of(const char *e, PyTypeObject *completion, PyTypeObject *view)
     PyObject *items[9] = {
         PyLong_FromUnsignedLong(rd32(e + E_BATCH)),
         PyLong_FromUnsignedLong(rd32(e + E_GENERATION)),
-        PyLong_FromLongLong(rd_i64(e + E_BASE)),
-        PyLong_FromLongLong(rd_i64(e + E_APPEND)),
-        PyLong_FromLongLong(rd_i64(e + E_START)),
+        PyLong_FromLongLong((int64_t)rd64(e + E_BASE)),
+        PyLong_FromLongLong((int64_t)rd64(e + E_APPEND)),
+        PyLong_FromLongLong((int64_t)rd64(e + E_START)),
         PyLong_FromLong(code),
         PyLong_FromUnsignedLong(rd32(e + E_FIRST)),
         PyLong_FromUnsignedLong(rd32(e + E_LAST)),
         sent,
     };
-    return tuple_of_type(completion, items, 9);
+    return tuple_of(completion, items, 9);
 }
 
 static int

@@ -414,3 +414,40 @@ FastAppend_offsets(FastAppend *self, PyObject *Py_UNUSED(ignored))
     }
     return out;
 }
+
+/* A tuple of `type` (tuple, or a subclass: a NamedTuple) holding the n new
+ * references in items, which it takes, also on failure; NULL when one of
+ * them is NULL. What Py_BuildValue or tuple.__new__(type, items) make,
+ * without parsing a format or calling into Python on every call. */
+PyObject *
+tuple_of(PyTypeObject *type, PyObject **items, Py_ssize_t n)
+{
+    PyObject *out = NULL;
+
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (items[i] == NULL) {
+            goto error;
+        }
+    }
+    out = type == &PyTuple_Type ? PyTuple_New(n) : type->tp_alloc(type, n);
+    if (out == NULL) {
+        goto error;
+    }
+#if PY_VERSION_HEX >= 0x030E0000
+    if (type != &PyTuple_Type) {
+        /* a tuple caches its hash from 3.14 on; -1 is "not yet", and tp_alloc
+         * zeroed it (tuple.__new__ sets it so) */
+        ((PyTupleObject *)out)->ob_hash = -1;
+    }
+#endif
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTuple_SET_ITEM(out, i, items[i]);
+    }
+    return out;
+
+error:
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(items[i]);
+    }
+    return NULL;
+}
