@@ -2,11 +2,12 @@
 queued batches, with what ``ready()`` needs), on a pool with ``--partitions`` partitions
 holding a batch each, as a paced fleet leaves it between rounds.
 
-    .venv/bin/python perf/bench_sender_round.py [--partitions 16] [--calls 20000]
+    .venv/bin/python perf/bench_sender_round.py [--partitions 16] [--calls 20000] [--python]
 
-Prints µs per call (best of 5 runs of ``--calls``). Its instructions are stable where its
-time is not: ``perf stat -e instructions:u`` of this script with ``--calls 0`` and with
-``--calls N`` gives the instructions per call by difference.
+The heads are read as the Sender reads them, in C (``FastAppend.queued_heads``), or with
+``--python`` by their Python twin. Prints µs per call (best of 5 runs of ``--calls``). Its
+instructions are stable where its time is not: callgrind's count of this script with
+``--calls 0`` and with ``--calls N`` gives the instructions per call by difference (5N).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--python", action="store_true", help="the heads read in Python")
     args = parser.parse_args()
     pool = SharedPool.open(f"benchround{os.getpid()}", PoolConfig(max_partitions=256))
     try:
@@ -36,7 +38,8 @@ def main() -> None:
         entries = pool.directory.snapshot().topics["fleet"]
         for entry in entries:
             acc.append_to(entry.deque_id, 0, b"k", b"v" * 200, now_ms=monotonic_ms())
-        states = RecordAccumulator(pool, fast_path=False)  # (the Sender's)
+        # (the Sender's: sender.py makes its accumulator so)
+        states = RecordAccumulator(pool, fast_path=False, c_drain=not args.python)
         assert len(states.partition_states()) == args.partitions
         if args.calls:
             best = min(_timed(states, args.calls) for _ in range(5))

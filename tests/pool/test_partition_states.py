@@ -3,10 +3,16 @@ partition tells ``ready()``, the active set, and routes as of the directory's ve
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shmkafka.pool import fastpath
 from shmkafka.pool.accumulator import RecordAccumulator
+from shmkafka.pool.partition_states import PartitionStates
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.directory_view import PartitionLeader
-from shmkafka.shm.layout import DIRECTORY_LOCK
+from shmkafka.shm.layout import BATCH_SIZE_BYTES, D_ENDS, DIRECTORY_LOCK, NO_BATCH
 from tests.appending import append
 from tests.conftest import publish
 
@@ -58,3 +64,53 @@ def test_a_new_leader_is_seen_once_the_directory_moves(pool: SharedPool) -> None
     with pool.locks.held(DIRECTORY_LOCK):
         pool.directory.publish({"t": [PartitionLeader(7, 3)]})
     assert [s.leader for s in acc.partition_states()] == [7]
+
+
+IDS = st.one_of(st.just(NO_BATCH), st.integers(0, 40), st.integers(0, 2**32 - 1))
+
+
+@pytest.mark.skipif(fastpath.FastAppend is None, reason="C fast path not built")
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    deques=st.lists(st.tuples(st.sampled_from([0, 1, 0x80]), IDS, IDS), min_size=1, max_size=8),
+    descriptors=st.binary(min_size=BATCH_SIZE_BYTES * 8, max_size=BATCH_SIZE_BYTES * 8),
+)
+def test_queued_heads_in_c_read_what_its_python_twin_reads(
+    pool: SharedPool, deques: list[tuple[int, int, int]], descriptors: bytes
+) -> None:
+    """FastAppend.queued_heads and PartitionStates._queued_heads on the same memory: active
+    bytes set or not, ends empty, in range, past the slabs (damaged) or mixed, and any bytes
+    in the descriptors they name: the same heads and the same empties."""
+    publish(pool, {"t": 8})
+    used = pool.deques_used()
+    assert used >= len(deques)
+    layout, buf = pool.layout, pool.segment.buf
+    buf[layout.batch_at(0) : layout.batch_at(0) + len(descriptors)] = descriptors
+    for deque_id, (active, first, last) in enumerate(deques):
+        buf[layout.active_at + deque_id] = active
+        pool.segment.store_u64(layout.deque_at(deque_id) + D_ENDS, first | last << 32)
+    fast = fastpath.fast_path_for(pool, for_sends=False)
+    assert fast is not None
+    try:
+        c_heads = fast.queued_heads(used)
+    finally:
+        fast.close()
+    assert c_heads == PartitionStates(pool, lambda _: None)._queued_heads(used)
+    for deque_id in range(len(deques)):  # (the pool's fixture destroys it: leave it sound)
+        buf[layout.active_at + deque_id] = 0
+        pool.segment.store_u64(layout.deque_at(deque_id) + D_ENDS, NO_BATCH | NO_BATCH << 32)
+
+
+def test_queued_heads_refuses_a_count_past_the_map(pool: SharedPool) -> None:
+    fast = fastpath.fast_path_for(pool, for_sends=False)
+    if fast is None:
+        pytest.skip("C fast path not built")
+    try:
+        with pytest.raises(ValueError, match="out of range"):
+            fast.queued_heads(pool.layout.size)
+        with pytest.raises(ValueError, match="out of range"):
+            fast.queued_heads(-1)
+    finally:
+        fast.close()

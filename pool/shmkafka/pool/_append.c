@@ -362,6 +362,15 @@ PyDoc_STRVAR(FastAppend_drain_first__doc__,
 "(room < 0: no limit), 3 the stripe is busy, 4 the batch names another\n"
 "deque (Python's cases).");
 
+PyDoc_STRVAR(FastAppend_queued_heads__doc__,
+"queued_heads(deques_used)\n--\n\n"
+"The Sender's read of the deques every round, without locks\n"
+"(PartitionStates._queued_heads's C twin, _append_drain.c): (heads,\n"
+"empties). heads: for each active deque below deques_used with a first\n"
+"batch, (deque id, first batch id, queued (1, or 2 for more), slab count,\n"
+"attempts, write position, record count, created ms, last append ms);\n"
+"empties: the active deques found empty.");
+
 PyDoc_STRVAR(FastAppend_post_result__doc__,
 "post_result(appenders, entry)\n--\n\n"
 "The Sender's posting of one batch's result (CompletionRings.post_to's C\n"
@@ -409,6 +418,8 @@ static PyMethodDef FastAppend_methods[] = {
      METH_FASTCALL, FastAppend_send_kv__doc__},
     {"drain_first", (PyCFunction)(void (*)(void))FastAppend_drain_first,
      METH_FASTCALL, FastAppend_drain_first__doc__},
+    {"queued_heads", (PyCFunction)(void (*)(void))FastAppend_queued_heads,
+     METH_FASTCALL, FastAppend_queued_heads__doc__},
     {"post_result", (PyCFunction)(void (*)(void))FastAppend_post_result,
      METH_FASTCALL, FastAppend_post_result__doc__},
     {"take_results", (PyCFunction)(void (*)(void))FastAppend_take_results,

@@ -7,6 +7,10 @@
  * shrunk to the slabs it filled; the caller frees the tail once the stripes
  * are let go. Part of the _append extension (_append_internal.h).
  *
+ * Also the Sender's read of the deques every round, before it drains
+ * (queued_heads; PartitionStates._queued_heads, pool/partition_states.py, is
+ * its Python twin): without locks, a snapshot that the drain checks again.
+ *
  * What is not the common case is left to Python, which takes the lock
  * itself: a stripe another process holds (DRAIN_BUSY), and a first batch
  * that names another deque (DRAIN_LEAVE: Python looks whether it is queued
@@ -150,4 +154,96 @@ FastAppend_drain_first(FastAppend *self, PyObject *const *args,
     }
     return Py_BuildValue("(IIII)", out.batch_id, out.size, out.tail_first,
                          out.tail_count);
+}
+
+/* One queued partition's head, as PartitionStates.read wants it: (deque id,
+ * first batch id, queued (1, or 2 for two or more), slab count, attempts,
+ * write position, record count, created ms, last append ms). */
+static PyObject *
+head_of(FastAppend *self, Py_ssize_t deque_id, uint32_t first, uint32_t last)
+{
+    const char *batch = batch_at(self, first);
+    PyObject *items[9] = {
+        PyLong_FromSsize_t(deque_id),
+        PyLong_FromUnsignedLong(first),
+        PyLong_FromLong(first == last ? 1 : 2),
+        PyLong_FromUnsignedLong(rd32(batch + self->b_slab_count)),
+        PyLong_FromUnsignedLong(rd32(batch + self->b_attempts)),
+        PyLong_FromUnsignedLong(rd32(batch + self->b_write_pos)),
+        PyLong_FromUnsignedLong(rd32(batch + self->b_record_count)),
+        PyLong_FromLongLong((int64_t)rd64(batch + self->b_created)),
+        PyLong_FromLongLong((int64_t)rd64(batch + self->b_last_append)),
+    };
+    return tuple_of(&PyTuple_Type, items, 9);
+}
+
+static int
+append_new(PyObject *list, PyObject *item)
+{
+    if (item == NULL) {
+        return -1;
+    }
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* FastAppend.queued_heads(deques_used): see _append.pyi. Each active deque
+ * below deques_used: its ends in one load; empty or damaged ends (an id past
+ * the slabs) give no head, and an empty one is named for the caller to take
+ * out of the active set (its ends loaded again, as Deques.is_empty does). */
+PyObject *
+FastAppend_queued_heads(FastAppend *self, PyObject *const *args,
+                        Py_ssize_t nargs)
+{
+    static const char fname[] = "queued_heads";
+    Py_ssize_t used;
+
+    if (check_open(self, fname) < 0 || check_nargs(fname, nargs, 1) < 0
+        || ssize_arg(fname, "deques_used", args[0], &used) < 0)
+    {
+        return NULL;
+    }
+    if (used < 0 || used > self->view.len - self->active_at) {
+        PyErr_Format(PyExc_ValueError, "%s(): %zd deques is out of range",
+                     fname, used);
+        return NULL;
+    }
+    const unsigned char *active =
+        (const unsigned char *)self->view.buf + self->active_at;
+    uint32_t num_slabs = (uint32_t)self->num_slabs;
+    PyObject *heads = PyList_New(0), *empties = PyList_New(0);
+
+    if (heads == NULL || empties == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t d = 0; d < used; d++) {
+        if (!active[d]) {
+            continue;
+        }
+        const char *deque = ((const char *)self->view.buf + self->deques_at
+                             + d * self->deque_size);
+        uint64_t ends = rd64(deque + self->d_ends);
+        uint32_t first = (uint32_t)ends, last = (uint32_t)(ends >> 32);
+
+        if (first < num_slabs && last < num_slabs) {
+            if (append_new(heads, head_of(self, d, first, last)) < 0) {
+                goto error;
+            }
+        }
+        else if ((uint32_t)rd64(deque + self->d_ends)
+                 == (uint32_t)self->no_batch)
+        {
+            if (append_new(empties, PyLong_FromSsize_t(d)) < 0) {
+                goto error;
+            }
+        }
+    }
+    PyObject *both[2] = {heads, empties};
+    return tuple_of(&PyTuple_Type, both, 2);
+
+error:
+    Py_XDECREF(heads);
+    Py_XDECREF(empties);
+    return NULL;
 }

@@ -228,9 +228,12 @@ int append_kvh(FastAppend *self, Py_ssize_t deque_id, int64_t version,
                PyObject *value, PyObject *headers, Py_ssize_t header_budget,
                int may_open, Hit *hit, Py_ssize_t *header_size);
 
-/* _append_drain.c: the Sender's drain of one deque's first batch. */
+/* _append_drain.c: the Sender's drain of one deque's first batch, and its
+ * read of the queued deques' heads every round. */
 PyObject *FastAppend_drain_first(FastAppend *self, PyObject *const *args,
                                  Py_ssize_t nargs);
+PyObject *FastAppend_queued_heads(FastAppend *self, PyObject *const *args,
+                                  Py_ssize_t nargs);
 
 /* _append_post.c: the Sender's posting of a batch's result to its rings,
  * and a process's reading of its own ring. */

@@ -123,7 +123,7 @@ class RecordAccumulator:
         self._drain_fast = None
         if c_drain and "drain.after_shrink" not in faultpoints.ARMED:
             self._drain_fast = self._fast or fast_path_for(pool, for_sends=False)
-        self._states = PartitionStates(pool, self._deactivate)
+        self._states = PartitionStates(pool, self._deactivate, self._drain_fast)
 
     @property
     def fast_path(self) -> FastAppend | None:
