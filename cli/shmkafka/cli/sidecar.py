@@ -26,7 +26,6 @@ from shmkafka.facades.kafka_python import producer as kafka_python
 from shmkafka.pool.config import Config, SenderConfig
 from shmkafka.pool.errors import KafkaConfigurationError
 from shmkafka.pool.shared_pool import SharedPool
-from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender import __main__ as sender_command
 from shmkafka.shm.errors import LayoutMismatchError
 
@@ -51,10 +50,6 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def run(args: argparse.Namespace) -> int:
-    # The facades, imported here for the settings their producers ask for, make every
-    # KafkaError a twin of a peer library's class (facades/kafka_python/peer_errors.py). A
-    # Sender's errors are its own, and it imports no peer library: not in a sidecar either.
-    KafkaError.twin_class = None
     return sender_command.run(args, create if args.create else None)
 
 

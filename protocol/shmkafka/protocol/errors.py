@@ -26,8 +26,7 @@ class KafkaError(Exception):
     ``twin_class`` is a hook for the drop-in APIs (facades/kafka_python/peer_errors.py): when
     set, every instance is made of the class it returns, a subclass of both the class asked
     for and a peer library's class, so that ``except kafka.errors.X`` catches our errors.
-    Nothing sets it in the Sender, which never imports a peer library (the sidecar, which
-    imports the facades for their settings, unsets it: cli/sidecar.py)."""
+    Nothing sets it in the Sender, which never imports a peer library."""
 
     retriable: ClassVar[bool] = False
     invalid_metadata: ClassVar[bool] = False
