@@ -177,17 +177,6 @@ head_of(FastAppend *self, Py_ssize_t deque_id, uint32_t first, uint32_t last)
     return tuple_of(&PyTuple_Type, items, 9);
 }
 
-static int
-append_new(PyObject *list, PyObject *item)
-{
-    if (item == NULL) {
-        return -1;
-    }
-    int rc = PyList_Append(list, item);
-    Py_DECREF(item);
-    return rc;
-}
-
 /* FastAppend.queued_heads(deques_used): see _append.pyi. Each active deque
  * below deques_used: its ends in one load; empty or damaged ends (an id past
  * the slabs) give no head, and an empty one is named for the caller to take

@@ -190,6 +190,7 @@ int int64_arg(const char *fname, const char *name, PyObject *arg,
               int64_t *out);
 int check_open(FastAppend *self, const char *fname);
 PyObject *tuple_of(PyTypeObject *type, PyObject **items, Py_ssize_t n);
+int append_new(PyObject *list, PyObject *item);
 void FastAppend_release(FastAppend *self);
 void FastAppend_dealloc(FastAppend *self);
 int FastAppend_init(FastAppend *self, PyObject *args, PyObject *kwds);

@@ -48,19 +48,6 @@ post_one(FastAppend *self, Py_ssize_t slot, const char *entry)
 }
 
 static int
-append_slot(PyObject *list, Py_ssize_t slot)
-{
-    PyObject *number = PyLong_FromSsize_t(slot);
-
-    if (number == NULL) {
-        return -1;
-    }
-    int rc = PyList_Append(list, number);
-    Py_DECREF(number);
-    return rc;
-}
-
-static int
 bytes_arg(const char *fname, const char *name, PyObject *arg,
           Py_ssize_t size)
 {
@@ -112,7 +99,7 @@ FastAppend_post_result(FastAppend *self, PyObject *const *args,
                 break;
             }
             PyObject *list = post_one(self, slot, entry) ? posted : full;
-            if (append_slot(list, slot) < 0) {
+            if (append_new(list, PyLong_FromSsize_t(slot)) < 0) {
                 goto error;
             }
         }

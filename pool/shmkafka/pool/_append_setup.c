@@ -451,3 +451,16 @@ error:
     }
     return NULL;
 }
+
+/* list.append(item) of a new reference, which it takes, also on failure
+ * (-1 with an exception set; an item of NULL is one already). */
+int
+append_new(PyObject *list, PyObject *item)
+{
+    if (item == NULL) {
+        return -1;
+    }
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
