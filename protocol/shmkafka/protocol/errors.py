@@ -26,7 +26,9 @@ class KafkaError(Exception):
     ``twin_class`` is a hook for the drop-in APIs (facades/kafka_python/peer_errors.py): when
     set, every instance is made of the class it returns, a subclass of both the class asked
     for and a peer library's class, so that ``except kafka.errors.X`` catches our errors.
-    Nothing sets it in the Sender, which never imports a peer library."""
+    Nothing sets it in the Sender, which never imports a peer library; a sidecar's process
+    imports the facades for their settings, and its Sender unsets it while it serves
+    (sender/service.py)."""
 
     retriable: ClassVar[bool] = False
     invalid_metadata: ClassVar[bool] = False

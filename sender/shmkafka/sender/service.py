@@ -30,6 +30,7 @@ from shmkafka.pool.durability import Flusher
 from shmkafka.pool.sender_link import sender_lock, sender_semaphore
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
+from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender.sender import Sender
 from shmkafka.shm import faultpoints
 from shmkafka.shm.events import LOG
@@ -112,12 +113,17 @@ def run_sender(
         faultpoints.reached("sender.starting")
         handler = PoolLogHandler(pool)
         logging.getLogger("shmkafka").addHandler(handler)
+        # A sidecar (cli/sidecar.py) imports the facades for their settings, and the
+        # kafka-python one makes every KafkaError a twin of its peer's class: the Sender's
+        # errors are its own, and it imports no peer library to raise one.
+        twin_class, KafkaError.twin_class = KafkaError.twin_class, None
         try:
             return _serve(pool, config, idle_exit_ms, quiet_stderr)
         except BaseException:
             log.exception("the Sender of pool %s failed", pool_name)
             raise
         finally:
+            KafkaError.twin_class = twin_class  # (a test may run a Sender in its process)
             logging.getLogger("shmkafka").removeHandler(handler)
             lock.release()
     finally:
