@@ -112,30 +112,32 @@ def lz4_block(level: int, block: memoryview) -> bytes:
     own, which sets up a context for every block and takes its settings as keywords
     (``lz4.block`` is a fifth slower per byte). At the fast levels (below 3) lz4 still
     clears its 16 KiB table for every block of 4 KiB or more; the high ones keep theirs."""
-    try:
-        context = _lz4_contexts.by_level[level]
-    except (AttributeError, KeyError):
-        context = _lz4_context(level)
+    context = _lz4_contexts.by_level.get(level) or _lz4_context(level)
     out: bytes = _library("lz4.frame").compress_chunk(context, block)
     return out
 
 
-_lz4_contexts = threading.local()  # (a context is used by one thread at a time)
+class _Contexts(threading.local):
+    """Each thread's lz4 contexts by level (a context is used by one thread at a time)."""
+
+    def __init__(self) -> None:
+        self.by_level: dict[int, object] = {}
+
+
+_lz4_contexts = _Contexts()
 
 
 def _lz4_context(level: int) -> object:
     """This thread's compression context for ``level``, begun once with the frame's own
     settings: independent blocks and auto-flush, so each chunk it is given comes out as
-    exactly its own blocks, the same bytes as a frame of the chunk alone (the reused state
-    is reset, not cleared, and no block refers to another)."""
+    exactly its own blocks, the same bytes as a frame of the chunk alone (no block refers
+    to another)."""
     lz4_frame = _library("lz4.frame")
     context = lz4_frame.create_compression_context()
     lz4_frame.compress_begin(
         context, compression_level=level, block_size=lz4_frame.BLOCKSIZE_MAX64KB,
         block_linked=False, content_checksum=False, auto_flush=True,
     )  # fmt: skip
-    if not hasattr(_lz4_contexts, "by_level"):
-        _lz4_contexts.by_level = {}
     _lz4_contexts.by_level[level] = context
     return context
 
