@@ -41,6 +41,8 @@ EXTENSIONS = (
             "_append_write.c",
             "_append_drain.c",
             "_append_post.c",
+            "_append_seal.c",
+            "_append_lz4.c",
         ),
         (),
     ),
@@ -92,6 +94,7 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
                 *(os.path.join(folder, source) for source in sources),
                 "-o",
                 target,
+                "-ldl",  # (_append_seal.c's dlopen: in libc from glibc 2.34, libdl before)
             ]
             try:
                 subprocess.run(command, check=True, capture_output=True, text=True)

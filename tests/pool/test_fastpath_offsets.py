@@ -92,6 +92,7 @@ def expected(layout: Layout, slot: int) -> dict[str, int]:
         "no_parent": L.NO_PARENT,
         "open_state": L.OPEN,
         "sealed_state": L.SEALED,
+        "in_flight_state": L.IN_FLIGHT,
         "freemap_at": layout.freemap_at,
         "num_slabs": config.num_slabs,
         "slabs_at": layout.slab_at(0),

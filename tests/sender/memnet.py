@@ -74,7 +74,8 @@ class MemoryNetwork:
         self._broker_at = {(HOST, port): node for node, port in ports.items()}
         self.versions = broker_versions(api_keys())
         self.conns: dict[int, _Connection] = {}  # the Sender's node id → connection
-        self.sent: list[tuple[int, Message]] = []  # (broker node, request), in send order
+        # (broker node, request as the broker decoded it), in send order
+        self.sent: list[tuple[int, Message]] = []
         self.held: set[int] = set()  # broker nodes whose responses wait for ``release``
         self.down: set[int] = set()  # broker nodes the Sender cannot reach
         self.bytes_sent = 0
@@ -119,6 +120,10 @@ class MemoryNetwork:
         conn = self.conns.get(node_id)
         return 0 if conn is None else len(conn.in_flight)
 
+    def version_for(self, node_id: int, request_cls: type[Message]) -> int:
+        del node_id  # (every broker of the cluster speaks the same versions)
+        return negotiate(request_cls.API_KEY, self.versions)
+
     def send(
         self,
         node_id: int,
@@ -135,7 +140,6 @@ class MemoryNetwork:
             request, version, expect_response=expect_response
         )
         self.bytes_sent += len(frame)
-        self.sent.append((conn.broker, request))
         answer = self._serve(conn.broker, frame)
         if answer is None:  # the broker dropped the connection
             if expect_response:
@@ -192,10 +196,11 @@ class MemoryNetwork:
         """The broker's side: decode, handle, and the response (None: connection dropped)."""
         (body,) = FrameDecoder().feed(frame)
         header, at = decode_request_header(body)
-        if self.faults.should_drop(broker, header.api_key, "before"):
-            return None
         request_cls, _ = APIS[header.api_key]
         request = request_cls.decode(memoryview(body)[at:], header.api_version, strict=False)
+        self.sent.append((broker, request))
+        if self.faults.should_drop(broker, header.api_key, "before"):
+            return None
         answer = self.handlers[broker].handle(request)
         if self.faults.should_drop(broker, header.api_key, "after"):
             return None

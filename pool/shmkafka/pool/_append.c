@@ -387,6 +387,19 @@ PyDoc_STRVAR(FastAppend_take_results__doc__,
 "or None, and the ring's head moved past them; None, with nothing read, if\n"
 "the ring's indexes are damaged (poll skips them, and logs them).");
 
+PyDoc_STRVAR(FastAppend_seal_request__doc__,
+"seal_request(flexible, head, topics, codec, level, crc32c)\n--\n\n"
+"The Sender's sealing of one node's drained batches into a produce\n"
+"request's body (sealing.seal_request's C twin, _append_seal.c): each\n"
+"row of topics [(prefix, [(batch id, partition, producer id, epoch, base\n"
+"sequence, attributes)])] stored, given its header and CRC (codec 0: in\n"
+"place; 3: lz4, load_lz4 first) and marked IN_FLIGHT; (the body's pieces,\n"
+"each batch's size).");
+
+PyDoc_STRVAR(FastAppend_lz4_frame__doc__,
+"lz4_frame(data, level)\n--\n\n"
+"data as the lz4 frame seal_request makes (compression._lz4_frame's).");
+
 PyDoc_STRVAR(FastAppend_offsets__doc__,
 "offsets($self, /)\n"
 "--\n"
@@ -424,6 +437,10 @@ static PyMethodDef FastAppend_methods[] = {
      METH_FASTCALL, FastAppend_post_result__doc__},
     {"take_results", (PyCFunction)(void (*)(void))FastAppend_take_results,
      METH_FASTCALL, FastAppend_take_results__doc__},
+    {"seal_request", (PyCFunction)(void (*)(void))FastAppend_seal_request,
+     METH_FASTCALL, FastAppend_seal_request__doc__},
+    {"lz4_frame", (PyCFunction)(void (*)(void))FastAppend_lz4_frame,
+     METH_FASTCALL, FastAppend_lz4_frame__doc__},
     {"offsets", (PyCFunction)FastAppend_offsets, METH_NOARGS,
      FastAppend_offsets__doc__},
     {"close", (PyCFunction)FastAppend_close, METH_NOARGS,
@@ -470,8 +487,17 @@ full_fence(PyObject *module, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(load_lz4__doc__,
+"load_lz4($module, path, /)\n"
+"--\n"
+"\n"
+"Whether seal_request can compress lz4: the LZ4F functions found in the\n"
+"library at path (the lz4 package's, loaded already), of the frame API\n"
+"version it speaks.");
+
 static PyMethodDef module_methods[] = {
     {"full_fence", (PyCFunction)full_fence, METH_NOARGS, full_fence__doc__},
+    {"load_lz4", (PyCFunction)append_load_lz4, METH_O, load_lz4__doc__},
     {NULL, NULL, 0, NULL}
 };
 

@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from typing import TypeVar
 
 _C = TypeVar("_C", bound=tuple[object, ...])
@@ -39,7 +40,18 @@ class FastAppend:
     def take_results(
         self, slot: int, completion_type: type[_C], view_type: type[tuple[int, int, int, int]]
     ) -> list[_C] | None: ...
+    def seal_request(
+        self,
+        flexible: bool,
+        head: bytes,
+        topics: list[tuple[bytes, list[tuple[int, int, int, int, int, int]]]],
+        codec: int,
+        level: int,
+        crc32c: Callable[[memoryview], int],
+    ) -> tuple[list[bytes | bytearray | memoryview], list[int]]: ...
+    def lz4_frame(self, data: bytes | memoryview, level: int) -> bytes: ...
     def offsets(self) -> dict[str, int]: ...
     def close(self) -> None: ...
 
 def full_fence() -> None: ...
+def load_lz4(path: str) -> bool: ...

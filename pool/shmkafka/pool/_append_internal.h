@@ -3,9 +3,11 @@
  * _append.c (the type's methods, the capsule and the module), _append_setup.c
  * (construction, the memory map it is given, argument checks), _append_locks.c
  * (the pool's locks, and lockdep), _append_write.c (the append itself:
- * records, batches) and _append_drain.c (the Sender's drain of a deque's
- * first batch). The Python twins are pool/accumulator.py's append and
- * drain.
+ * records, batches), _append_drain.c (the Sender's drain of a deque's
+ * first batch), _append_post.c (the completion rings' two sides) and
+ * _append_seal.c (the Sender's sealing of a node's batches into a produce
+ * request's body, with lz4 from _append_lz4.c). The Python twins are pool/accumulator.py's append and
+ * drain, shm/rings.py's post and poll, and pool/sealing.py's seal.
  */
 #ifndef SHMKAFKA_APPEND_INTERNAL_H
 #define SHMKAFKA_APPEND_INTERNAL_H
@@ -87,7 +89,7 @@ typedef struct FastAppend {
     Py_ssize_t b_producer_id, b_producer_epoch, b_base_sequence;
     Py_ssize_t appenders_at, appenders_size;
     Py_ssize_t b_parent, b_parent_generation, b_parent_delta;
-    Py_ssize_t no_parent, open_state, sealed_state;
+    Py_ssize_t no_parent, open_state, sealed_state, in_flight_state;
     /* free map and slabs */
     Py_ssize_t freemap_at, num_slabs, slabs_at, slab_size;
     /* a batch grows to max_run slabs and batch_max_records records (0: any) */
@@ -103,6 +105,9 @@ typedef struct FastAppend {
     /* SHMKAFKA_LOCKDEP=1: shm/lockdep.py's PoolLockHook, told of every take
      * and drop with its call site; NULL otherwise (one branch per lock). */
     PyObject *lockdep;
+    /* The Sender's lz4 compression context (_append_seal.c), made on its
+     * first compressed batch. */
+    void *lz4_cctx;
 } FastAppend;
 
 /* Loads and stores of the segment's fields (little-endian, unaligned). */
@@ -242,5 +247,23 @@ PyObject *FastAppend_post_result(FastAppend *self, PyObject *const *args,
                                  Py_ssize_t nargs);
 PyObject *FastAppend_take_results(FastAppend *self, PyObject *const *args,
                                   Py_ssize_t nargs);
+
+/* _append_seal.c: the Sender's sealing of one node's drained batches into a
+ * produce request's body (lz4 by the lz4 package's own library, which
+ * load_lz4 finds), and the lz4 context it keeps. */
+PyObject *FastAppend_seal_request(FastAppend *self, PyObject *const *args,
+                                  Py_ssize_t nargs);
+
+/* _append_lz4.c: lz4 frames by the lz4 package's library (load_lz4), into
+ * a buffer of lz4_frame_bound bytes: the frame's length, or -1 with an
+ * exception set; and the context a FastAppend keeps for them. */
+PyObject *append_load_lz4(PyObject *module, PyObject *arg);
+int lz4_ready(void);
+size_t lz4_frame_bound(size_t size, int level);
+Py_ssize_t lz4_frame_into(FastAppend *self, char *dst, const char *src,
+                          size_t size, int level);
+PyObject *FastAppend_lz4_frame(FastAppend *self, PyObject *const *args,
+                               Py_ssize_t nargs);
+void lz4_release(FastAppend *self);
 
 #endif

@@ -74,6 +74,7 @@ static const LayoutField layout_fields[] = {
     LAYOUT_FIELD(no_parent),
     LAYOUT_FIELD(open_state),
     LAYOUT_FIELD(sealed_state),
+    LAYOUT_FIELD(in_flight_state),
     LAYOUT_FIELD(freemap_at),
     LAYOUT_FIELD(num_slabs),
     LAYOUT_FIELD(slabs_at),
@@ -187,6 +188,7 @@ FastAppend_release(FastAppend *self)
         self->has_view = 0;
     }
     Py_CLEAR(self->lockdep);
+    lz4_release(self);
 }
 
 void

@@ -130,6 +130,11 @@ class RecordAccumulator:
         """The C fast path, for Client.send's one-call route (None: pure Python)."""
         return self._fast
 
+    @property
+    def drain_fast(self) -> FastAppend | None:
+        """The C path of the Sender's side (drain, posting, sealing), or None."""
+        return self._drain_fast
+
     def close(self) -> None:
         """Release the C fast path's view of the segment (before the pool detaches)."""
         if self._drain_fast is not None and self._drain_fast is not self._fast:

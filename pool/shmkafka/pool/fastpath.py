@@ -45,6 +45,7 @@ from shmkafka.shm.layout import (
     H_SLOTS_HIGH,
     H_WAITQ_HEAD,
     H_WAITQ_TAIL,
+    IN_FLIGHT,
     LOCK,
     LOCK_OWNER_PID,
     LOCK_OWNER_SLOT,
@@ -174,6 +175,7 @@ def fast_path_offsets(layout: Layout, slot: int) -> dict[str, int]:
         "no_parent": NO_PARENT,
         "open_state": OPEN,
         "sealed_state": SEALED,
+        "in_flight_state": IN_FLIGHT,
         # free map and slabs
         "freemap_at": layout.freemap_at,
         "num_slabs": layout.config.num_slabs,

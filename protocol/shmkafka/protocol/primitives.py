@@ -176,6 +176,10 @@ class Writer:
         if v is not None:
             self._blob(v)
 
+    def blob(self, v: Buffer) -> None:
+        """Bytes as they are, kept by reference if large (as ``bytes_`` keeps a blob)."""
+        self._blob(v)
+
     def _blob(self, v: Buffer) -> None:
         if self.pieces is not None and len(v) >= LARGE_PIECE:
             self.pieces += (self.buf, v)

@@ -91,6 +91,8 @@ class Network(Protocol):
 
     def in_flight_count(self, node_id: int | None = None) -> int: ...
 
+    def version_for(self, node_id: int, request_cls: type[Message]) -> int: ...
+
     def send(
         self,
         node_id: int,

@@ -29,6 +29,7 @@ from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
 from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.fastpath import full_fence
 from shmkafka.pool.ready import CompressionRatio, Drainer, ReadyContext, ready
+from shmkafka.pool.sealing import Sealer, row
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.clock import Clock, SystemClock, wall_ms
@@ -42,8 +43,8 @@ from shmkafka.protocol.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from shmkafka.protocol.messages.produce import PartitionProduceData, TopicProduceData
-from shmkafka.protocol.records import HEADER_SIZE, BatchParts
+from shmkafka.protocol.messages.produce import SealedProduceRequest, request_head, topic_prefix
+from shmkafka.protocol.records import HEADER_SIZE, BatchMeta, BatchParts
 from shmkafka.sender.authentication import SaslSettings
 from shmkafka.sender.compressors import Compressors
 from shmkafka.sender.connection import ClientResponse, Network, NetworkClient
@@ -112,6 +113,8 @@ class Sender:
         self.drainer = Drainer()
         self.compression_ratio = CompressionRatio()
         self.compressors = Compressors()
+        self.sealer = Sealer(pool, self.accumulator.drain_fast, config.compression,
+                             config.compression_level)  # fmt: skip
         self.stats = SenderCounters()
         self.idempotence = Idempotence(
             pool, self.accumulator, config, transactional=config.transactional_id is not None
@@ -299,19 +302,15 @@ class Sender:
 
     def _send_produce(self, node: int, batches: list[DrainedBatch], now_ms: int) -> None:
         committer = self.pool.committer
+        flexible = self.network.version_for(node, ProduceRequest) >= ProduceRequest.FLEXIBLE_FROM
         if committer is None:
-            by_topic, encoded = self._encode(node, batches)
+            request, encoded = self._encode(node, batches, flexible)
         else:  # (a durable pool: the sequences are on the disk before the request leaves)
             with committer.held():
-                by_topic, encoded = self._encode(node, batches)
+                request, encoded = self._encode(node, batches, flexible)
                 committer.commit_held()
-        if not encoded:
+        if request is None:
             return  # (every batch was corrupt: failed already)
-        topics = tuple(TopicProduceData(t, tuple(p)) for t, p in by_topic.items())
-        request = ProduceRequest(
-            transactional_id=self.config.transactional_id, acks=self.config.acks,
-            timeout_ms=self.config.request_timeout_ms, topic_data=topics,
-        )  # fmt: skip
         refreshed = [self.accumulator.refresh(b) for b in encoded]  # (what the request holds)
         handler = partial(self._on_produce, refreshed)
         self.network.send(
@@ -321,36 +320,39 @@ class Sender:
         self.stats.produce_requests += 1
 
     def _encode(
-        self, node: int, batches: list[DrainedBatch]
-    ) -> tuple[dict[str, list[PartitionProduceData]], list[DrainedBatch]]:
-        """Each batch's sequence (to shm first), header and records, by topic; and the
-        batches encoded (a corrupt one is failed here, and never counted in flight)."""
-        producer_id, epoch = self.pool.producer_identity()
+        self, node: int, batches: list[DrainedBatch], flexible: bool
+    ) -> tuple[SealedProduceRequest | None, list[DrainedBatch]]:
+        """The request of the sound batches (a corrupt one is failed here, and never
+        counted in flight), sealed in one call (sealing.py: each batch's sequence to shm
+        first, then its header and records); and those batches, in the request's order."""
+        producer = self.pool.producer_identity()
         compressed = self._compress_ahead(batches)
-        by_topic: dict[str, list[PartitionProduceData]] = defaultdict(list)
-        encoded: list[DrainedBatch] = []
+        by_topic: dict[str, list[tuple[DrainedBatch, BatchMeta]]] = defaultdict(list)
         for batch in batches:
             problem = self.pool.batches.problem(batch.info, self.pool.deques_used(), HEADER_SIZE)
             if problem is not None:
                 self._fail_corrupt(batch, problem)
                 continue
-            meta = self.idempotence.meta(batch, (producer_id, epoch))
-            # (the sequence to shm first, then the header around the compressed records)
-            data = self.accumulator.finalize(
-                batch, meta, self.compressors.map, compressed.get(batch.batch_id)
-            )
-            size = sum(len(part) for part in data)  # (header and records: never joined)
+            by_topic[batch.topic].append((batch, self.idempotence.meta(batch, producer)))
+        if not by_topic:
+            return None, []
+        config = self.config
+        head = request_head(config.transactional_id, config.acks, config.request_timeout_ms,
+                            len(by_topic), flexible)  # fmt: skip
+        topics = [(topic_prefix(topic, len(sealed), flexible), [row(*s) for s in sealed])
+                  for topic, sealed in by_topic.items()]  # fmt: skip
+        pieces, sizes = self.sealer.seal(
+            flexible, head, topics, config.compression_level, self.compressors.map, compressed
+        )
+        encoded = [batch for sealed in by_topic.values() for batch, _ in sealed]
+        metas = [meta for sealed in by_topic.values() for _, meta in sealed]
+        for batch, meta, size in zip(encoded, metas, sizes, strict=True):
             self.stats.batch_bytes += size
             self.compression_ratio.observe(batch.info.write_pos, size)
             self.idempotence.sent(batch, meta, node)
-            self.accumulator.mark_in_flight(batch)
-            by_topic[batch.topic].append(
-                PartitionProduceData(batch.partition, data[0] if len(data) == 1 else data)
-            )
             self.stats.batches_sent += 1
             self.stats.records_sent += batch.info.record_count
-            encoded.append(batch)
-        return by_topic, encoded
+        return SealedProduceRequest(flexible, tuple(pieces)), encoded
 
     def _compress_ahead(self, batches: list[DrainedBatch]) -> dict[int, BatchParts]:
         """With compression threads, the records of every sound batch of the request,

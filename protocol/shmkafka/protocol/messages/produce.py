@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from shmkafka.protocol.errors import EncodeError
 from shmkafka.protocol.primitives import Writer, encode_uvarint
 from shmkafka.protocol.schema import Array, Message, check_version, kf
 
@@ -55,6 +56,47 @@ class ProduceRequest(Message):
         if not _encode_request(w, self, version >= self.FLEXIBLE_FROM):
             super().encode_into(w, version)  # (what it refuses, with the field's name)
         return w
+
+
+@dataclass(frozen=True)
+class SealedProduceRequest(Message):
+    """A ProduceRequest whose body was framed already (pool/sealing.py): its pieces, for a
+    version of the same flexibility, written as they are (large ones by reference)."""
+
+    API_KEY = 0
+    MIN_VERSION = 3
+    MAX_VERSION = 9
+    FLEXIBLE_FROM = 9
+
+    flexible: bool
+    pieces: tuple[bytes | bytearray | memoryview, ...]
+
+    def encode_into(self, w: Writer, version: int) -> Writer:
+        check_version(type(self), version)
+        if (version >= self.FLEXIBLE_FROM) != self.flexible:
+            raise EncodeError(f"a body sealed {'flexible' * self.flexible or 'classic'} "
+                              f"cannot be sent as version {version}")  # fmt: skip
+        for piece in self.pieces:
+            w.blob(piece)
+        return w
+
+
+def request_head(
+    transactional_id: str | None, acks: int, timeout_ms: int, topics: int, flexible: bool
+) -> bytes:
+    """What precedes a ProduceRequest's topics: its fields, then the topics' count."""
+    head = _string(transactional_id, flexible, nullable=True)
+    if head is None:
+        raise EncodeError(f"transactional id {transactional_id!r} cannot be encoded")
+    return head + _HEAD.pack(acks, timeout_ms) + _count(topics, flexible)
+
+
+def topic_prefix(name: str, partitions: int, flexible: bool) -> bytes:
+    """What precedes a topic's partitions: its name, then their count."""
+    data = _string(name, flexible, nullable=False)
+    if data is None:
+        raise EncodeError(f"topic name {name!r} cannot be encoded")
+    return data + _count(partitions, flexible)
 
 
 @dataclass(frozen=True)
