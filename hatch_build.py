@@ -43,6 +43,7 @@ EXTENSIONS = (
             "_append_post.c",
             "_append_seal.c",
             "_append_lz4.c",
+            "_append_finish.c",
         ),
         (),
     ),

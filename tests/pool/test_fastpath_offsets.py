@@ -90,6 +90,8 @@ def expected(layout: Layout, slot: int) -> dict[str, int]:
         "b_parent_generation": L.B_PARENT_GENERATION,
         "b_parent_delta": L.B_PARENT_DELTA,
         "no_parent": L.NO_PARENT,
+        "b_recovered": L.B_RECOVERED,
+        "free_state": L.FREE,
         "open_state": L.OPEN,
         "sealed_state": L.SEALED,
         "in_flight_state": L.IN_FLIGHT,

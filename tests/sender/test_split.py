@@ -35,7 +35,7 @@ def _answer(sender: Sender, batch: DrainedBatch, error_code: int, base_offset: i
             TopicProduceResponse("t", (PartitionProduceResponse(0, error_code, base_offset),)),
         )
     )
-    ClientResponse(1, partial(sender._on_produce, [batch]), response, None, 0).complete(0)
+    ClientResponse(1, partial(sender.responses.on_produce, [batch]), response, None, 0).complete(0)
 
 
 @pytest.fixture

@@ -396,6 +396,14 @@ PyDoc_STRVAR(FastAppend_seal_request__doc__,
 "place; 3: lz4, load_lz4 first) and marked IN_FLIGHT; (the body's pieces,\n"
 "each batch's size).");
 
+PyDoc_STRVAR(FastAppend_finish_sent__doc__,
+"finish_sent(rows, node, sent_ms, took_ms, deques_used)\n--\n\n"
+"The Sender's finish of a response's acknowledged batches (finishing.\n"
+"finish_sent's C twin, _append_finish.c): each row (batch id, generation,\n"
+"base offset, log append time, log start offset) posted and FREE; (slots\n"
+"posted to, [(row index, full slots)] not freed, row indexes left to the\n"
+"caller, slab runs (first, count) to free).");
+
 PyDoc_STRVAR(FastAppend_lz4_frame__doc__,
 "lz4_frame(data, level)\n--\n\n"
 "data as the lz4 frame seal_request makes (compression._lz4_frame's).");
@@ -439,6 +447,8 @@ static PyMethodDef FastAppend_methods[] = {
      METH_FASTCALL, FastAppend_take_results__doc__},
     {"seal_request", (PyCFunction)(void (*)(void))FastAppend_seal_request,
      METH_FASTCALL, FastAppend_seal_request__doc__},
+    {"finish_sent", (PyCFunction)(void (*)(void))FastAppend_finish_sent,
+     METH_FASTCALL, FastAppend_finish_sent__doc__},
     {"lz4_frame", (PyCFunction)(void (*)(void))FastAppend_lz4_frame,
      METH_FASTCALL, FastAppend_lz4_frame__doc__},
     {"offsets", (PyCFunction)FastAppend_offsets, METH_NOARGS,

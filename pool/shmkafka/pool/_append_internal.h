@@ -89,7 +89,8 @@ typedef struct FastAppend {
     Py_ssize_t b_producer_id, b_producer_epoch, b_base_sequence;
     Py_ssize_t appenders_at, appenders_size;
     Py_ssize_t b_parent, b_parent_generation, b_parent_delta;
-    Py_ssize_t no_parent, open_state, sealed_state, in_flight_state;
+    Py_ssize_t b_recovered;
+    Py_ssize_t no_parent, free_state, open_state, sealed_state, in_flight_state;
     /* free map and slabs */
     Py_ssize_t freemap_at, num_slabs, slabs_at, slab_size;
     /* a batch grows to max_run slabs and batch_max_records records (0: any) */
@@ -241,12 +242,27 @@ PyObject *FastAppend_drain_first(FastAppend *self, PyObject *const *args,
 PyObject *FastAppend_queued_heads(FastAppend *self, PyObject *const *args,
                                   Py_ssize_t nargs);
 
+/* Where each field of a ring entry begins: rings.RING_ENTRY is
+ * "<IIqqqhHIIiii4x" (the differential test checks the format). */
+enum {
+    E_BATCH = 0, E_GENERATION = 4, E_BASE = 8, E_APPEND = 16, E_START = 24,
+    E_CODE = 32, E_ATTEMPTS = 34, E_FIRST = 36, E_LAST = 40, E_NODE = 44,
+    E_QUEUED = 48, E_REQUEST = 52, ENTRY_SIZE = 60  /* 4 bytes of padding */
+};
+
 /* _append_post.c: the Sender's posting of a batch's result to its rings,
  * and a process's reading of its own ring. */
 PyObject *FastAppend_post_result(FastAppend *self, PyObject *const *args,
                                  Py_ssize_t nargs);
 PyObject *FastAppend_take_results(FastAppend *self, PyObject *const *args,
                                   Py_ssize_t nargs);
+int post_to_appenders(FastAppend *self, const unsigned char *bits,
+                      const char *entry, PyObject *posted, PyObject *full);
+
+/* _append_finish.c: the Sender's finish of a response's acknowledged
+ * batches: results posted, descriptors freed. */
+PyObject *FastAppend_finish_sent(FastAppend *self, PyObject *const *args,
+                                 Py_ssize_t nargs);
 
 /* _append_seal.c: the Sender's sealing of one node's drained batches into a
  * produce request's body (lz4 by the lz4 package's own library, which

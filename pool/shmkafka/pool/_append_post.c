@@ -63,30 +63,17 @@ bytes_arg(const char *fname, const char *name, PyObject *arg,
     return 0;
 }
 
-/* FastAppend.post_result(appenders, entry): see _append.pyi. */
-PyObject *
-FastAppend_post_result(FastAppend *self, PyObject *const *args,
-                       Py_ssize_t nargs)
+/* The entry posted to the ring of every slot in the appender set `bits`
+ * below the slots' high mark, lowest first: each slot appended to `posted`,
+ * or to `full` if its ring was; -1 with an exception set. */
+int
+post_to_appenders(FastAppend *self, const unsigned char *bits,
+                  const char *entry, PyObject *posted, PyObject *full)
 {
-    static const char fname[] = "post_result";
-
-    if (check_open(self, fname) < 0 || check_nargs(fname, nargs, 2) < 0
-        || bytes_arg(fname, "appenders", args[0], self->appenders_size) < 0
-        || bytes_arg(fname, "entry", args[1], self->ring_entry_size) < 0)
-    {
-        return NULL;
-    }
-    const unsigned char *bits =
-        (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    const char *entry = PyBytes_AS_STRING(args[1]);
     /* the slots whose memory is reserved: one past the highest claimed */
     Py_ssize_t high = rd32((char *)self->view.buf + self->slots_high_at);
     high = high < self->max_processes ? high : self->max_processes;
 
-    PyObject *posted = PyList_New(0), *full = PyList_New(0);
-    if (posted == NULL || full == NULL) {
-        goto error;
-    }
     for (Py_ssize_t byte = 0; byte * 8 < high && byte < self->appenders_size;
          byte++)
     {
@@ -100,9 +87,33 @@ FastAppend_post_result(FastAppend *self, PyObject *const *args,
             }
             PyObject *list = post_one(self, slot, entry) ? posted : full;
             if (append_new(list, PyLong_FromSsize_t(slot)) < 0) {
-                goto error;
+                return -1;
             }
         }
+    }
+    return 0;
+}
+
+/* FastAppend.post_result(appenders, entry): see _append.pyi. */
+PyObject *
+FastAppend_post_result(FastAppend *self, PyObject *const *args,
+                       Py_ssize_t nargs)
+{
+    static const char fname[] = "post_result";
+
+    if (check_open(self, fname) < 0 || check_nargs(fname, nargs, 2) < 0
+        || bytes_arg(fname, "appenders", args[0], self->appenders_size) < 0
+        || bytes_arg(fname, "entry", args[1], self->ring_entry_size) < 0)
+    {
+        return NULL;
+    }
+    PyObject *posted = PyList_New(0), *full = PyList_New(0);
+    if (posted == NULL || full == NULL
+        || post_to_appenders(self, (const unsigned char *)PyBytes_AS_STRING(
+                                 args[0]), PyBytes_AS_STRING(args[1]),
+                             posted, full) < 0)
+    {
+        goto error;
     }
     return Py_BuildValue("(NN)", posted, full);
 
@@ -111,14 +122,6 @@ error:
     Py_XDECREF(full);
     return NULL;
 }
-
-/* Where each field of a ring entry begins: rings.RING_ENTRY is
- * "<IIqqqhHIIiii4x" (the differential test checks the format). */
-enum {
-    E_BATCH = 0, E_GENERATION = 4, E_BASE = 8, E_APPEND = 16, E_START = 24,
-    E_CODE = 32, E_ATTEMPTS = 34, E_FIRST = 36, E_LAST = 40, E_NODE = 44,
-    E_QUEUED = 48, E_REQUEST = 52, ENTRY_SIZE = 60  /* 4 bytes of padding */
-};
 
 /* One entry as rings._completions makes it: Completion(batch, generation,
  * base, append, start, code, first, last, view), the view a SenderView of

@@ -72,6 +72,8 @@ static const LayoutField layout_fields[] = {
     LAYOUT_FIELD(b_parent_generation),
     LAYOUT_FIELD(b_parent_delta),
     LAYOUT_FIELD(no_parent),
+    LAYOUT_FIELD(b_recovered),
+    LAYOUT_FIELD(free_state),
     LAYOUT_FIELD(open_state),
     LAYOUT_FIELD(sealed_state),
     LAYOUT_FIELD(in_flight_state),

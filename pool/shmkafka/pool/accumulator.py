@@ -131,8 +131,7 @@ class RecordAccumulator:
         return self._fast
 
     @property
-    def drain_fast(self) -> FastAppend | None:
-        """The C path of the Sender's side (drain, posting, sealing), or None."""
+    def drain_fast(self) -> FastAppend | None:  # (the Sender's C path: drain, post, seal)
         return self._drain_fast
 
     def close(self) -> None:
@@ -515,6 +514,17 @@ class RecordAccumulator:
         if runs:
             self.pool.buffers.deallocate_many(runs)
         for slot in sorted(pending or ()):
+            self.pool.rings.wake(slot)
+
+    def finished(self, posted: list[int], runs: list[tuple[int, int]]) -> None:
+        """Batches finished already (finishing.py): slots woken, runs freed (or deferred)."""
+        if self._deferred is not None and self._unfreed is not None:
+            self._deferred.update(posted)
+            self._unfreed += [SlabRun(*run) for run in runs]
+            return
+        if runs:
+            self.pool.buffers.deallocate_many([SlabRun(*run) for run in runs])
+        for slot in sorted(set(posted)):
             self.pool.rings.wake(slot)
 
     def complete(self, batch: DrainedBatch) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
 from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.fastpath import full_fence
+from shmkafka.pool.finishing import finish_sent
 from shmkafka.pool.ready import CompressionRatio, Drainer, ReadyContext, ready
 from shmkafka.pool.sealing import Sealer, row
 from shmkafka.pool.shared_pool import SharedPool
@@ -35,13 +36,11 @@ from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.clock import Clock, SystemClock, wall_ms
 from shmkafka.protocol.compression import CompressionType
 from shmkafka.protocol.error_codes import ErrorCode
-from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError
 from shmkafka.protocol.messages import (
     InitProducerIdRequest,
     InitProducerIdResponse,
     MetadataResponse,
     ProduceRequest,
-    ProduceResponse,
 )
 from shmkafka.protocol.messages.produce import SealedProduceRequest, request_head, topic_prefix
 from shmkafka.protocol.records import HEADER_SIZE, BatchMeta, BatchParts
@@ -52,12 +51,11 @@ from shmkafka.sender.idempotence import Idempotence
 from shmkafka.sender.idle import IdleTopics
 from shmkafka.sender.integrity import quarantine_damaged
 from shmkafka.sender.metadata import Metadata
-from shmkafka.sender.split import split_batch
+from shmkafka.sender.responses import ProduceResponses
 from shmkafka.sender.tls import client_context
 from shmkafka.sender.tokens import given_credentials, token_source
 from shmkafka.sender.transactions import Transactions
 from shmkafka.shm import faultpoints
-from shmkafka.shm.errors import BufferExhaustedError
 from shmkafka.shm.events import AUTHENTICATION, SSL
 from shmkafka.shm.rings import (
     CORRUPT_DESCRIPTOR,
@@ -113,7 +111,9 @@ class Sender:
         self.drainer = Drainer()
         self.compression_ratio = CompressionRatio()
         self.compressors = Compressors()
-        self.sealer = Sealer(pool, self.accumulator.drain_fast, config.compression,
+        fast = self.accumulator.drain_fast
+        self.finisher = partial(finish_sent, pool) if fast is None else fast.finish_sent
+        self.sealer = Sealer(pool, fast, config.compression,
                              config.compression_level)  # fmt: skip
         self.stats = SenderCounters()
         self.idempotence = Idempotence(
@@ -134,6 +134,7 @@ class Sender:
         self.idempotence.resume()
         self._new_batches_seen = pool.new_batches()
         self.txn = Transactions(self) if config.transactional_id is not None else None
+        self.responses = ProduceResponses(self)
         pool.set_sender_linger(config.linger_ms)
         pool.set_sender_wake_at(0)
 
@@ -312,7 +313,7 @@ class Sender:
         if request is None:
             return  # (every batch was corrupt: failed already)
         refreshed = [self.accumulator.refresh(b) for b in encoded]  # (what the request holds)
-        handler = partial(self._on_produce, refreshed)
+        handler = partial(self.responses.on_produce, refreshed)
         self.network.send(
             node, request, handler, now_ms, expect_response=self.config.acks != 0
         )  # written at once when the socket takes it
@@ -445,94 +446,6 @@ class Sender:
             if code and not for_code(code).retriable:
                 self.publish_error(code, f"Failed to acquire idempotence PID: {for_code(code)()}")
 
-    def _on_produce(
-        self, batches: list[DrainedBatch], response: ClientResponse, now_ms: int
-    ) -> None:
-        faultpoints.reached("sender.before_complete")
-        results: dict[tuple[str, int], tuple[int, int, int, int]] = {}
-        answer = response.response
-        if isinstance(answer, ProduceResponse):
-            self.stats.produce_responses += 1
-            # (now_ms is the round's start, before the poll waited: read the clock)
-            self.stats.produce_latency_ms += max(0, self.clock.monotonic_ms() - response.sent_ms)
-            for topic in answer.responses:
-                for part in topic.partition_responses:
-                    results[(topic.name, part.index)] = (
-                        part.error_code, part.base_offset, part.log_append_time_ms,
-                        part.log_start_offset,
-                    )  # fmt: skip
-        took = self.clock.monotonic_ms() - response.sent_ms if answer is not None else -1
-        for batch in batches:
-            info, sent = batch.info, response.sent_ms
-            view = SenderView(info.attempts + 1, response.node_id, sent - info.created_ms, took)
-            self.idempotence.answered(batch)
-            if response.error is not None:
-                self._retry_or_fail(batch, response.error, ErrorCode.NETWORK_EXCEPTION, now_ms)
-                continue
-            if answer is None:  # acks=0: done once written
-                self.finish(batch, -1, 0, -1, -1, view)
-                continue
-            code, base_offset, append_time, log_start = results.get(
-                (batch.topic, batch.partition), (ErrorCode.NETWORK_EXCEPTION, -1, -1, -1)
-            )  # (a partition missing from the response is retried like a lost response)
-            if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-                self.finish(batch, base_offset, 0, append_time, log_start, view)
-            elif (
-                code == ErrorCode.MESSAGE_TOO_LARGE
-                and batch.info.record_count > 1
-                and self._split(batch, now_ms)
-            ):
-                continue
-            else:
-                self._retry_or_fail(batch, for_code(code)(), code, now_ms)
-
-    def _retry_or_fail(
-        self, batch: DrainedBatch, error: KafkaError, code: int, now_ms: int
-    ) -> None:
-        info = batch.info
-        retriable = self.idempotence.retriable(batch, code, isinstance(error, RetriableError))
-        in_time = now_ms - info.created_ms < self.config.delivery_timeout_ms
-        if retriable and in_time and info.attempts < self.config.retries:
-            if isinstance(error, InvalidMetadataError):
-                self.metadata.request_update()
-            self.accumulator.reenqueue(batch, now_ms)
-            self.stats.retries += 1
-            self.stats.records_retried += info.record_count
-            log.debug("retrying %s-%d: %s", batch.topic, batch.partition, error)
-            return
-        self.stats.errors += 1
-        log.warning("batch to %s-%d failed: %s", batch.topic, batch.partition, error)
-        final = DELIVERY_TIMEOUT if retriable and not in_time else (code if code else -1)
-        self.idempotence.failed(batch, final)
-        self.finish(batch, -1, final, -1, -1)
-
-    def _split(self, batch: DrainedBatch, now_ms: int) -> bool:
-        """MESSAGE_TOO_LARGE with several records: split the batch in two and send the halves
-        (as the Java client, KIP-126), transactional or not. They take the batch's sequences
-        (idempotence.py): no new epoch."""
-        try:
-            halves = split_batch(self.accumulator, batch, now_ms, self._free_split)
-        except BufferExhaustedError:
-            return False
-        self.idempotence.split(batch, halves)
-        self.stats.retries += 1
-        self.stats.records_retried += batch.info.record_count
-        log.info(
-            "split a batch of %d records to %s-%d: %s",
-            batch.info.record_count, batch.topic, batch.partition,
-            [h.info.record_count for h in halves],
-        )  # fmt: skip
-        return True
-
-    def _free_split(self, parent: DrainedBatch) -> None:
-        """A durable pool: the halves (queued now) are committed first, then the parent goes
-        DONE, then its memory (recovery keeps a live parent whole: durability.py)."""
-        committer = self.pool.committer
-        if committer is not None:
-            committer.commit()
-            committer.commit([(parent.batch_id, parent.info.generation)])
-        self.accumulator.complete(parent)
-
     def _expire(self, states: list[Any], now_ms: int) -> None:
         """Fail queued batches older than delivery.timeout.ms (the deques are walked only
         when the oldest first batch is that old)."""
@@ -560,9 +473,13 @@ class Sender:
         done = self.accumulator.completion_for(batch, base_offset, code, append, start, view)
         full = self.accumulator.post_completion(batch, done)
         if full:
-            self._pending.append(_Pending(batch, done, full))
+            self.pend(batch, done, full)
             return
         self._complete(batch)
+
+    def pend(self, batch: DrainedBatch, completion: Completion, slots: list[int]) -> None:
+        """A result some rings had no room for: posted to them again next round."""
+        self._pending.append(_Pending(batch, completion, slots))
 
     def _drop_corrupt_heads(self, states: list[Any], now_ms: int) -> list[Any]:
         """A first batch whose times lie in the future would never be ready nor expire:
