@@ -20,7 +20,7 @@ from shmkafka.protocol import compression
 from shmkafka.protocol.compression import CompressionType
 from shmkafka.protocol.messages import ProduceRequest
 from shmkafka.protocol.messages.produce import request_head, topic_prefix
-from shmkafka.protocol.records import TRANSACTIONAL_BIT, crc32c, decode_batch
+from shmkafka.protocol.records import HEADER_SIZE, TRANSACTIONAL_BIT, crc32c, decode_batch
 from shmkafka.shm.config import SLAB_SIZE, PoolConfig
 from shmkafka.shm.layout import B_SLAB_COUNT, B_WRITE_POS, IN_FLIGHT
 from tests.appending import append
@@ -64,11 +64,23 @@ def _fill(pool: SharedPool, records: dict[tuple[str, int], list[bytes]]) -> list
     return batches
 
 
-def _topics(batches: list[DrainedBatch], flexible: bool, epoch: int) -> list[sealing.Topic]:
-    by_topic: dict[str, list[sealing.Row]] = {}
+def _topics(
+    batches: list[DrainedBatch], flexible: bool, epoch: int,
+    ahead: tuple[SharedPool, int] | None = None,
+) -> list[sealing.Topic]:  # fmt: skip
+    """The rows of ``batches`` by topic; with ``ahead`` (a pool and a codec), each with its
+    records compressed already, as the compression threads give them."""
+    by_topic: dict[str, list[sealing.Row | sealing.Compressed]] = {}
     for n, batch in enumerate(batches):
         attributes = TRANSACTIONAL_BIT * (n % 2)
-        row = (batch.batch_id, batch.partition, 7_000 + n, epoch, 11 * n, attributes)
+        row: sealing.Row | sealing.Compressed = (
+            batch.batch_id, batch.partition, 7_000 + n, epoch, 11 * n, attributes
+        )  # fmt: skip
+        if ahead is not None:
+            pool, codec = ahead
+            records = pool.batches.data(batch.info)[HEADER_SIZE:]
+            parts = compression.compress_parts(CompressionType(codec), records)
+            row = (*row[:6], parts)
         by_topic.setdefault(batch.topic, []).append(row)
     return [(topic_prefix(t, len(rows), flexible), rows) for t, rows in by_topic.items()]
 
@@ -87,16 +99,21 @@ RECORDS = st.dictionaries(  # (at most 3 x 4 x 40 KB: the pool holds 1.5 MB)
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
-@given(records=RECORDS, codec=st.sampled_from([0, LZ4]), flexible=st.booleans(),
-       level=st.sampled_from([0, 1, 3, 9]), epoch=st.integers(-(2**15), 2**15 - 1))  # fmt: skip
+@given(records=RECORDS, codec=st.sampled_from([0, LZ4, 1, 2, 4]), flexible=st.booleans(),
+       level=st.sampled_from([0, 1, 3, 9]), epoch=st.integers(-(2**15), 2**15 - 1),
+       ahead=st.booleans())  # fmt: skip
 def test_c_seals_what_its_python_twin_seals(
     pools: tuple[SharedPool, SharedPool], records: dict[tuple[str, int], list[bytes]],
-    codec: int, flexible: bool, level: int, epoch: int,
+    codec: int, flexible: bool, level: int, epoch: int, ahead: bool,
 ) -> None:  # fmt: skip
+    """Every codec: lz4 compressed by C, or any codec's parts compressed ahead (the rows of
+    gzip, snappy and zstd always come with theirs: C compresses lz4 only)."""
     c_pool, py_pool = pools
     c_batches, py_batches = _fill(c_pool, records), _fill(py_pool, records)
+    ahead = codec != 0 and (ahead or codec != LZ4)
     try:
-        _check_seal(pools, records, codec, flexible, level, epoch, c_batches, py_batches)
+        _check_seal(pools, records, codec, flexible, level, epoch, c_batches, py_batches,
+                    ahead)  # fmt: skip
     finally:  # (their memory back, for the next example)
         for pool, batches in ((c_pool, c_batches), (py_pool, py_batches)):
             acc = RecordAccumulator(pool, fast_path=False)
@@ -107,13 +124,13 @@ def test_c_seals_what_its_python_twin_seals(
 def _check_seal(
     pools: tuple[SharedPool, SharedPool], records: dict[tuple[str, int], list[bytes]],
     codec: int, flexible: bool, level: int, epoch: int, c_batches: list[DrainedBatch],
-    py_batches: list[DrainedBatch],
+    py_batches: list[DrainedBatch], ahead: bool,
 ) -> None:  # fmt: skip
     c_pool, py_pool = pools
     assert [b.batch_id for b in c_batches] == [b.batch_id for b in py_batches]
     fast = RecordAccumulator(c_pool, fast_path=False, c_drain=True).drain_fast
     assert fast is not None and sealing.lz4_in_c(fast, level)
-    topics = _topics(c_batches, flexible, epoch)
+    topics = _topics(c_batches, flexible, epoch, (c_pool, codec) if ahead else None)
     head = request_head("tx" if epoch % 2 else None, -1, 30_000, len(topics), flexible)
     c_pieces, c_sizes = fast.seal_request(flexible, head, topics, codec, level, crc32c())
     py_pieces, py_sizes = sealing.seal_request(py_pool, flexible, head, topics, codec, level)
@@ -216,5 +233,4 @@ def test_the_sender_seals_in_c_where_it_can(pools: tuple[SharedPool, SharedPool]
     fast = RecordAccumulator(pool, fast_path=False, c_drain=True).drain_fast
     for codec, in_c in ((0, True), (LZ4, True), (int(CompressionType.GZIP), False),
                         (int(CompressionType.ZSTD), False)):  # fmt: skip
-        assert (sealing.Sealer(pool, fast, codec, None).fast is not None) == in_c
-    assert sealing.Sealer(pool, None, 0, None).fast is None
+        assert sealing.Sealer(pool, fast, codec, None).compresses == in_c

@@ -44,7 +44,15 @@ class FastAppend:
         self,
         flexible: bool,
         head: bytes,
-        topics: list[tuple[bytes, list[tuple[int, int, int, int, int, int]]]],
+        topics: list[
+            tuple[
+                bytes,
+                list[
+                    tuple[int, int, int, int, int, int]
+                    | tuple[int, int, int, int, int, int, tuple[bytes | memoryview, ...]]
+                ],
+            ]
+        ],
         codec: int,
         level: int,
         crc32c: Callable[[memoryview], int],

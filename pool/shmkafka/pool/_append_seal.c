@@ -2,8 +2,9 @@
  * The Sender's sealing of one node's drained batches into a produce
  * request's body, in one call a round (FastAppend.seal_request). Python
  * twin and reference: pool/sealing.py's seal_request, which the Sender
- * calls where this one cannot serve (no extension, a codec other than lz4,
- * compression threads, or an lz4 library that did not load).
+ * calls where this one cannot serve (no extension; another codec than lz4
+ * with no compression threads to compress ahead; an lz4 library that did
+ * not load).
  *
  * Part of the _append extension (_append_internal.h).
  *
@@ -11,7 +12,9 @@
  *   1. its producer id, epoch and base sequence to its descriptor (shared
  *      memory first: a Sender killed after this resends it with them);
  *   2. its RecordBatch header and CRC-32C: in place before its records, or
- *      (lz4) in a new buffer before the records compressed as one lz4 frame;
+ *      (lz4) in a new buffer before the records compressed as one lz4 frame,
+ *      or (a row with its parts: compressed already, by the Sender's
+ *      compression threads) in a new header before those parts;
  *   3. its state IN_FLIGHT;
  * and the body framed as protocol/messages/produce.py's _encode_request
  * frames it: the caller's head and each topic's prefix (name, partition
@@ -140,8 +143,11 @@ row_field(PyObject *row, Py_ssize_t i, const char *name, int64_t lo,
 static int
 parse_row(FastAppend *self, PyObject *row, Row *r)
 {
-    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 6) {
-        bad_argument("seal_request", "row", "a tuple of 6 ints", row);
+    if (!PyTuple_Check(row)
+        || (PyTuple_GET_SIZE(row) != 6 && PyTuple_GET_SIZE(row) != 7))
+    {
+        bad_argument("seal_request", "row", "a tuple of 6 ints (and parts)",
+                     row);
         return -1;
     }
     return (row_field(row, 0, "batch id", 0, self->num_slabs - 1,
@@ -269,7 +275,7 @@ seal_in_place(FastAppend *self, const Row *r, const Records *rec,
     PyObject *piece = PySequence_GetSlice(segment, start,
                                           start + rec->write_pos);
     Py_DECREF(segment);
-    return piece;
+    return piece == NULL ? NULL : Py_BuildValue("(N)", piece);
 }
 
 /* The batch sealed around its records compressed: new bytes. */
@@ -297,6 +303,62 @@ seal_compressed(FastAppend *self, const Row *r, const Records *rec,
         Py_DECREF(out);
         return NULL;
     }
+    return Py_BuildValue("(N)", out);
+}
+
+/* The batch sealed around its records compressed already (`parts`, by the
+ * Sender's compression threads): a new header, then the parts as they are;
+ * the CRC over the header's tail and each part in turn. */
+static PyObject *
+seal_parts(const Row *r, const Records *rec, int codec, PyObject *parts,
+           PyObject *crc32c)
+{
+    if (!PyTuple_Check(parts)) {
+        bad_argument("seal_request", "parts", "tuple", parts);
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(parts), size = RECORD_BATCH_HEADER;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len = PyObject_Length(PyTuple_GET_ITEM(parts, i));
+        if (len < 0) {
+            return NULL;
+        }
+        size += len;
+    }
+    if (size > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "seal_request(): parts too large");
+        return NULL;
+    }
+    PyObject *out = PyTuple_New(n + 1);
+    PyObject *header = PyBytes_FromStringAndSize(NULL, RECORD_BATCH_HEADER);
+    if (out == NULL || header == NULL) {
+        Py_XDECREF(out);
+        Py_XDECREF(header);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, header);
+    char *at = PyBytes_AS_STRING(header);
+    put_header(at, r, rec, size, codec);
+    PyObject *crc = PyLong_FromUnsignedLong(0);
+    PyObject *tail = PyMemoryView_FromMemory(at + ATTRIBUTES_AT,
+                                             RECORD_BATCH_HEADER - ATTRIBUTES_AT,
+                                             PyBUF_READ);
+    for (Py_ssize_t i = -1; crc != NULL && tail != NULL && i < n; i++) {
+        PyObject *part = i < 0 ? tail : PyTuple_GET_ITEM(parts, i);
+        PyObject *next = PyObject_CallFunctionObjArgs(crc32c, part, crc, NULL);
+        Py_SETREF(crc, next);
+        if (i >= 0) {
+            PyTuple_SET_ITEM(out, i + 1, Py_NewRef(part));
+        }
+    }
+    Py_XDECREF(tail);
+    unsigned long value = crc == NULL ? 0 : PyLong_AsUnsignedLong(crc);
+    Py_XDECREF(crc);
+    if (crc == NULL || PyErr_Occurred()) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    put_be(at + CRC_AT, (uint32_t)value, 4);
     return out;
 }
 
@@ -313,32 +375,49 @@ seal_partition(FastAppend *self, Sealing *s, PyObject *row)
     Row r;
     Records rec;
 
-    if (parse_row(self, row, &r) < 0 || read_records(self, &r, &rec) < 0) {
+    if (parse_row(self, row, &r) < 0) {
+        return -1;
+    }
+    PyObject *parts = PyTuple_GET_SIZE(row) == 7 ? PyTuple_GET_ITEM(row, 6)
+                                                 : Py_None;
+    if (parts == Py_None && s->codec != CODEC_NONE
+        && (s->codec != CODEC_LZ4 || !lz4_ready()))
+    {
+        PyErr_Format(PyExc_ValueError, "seal_request(): codec %d is not "
+                     "compressed in C: give each row its parts", s->codec);
+        return -1;
+    }
+    if (read_records(self, &r, &rec) < 0) {
         return -1;
     }
     store_producer(self, &r);
-    PyObject *batch = s->codec == CODEC_LZ4
-                          ? seal_compressed(self, &r, &rec, s->level,
-                                            s->crc32c)
-                          : seal_in_place(self, &r, &rec, s->crc32c);
+    PyObject *batch = (
+        parts != Py_None ? seal_parts(&r, &rec, s->codec, parts, s->crc32c)
+        : s->codec == CODEC_LZ4 ? seal_compressed(self, &r, &rec, s->level,
+                                                  s->crc32c)
+        : seal_in_place(self, &r, &rec, s->crc32c));
     if (batch == NULL) {
         return -1;
     }
     store_release32(batch_at(self, (uint32_t)r.batch_id) + self->b_state,
                     (uint32_t)self->in_flight_state);
-    Py_ssize_t size = PyObject_Length(batch);
+    Py_ssize_t size = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(batch); i++) {
+        size += PyObject_Length(PyTuple_GET_ITEM(batch, i));
+    }
     int failed = (
-        size < 0
-        || frame_be(&s->frame, (uint64_t)r.partition, 4) < 0
+        frame_be(&s->frame, (uint64_t)r.partition, 4) < 0
         || (s->flexible ? frame_uvarint(&s->frame, (uint64_t)size + 1)
                         : frame_be(&s->frame, (uint64_t)size, 4)) < 0
         || frame_flush(&s->frame, s->pieces) < 0
         || append_new(s->sizes, PyLong_FromSsize_t(size)) < 0);
-    if (failed || PyList_Append(s->pieces, batch) < 0) {
-        Py_DECREF(batch);
-        return -1;
+    for (Py_ssize_t i = 0; !failed && i < PyTuple_GET_SIZE(batch); i++) {
+        failed = PyList_Append(s->pieces, PyTuple_GET_ITEM(batch, i)) < 0;
     }
     Py_DECREF(batch);
+    if (failed) {
+        return -1;
+    }
     return s->flexible ? frame_put(&s->frame, &NO_TAGS, 1) : 0;
 }
 
@@ -388,9 +467,8 @@ FastAppend_seal_request(FastAppend *self, PyObject *const *args,
                      PyBytes_Check(args[1]) ? args[2] : args[1]);
         return NULL;
     }
-    if (codec != CODEC_NONE && (codec != CODEC_LZ4 || !lz4_ready())) {
-        PyErr_Format(PyExc_ValueError,
-                     "seal_request(): codec %zd is not sealed in C", codec);
+    if (codec < 0 || codec > COMPRESSION_MASK) {
+        PyErr_Format(PyExc_ValueError, "seal_request(): no codec %zd", codec);
         return NULL;
     }
     Sealing s = {

@@ -40,7 +40,9 @@ from shmkafka.shm.layout import IN_FLIGHT
 log = logging.getLogger("shmkafka.sender")
 
 Row = tuple[int, int, int, int, int, int]
-Topic = tuple[bytes, list[Row]]
+# (a row of a batch whose records the compression threads compressed ahead: and its parts)
+Compressed = tuple[int, int, int, int, int, int, BatchParts]
+Topic = tuple[bytes, list[Row | Compressed]]
 _I32 = 1 << 31
 
 
@@ -53,18 +55,17 @@ def row(batch: DrainedBatch, meta: BatchMeta) -> Row:
 def seal_request(
     pool: SharedPool, flexible: bool, head: bytes, topics: Sequence[Topic], codec: int,
     level: int | None, map_blocks: BlockMap = map,
-    compressed: dict[int, BatchParts] | None = None,
 ) -> tuple[list[Buffer], list[int]]:  # fmt: skip
     """The body's pieces, to be written in order, and each batch's sealed size (the twin
-    of ``FastAppend.seal_request``; ``map_blocks`` and ``compressed``, a batch's records
-    compressed already, are the compression threads')."""
+    of ``FastAppend.seal_request``; ``map_blocks`` compresses a row's records that come
+    without their parts, as ``map`` does)."""
     w = Writer(by_reference=True)
     w.buf += head
     sizes: list[int] = []
     for prefix, rows in topics:
         w.buf += prefix
         for row in rows:
-            parts = _seal(pool, row, CompressionType(codec), level, map_blocks, compressed)
+            parts = _seal(pool, row, CompressionType(codec), level, map_blocks)
             size = sum(len(part) for part in parts)
             sizes.append(size)
             w.buf += row[1].to_bytes(4, "big", signed=True)
@@ -81,10 +82,11 @@ def seal_request(
 
 
 def _seal(
-    pool: SharedPool, row: Row, codec: CompressionType, level: int | None,
-    map_blocks: BlockMap, compressed: dict[int, BatchParts] | None,
+    pool: SharedPool, row: Row | Compressed, codec: CompressionType, level: int | None,
+    map_blocks: BlockMap,
 ) -> BatchParts:  # fmt: skip
-    batch_id, _, producer_id, epoch, sequence, attributes = row
+    batch_id, _, producer_id, epoch, sequence, attributes = row[:6]
+    compressed = row[6] if len(row) == 7 else None
     batches = pool.batches
     info = batches.read(batch_id)
     capacity = batches.capacity(info.slab_count)
@@ -103,7 +105,7 @@ def _seal(
         batches.data(info), info.write_pos, record_count=info.record_count,
         last_offset_delta=info.record_count - 1, base_timestamp=info.base_timestamp,
         max_timestamp=info.max_timestamp, meta=meta, map_blocks=map_blocks,
-        compressed=None if compressed is None else compressed.get(batch_id),
+        compressed=compressed,
     )  # fmt: skip
     batches.set_state(batch_id, IN_FLIGHT)
     return parts
@@ -133,26 +135,39 @@ def lz4_in_c(fast: FastAppend, level: int) -> bool:
 
 
 class Sealer:
-    """The C sealing where it serves, else its twin."""
+    """The C sealing where it serves, else its twin: C compresses lz4 itself (when
+    ``lz4_in_c``), and seals any codec's batches the compression threads compressed ahead."""
 
     def __init__(
         self, pool: SharedPool, fast: FastAppend | None, codec: int, level: int | None
     ) -> None:
         self.pool = pool
         self.codec = codec
-        in_c = codec == CompressionType.NONE or (
+        self.fast = fast
+        self.compresses = codec == CompressionType.NONE or (
             codec == CompressionType.LZ4 and fast is not None and lz4_in_c(fast, level or 0)
         )
-        self.fast = fast if in_c else None
 
     def seal(
         self, flexible: bool, head: bytes, topics: Sequence[Topic], level: int | None,
         map_blocks: BlockMap, compressed: dict[int, BatchParts],
     ) -> tuple[list[Buffer], list[int]]:  # fmt: skip
-        if self.fast is not None and not compressed:
+        """``compressed``: the parts of the batches compressed ahead, by batch id."""
+        if compressed:
+            topics = [(prefix, [_with_parts(row, compressed) for row in rows])
+                      for prefix, rows in topics]  # fmt: skip
+        if self.fast is not None and (
+            self.compresses or all(len(row) == 7 for _, rows in topics for row in rows)
+        ):
             return self.fast.seal_request(
                 flexible, head, list(topics), self.codec, level or 0, crc32c()
             )
-        return seal_request(
-            self.pool, flexible, head, topics, self.codec, level, map_blocks, compressed
-        )
+        return seal_request(self.pool, flexible, head, topics, self.codec, level, map_blocks)
+
+
+def _with_parts(row: Row | Compressed, compressed: dict[int, BatchParts]) -> Row | Compressed:
+    parts = compressed.get(row[0])
+    if parts is None:
+        return row
+    batch_id, partition, producer_id, epoch, sequence, attributes = row[:6]
+    return (batch_id, partition, producer_id, epoch, sequence, attributes, parts)

@@ -30,7 +30,7 @@ from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.fastpath import full_fence
 from shmkafka.pool.finishing import finish_sent
 from shmkafka.pool.ready import CompressionRatio, Drainer, ReadyContext, ready
-from shmkafka.pool.sealing import Sealer, row
+from shmkafka.pool.sealing import Sealer, Topic, row
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.clock import Clock, SystemClock, wall_ms
@@ -340,8 +340,10 @@ class Sender:
         config = self.config
         head = request_head(config.transactional_id, config.acks, config.request_timeout_ms,
                             len(by_topic), flexible)  # fmt: skip
-        topics = [(topic_prefix(topic, len(sealed), flexible), [row(*s) for s in sealed])
-                  for topic, sealed in by_topic.items()]  # fmt: skip
+        topics: list[Topic] = [
+            (topic_prefix(topic, len(sealed), flexible), [row(*s) for s in sealed])
+            for topic, sealed in by_topic.items()
+        ]
         pieces, sizes = self.sealer.seal(
             flexible, head, topics, config.compression_level, self.compressors.map, compressed
         )
