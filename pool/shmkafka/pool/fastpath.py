@@ -150,7 +150,30 @@ def fast_path_offsets(layout: Layout, slot: int) -> dict[str, int]:
         "b_next": B_NEXT,
         "d_sticky": D_STICKY,
         "d_run_hint": D_RUN_HINT,
-        # batch descriptors
+        **_batch_offsets(layout),
+        # free map and slabs
+        "freemap_at": layout.freemap_at,
+        "num_slabs": layout.config.num_slabs,
+        "slabs_at": layout.slabs_at,
+        "slab_size": layout.config.slab_size,
+        "max_run": layout.config.max_run,
+        "batch_max_records": layout.config.batch_max_records,
+        # process slots' completion rings (the Sender's posting)
+        "slots_high_at": H_SLOTS_HIGH,
+        "max_processes": layout.config.max_processes,
+        "slots_at": layout.slots_at,
+        "slot_size": layout.slot_size,
+        "s_ring_head": S_RING_HEAD,
+        "s_ring_tail": S_RING_TAIL,
+        "ring_at": layout.ring_entry_at(0, 0) - layout.slot_at(0),
+        "ring_capacity": layout.ring_capacity,
+        "ring_entry_size": RING_ENTRY.size,
+    }
+
+
+def _batch_offsets(layout: Layout) -> dict[str, int]:
+    """The batch descriptors' part of ``fast_path_offsets``."""
+    return {
         "batches_at": layout.batches_at,
         "batch_stride": BATCH_SIZE_BYTES,
         "b_state": B_STATE,
@@ -180,21 +203,4 @@ def fast_path_offsets(layout: Layout, slot: int) -> dict[str, int]:
         "open_state": OPEN,
         "sealed_state": SEALED,
         "in_flight_state": IN_FLIGHT,
-        # free map and slabs
-        "freemap_at": layout.freemap_at,
-        "num_slabs": layout.config.num_slabs,
-        "slabs_at": layout.slabs_at,
-        "slab_size": layout.config.slab_size,
-        "max_run": layout.config.max_run,
-        "batch_max_records": layout.config.batch_max_records,
-        # process slots' completion rings (the Sender's posting)
-        "slots_high_at": H_SLOTS_HIGH,
-        "max_processes": layout.config.max_processes,
-        "slots_at": layout.slots_at,
-        "slot_size": layout.slot_size,
-        "s_ring_head": S_RING_HEAD,
-        "s_ring_tail": S_RING_TAIL,
-        "ring_at": layout.ring_entry_at(0, 0) - layout.slot_at(0),
-        "ring_capacity": layout.ring_capacity,
-        "ring_entry_size": RING_ENTRY.size,
     }

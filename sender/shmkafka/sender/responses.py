@@ -16,22 +16,49 @@ Rules:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
-from shmkafka.pool.accumulator import DrainedBatch
-from shmkafka.pool.finishing import Acked
+from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.pool.config import SenderConfig
+from shmkafka.pool.finishing import Acked, Finished
+from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.broker_errors import for_code
+from shmkafka.protocol.clock import Clock
 from shmkafka.protocol.error_codes import ErrorCode
 from shmkafka.protocol.errors import InvalidMetadataError, KafkaError, RetriableError
 from shmkafka.protocol.messages import ProduceResponse
 from shmkafka.sender.connection import ClientResponse
+from shmkafka.sender.idempotence import Idempotence
+from shmkafka.sender.metadata import Metadata
 from shmkafka.sender.split import split_batch
 from shmkafka.shm import faultpoints
 from shmkafka.shm.errors import BufferExhaustedError
-from shmkafka.shm.rings import DELIVERY_TIMEOUT, SenderView
+from shmkafka.shm.rings import DELIVERY_TIMEOUT, Completion, SenderView
+from shmkafka.shm.sender_counters import SenderCounters
 
-if TYPE_CHECKING:
-    from shmkafka.sender.sender import Sender
+
+class Host(Protocol):
+    """What the responses ask of the Sender that sent the requests (sender.py's ``Sender``)."""
+
+    pool: SharedPool
+    config: SenderConfig
+    clock: Clock
+    accumulator: RecordAccumulator
+    metadata: Metadata
+    idempotence: Idempotence
+    stats: SenderCounters
+    finisher: Callable[[list[Acked], int, int, int, int], Finished]
+
+    def finish(
+        self, batch: DrainedBatch, base_offset: int, code: int, append: int, start: int,
+        view: SenderView | None = None,
+    ) -> None:  # fmt: skip
+        """The batch's result posted, and its memory given back."""
+
+    def pend(self, batch: DrainedBatch, completion: Completion, slots: list[int]) -> None:
+        """A result some rings had no room for, posted to them again later."""
+
 
 log = logging.getLogger("shmkafka.sender")
 
@@ -44,7 +71,7 @@ def _view(batch: DrainedBatch, response: ClientResponse, took: int) -> SenderVie
 
 
 class ProduceResponses:
-    def __init__(self, sender: Sender) -> None:
+    def __init__(self, sender: Host) -> None:
         self.sender = sender
 
     def on_produce(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
 from shmkafka.pool.config import SenderConfig
 from shmkafka.pool.fastpath import full_fence
-from shmkafka.pool.finishing import finish_sent
+from shmkafka.pool.finishing import Acked, Finished, finish_sent
 from shmkafka.pool.ready import CompressionRatio, Drainer, ReadyContext, ready
 from shmkafka.pool.sealing import Sealer, Topic, row
 from shmkafka.pool.shared_pool import SharedPool
@@ -112,7 +113,9 @@ class Sender:
         self.compression_ratio = CompressionRatio()
         self.compressors = Compressors()
         fast = self.accumulator.drain_fast
-        self.finisher = partial(finish_sent, pool) if fast is None else fast.finish_sent
+        self.finisher: Callable[[list[Acked], int, int, int, int], Finished] = (
+            partial(finish_sent, pool) if fast is None else fast.finish_sent
+        )
         self.sealer = Sealer(pool, fast, config.compression,
                              config.compression_level)  # fmt: skip
         self.stats = SenderCounters()
