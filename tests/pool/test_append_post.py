@@ -5,7 +5,6 @@ same slots, name the same full ones, and leave the same bytes."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -17,22 +16,19 @@ from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.config import SLAB_SIZE, PoolConfig
 from shmkafka.shm.layout import H_SLOTS_HIGH, RING_ENTRY, S_RING_HEAD, S_RING_TAIL, U64
 from shmkafka.shm.rings import Completion, SenderView, ring_entry
+from tests.pool.twin_pools import segment_bytes, twin_pools
 
 pytestmark = pytest.mark.skipif(fastpath.FastAppend is None, reason="C fast path not built")
 
 CONFIG = PoolConfig(buffer_memory=16 * SLAB_SIZE, max_topics=2, max_partitions=4,
                     max_processes=12, lock_stripes=2)  # fmt: skip
 CAPACITY = 16  # (a ring holds min(num_slabs, RING_CAP) entries)
-CREATED_MS = slice(56, 64)
 ENTRY = ring_entry(Completion(5, 2, 1_000, -1, 7, 0, 0, 3, SenderView(2, 1, 4, 3)))
 
 
 @pytest.fixture
 def pools() -> Iterator[tuple[SharedPool, SharedPool]]:
-    made = [SharedPool.open(f"post{uuid.uuid4().hex[:12]}", CONFIG) for _ in range(2)]
-    yield made[0], made[1]
-    for pool in made:
-        pool.destroy()
+    yield from twin_pools("post", CONFIG)
 
 
 def _indexes(pool: SharedPool, slot: int) -> tuple[int, int]:
@@ -45,12 +41,6 @@ def _set_ring(pool: SharedPool, slot: int, head: int, tail: int) -> None:
     at = pool.layout.slot_at(slot)
     pool.segment.store_u64(at + S_RING_HEAD, head)
     pool.segment.store_u64(at + S_RING_TAIL, tail)
-
-
-def _bytes(pool: SharedPool) -> bytearray:
-    data = bytearray(pool.segment.buf[: pool.layout.size])
-    data[CREATED_MS] = bytes(8)  # (each pool's own)
-    return data
 
 
 def _post_both(
@@ -72,7 +62,7 @@ def _post_both(
         fast.close()
     results.append(pools[1].rings.post_to(raw, ENTRY))
     assert results[0] == results[1]
-    assert _bytes(pools[0]) == _bytes(pools[1])
+    assert segment_bytes(pools[0]) == segment_bytes(pools[1])
     return results[0]
 
 
@@ -179,7 +169,7 @@ def test_take_results_reads_what_poll_reads(
     assert taken == polled == completions
     assert [type(c.view) for c in taken] == [type(c.view) for c in polled]
     assert [hash(c) for c in taken] == [hash(c) for c in polled]  # (3.14 caches a tuple's)
-    assert _bytes(pools[0]) == _bytes(pools[1])
+    assert segment_bytes(pools[0]) == segment_bytes(pools[1])
 
 
 @pytest.mark.parametrize(
@@ -192,12 +182,12 @@ def test_a_damaged_ring_is_left_to_poll(
     """take_results reads nothing of a ring whose indexes the Sender could not have left
     (None, the ring untouched): poll, its twin, names it and skips it."""
     _set_ring(pools[0], 3, head, tail)
-    before = _bytes(pools[0])
+    before = segment_bytes(pools[0])
     fast = fastpath.fast_path_for(pools[0], for_sends=False)
     assert fast is not None
     try:
         assert fast.take_results(3, Completion, SenderView) is None
-        assert _bytes(pools[0]) == before
+        assert segment_bytes(pools[0]) == before
         assert pools[0].rings.poll(3) == []
         assert _indexes(pools[0], 3) == (tail, tail)
         with pytest.raises(ValueError, match="slot 12 is out of range"):

@@ -6,7 +6,6 @@ what ``Sender.finish`` posts."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -34,30 +33,18 @@ from shmkafka.shm.layout import (
 )
 from shmkafka.shm.rings import SenderView
 from tests.appending import append
-from tests.conftest import publish
+from tests.pool.twin_pools import segment_bytes, twin_pools
 
 pytestmark = pytest.mark.skipif(fastpath.FastAppend is None, reason="C fast path not built")
 
 CONFIG = PoolConfig(buffer_memory=32 * SLAB_SIZE, max_topics=2, max_partitions=8,
                     max_processes=12, lock_stripes=2)  # fmt: skip
-CREATED_MS = slice(56, 64)
 CAPACITY = 32  # (a ring holds min(num_slabs, RING_CAP) entries)
 
 
 @pytest.fixture
 def pools() -> Iterator[tuple[SharedPool, SharedPool]]:
-    made = [SharedPool.open(f"fin{uuid.uuid4().hex[:12]}", CONFIG) for _ in range(2)]
-    for pool in made:
-        publish(pool, {"t": 8})
-    yield made[0], made[1]
-    for pool in made:
-        pool.destroy()
-
-
-def _bytes(pool: SharedPool) -> bytearray:
-    data = bytearray(pool.segment.buf[: pool.layout.size])
-    data[CREATED_MS] = bytes(8)  # (each pool's own)
-    return data
+    yield from twin_pools("fin", CONFIG, {"t": 8})
 
 
 def _sent(pool: SharedPool, partitions: int) -> list[DrainedBatch]:
@@ -121,7 +108,7 @@ def _check_finish(
     c_out = fast.finish_sent(rows, node, sent_ms, took, used)
     py_out = finishing.finish_sent(py_pool, rows, node, sent_ms, took, used)
     assert c_out == py_out
-    assert _bytes(c_pool) == _bytes(py_pool)
+    assert segment_bytes(c_pool) == segment_bytes(py_pool)
     posted, full, left, runs = c_out
     assert sorted(left) == [i for i, h in enumerate(damage[: len(rows)]) if _left(h)]
     assert all(slot < high and slot not in full_rings for slot in posted)
@@ -191,10 +178,10 @@ def test_bad_rows_are_refused(pools: tuple[SharedPool, SharedPool]) -> None:
     pool = pools[0]
     fast = RecordAccumulator(pool, fast_path=False, c_drain=True).drain_fast
     assert fast is not None
-    before = _bytes(pool)
+    before = segment_bytes(pool)
     for rows in ([(pool.config.num_slabs, 0, 0, 0, 0)], [(0, 0, 0, 0)], [(0, 0, 0, 0, "0")]):
         with pytest.raises((ValueError, TypeError)):
             fast.finish_sent(rows, 1, 0, 0, 1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="node"):
         fast.finish_sent([], 2**31, 0, 0, 1)
-    assert _bytes(pool) == before
+    assert segment_bytes(pool) == before

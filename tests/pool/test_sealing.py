@@ -24,31 +24,19 @@ from shmkafka.protocol.records import HEADER_SIZE, TRANSACTIONAL_BIT, crc32c, de
 from shmkafka.shm.config import SLAB_SIZE, PoolConfig
 from shmkafka.shm.layout import B_SLAB_COUNT, B_WRITE_POS, IN_FLIGHT
 from tests.appending import append
-from tests.conftest import publish
+from tests.pool.twin_pools import segment_bytes, twin_pools
 
 pytestmark = pytest.mark.skipif(fastpath.FastAppend is None, reason="C fast path not built")
 
 CONFIG = PoolConfig(batch_size=256 * 1024, buffer_memory=96 * SLAB_SIZE, max_topics=2,
                     max_partitions=4, max_processes=4, lock_stripes=2)  # fmt: skip
-CREATED_MS = slice(56, 64)
 TOPICS = {"a": 2, "b": 1}
 LZ4 = int(CompressionType.LZ4)
 
 
 @pytest.fixture
 def pools() -> Iterator[tuple[SharedPool, SharedPool]]:
-    made = [SharedPool.open(f"seal{uuid.uuid4().hex[:12]}", CONFIG) for _ in range(2)]
-    for pool in made:
-        publish(pool, TOPICS)
-    yield made[0], made[1]
-    for pool in made:
-        pool.destroy()
-
-
-def _bytes(pool: SharedPool) -> bytearray:
-    data = bytearray(pool.segment.buf[: pool.layout.size])
-    data[CREATED_MS] = bytes(8)  # (each pool's own)
-    return data
+    yield from twin_pools("seal", CONFIG, TOPICS)
 
 
 def _fill(pool: SharedPool, records: dict[tuple[str, int], list[bytes]]) -> list[DrainedBatch]:
@@ -136,7 +124,7 @@ def _check_seal(
     py_pieces, py_sizes = sealing.seal_request(py_pool, flexible, head, topics, codec, level)
     body = b"".join(c_pieces)
     assert body == b"".join(py_pieces) and c_sizes == py_sizes
-    assert _bytes(c_pool) == _bytes(py_pool)
+    assert segment_bytes(c_pool) == segment_bytes(py_pool)
     # and the body is the request a broker reads, its batches whole and sealed
     version = 9 if flexible else 8
     request = ProduceRequest.decode(body, version)
@@ -175,7 +163,7 @@ def test_a_descriptor_that_holds_no_batch_is_refused_by_both(
             fast.seal_request(False, head, topics, 0, 0, crc32c())
         with pytest.raises(ValueError, match="does not hold a batch"):
             sealing.seal_request(py_pool, False, head, topics, 0, 0)
-        assert _bytes(c_pool) == _bytes(py_pool)  # (nothing written by either)
+        assert segment_bytes(c_pool) == segment_bytes(py_pool)  # (nothing written by either)
         for pool, batch in ((c_pool, c_batch), (py_pool, py_batch)):
             info = batch.info
             pool.segment.store_u32(pool.layout.batch_at(info.batch_id) + B_WRITE_POS,
@@ -191,7 +179,7 @@ def test_bad_arguments_are_refused_before_anything_is_written(
     (batch,) = _fill(pool, {("a", 0): [b"x"]})
     fast = RecordAccumulator(pool, fast_path=False, c_drain=True).drain_fast
     assert fast is not None
-    before = _bytes(pool)
+    before = segment_bytes(pool)
     good = (batch.batch_id, 0, 1, 0, 0, 0)
     bad_rows = [
         (pool.config.num_slabs, 0, 1, 0, 0, 0),  # no such batch
@@ -207,7 +195,7 @@ def test_bad_arguments_are_refused_before_anything_is_written(
         fast.seal_request(False, b"", [(b"", [good])], 2, 0, crc32c())
     with pytest.raises(TypeError):
         fast.seal_request(False, "head", [(b"", [good])], 0, 0, crc32c())  # type: ignore[arg-type]
-    assert _bytes(pool) == before
+    assert segment_bytes(pool) == before
 
 
 def test_c_lz4_frames_are_compression_pys_frames() -> None:
