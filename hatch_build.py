@@ -2,7 +2,8 @@
 files sharing the extension's ``_internal.h``). Each is the C twin of a Python module that
 stays the reference:
 
-- ``pool/_append.c``: the append and the Sender's drain (``pool/accumulator.py``);
+- ``pool/_append.c``: the append and the Sender's drain (``pool/accumulator.py``), seal
+  (``pool/sealing.py``) and finish (``pool/finishing.py``);
 - ``producer/_tracker.c``: the futures of a send (``producer/futures.py``), and send() and
   produce() for the common record (``_tracker_entry.c``; ``producer/entry.py``): one
   extension, so that a send crosses into no other but the append's;
