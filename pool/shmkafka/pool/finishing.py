@@ -19,6 +19,7 @@ Rules:
 from __future__ import annotations
 
 from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
+from shmkafka.pool.batches import BatchInfo
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.records import HEADER_SIZE
 from shmkafka.shm.layout import FREE, IN_FLIGHT
@@ -26,6 +27,12 @@ from shmkafka.shm.rings import SenderView, ring_entry
 
 Acked = tuple[int, int, int, int, int]
 Finished = tuple[list[int], list[tuple[int, list[int]]], list[int], list[tuple[int, int]]]
+
+
+def sender_view(info: BatchInfo, node: int, sent_ms: int, took_ms: int) -> SenderView:
+    """How the Sender handled the batch, for its result: its last request, to ``node``,
+    sent at ``sent_ms`` and answered in ``took_ms`` (-1: no answer)."""
+    return SenderView(info.attempts + 1, node, sent_ms - info.created_ms, took_ms)
 
 
 def finish_sent(
@@ -49,7 +56,7 @@ def finish_sent(
         ):  # fmt: skip
             left.append(index)
             continue
-        view = SenderView(info.attempts + 1, node, sent_ms - info.created_ms, took_ms)
+        view = sender_view(info, node, sent_ms, took_ms)
         done = RecordAccumulator.completion_for(
             DrainedBatch("", 0, info), base_offset, 0, append_time, log_start, view
         )

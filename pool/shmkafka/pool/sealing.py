@@ -46,10 +46,12 @@ Topic = tuple[bytes, list[Row | Compressed]]
 _I32 = 1 << 31
 
 
-def row(batch: DrainedBatch, meta: BatchMeta) -> Row:
-    """A drained batch as it is sealed, with what the Sender decided of it."""
-    return (batch.batch_id, batch.partition, meta.producer_id, meta.producer_epoch,
-            meta.base_sequence, meta.attributes)  # fmt: skip
+def row(batch: DrainedBatch, meta: BatchMeta, parts: BatchParts | None = None) -> Row | Compressed:
+    """A drained batch as it is sealed, with what the Sender decided of it (and its
+    records' ``parts``, when the compression threads compressed them ahead)."""
+    fields = (batch.batch_id, batch.partition, meta.producer_id, meta.producer_epoch,
+              meta.base_sequence, meta.attributes)  # fmt: skip
+    return fields if parts is None else (*fields, parts)
 
 
 def seal_request(
@@ -150,12 +152,8 @@ class Sealer:
 
     def seal(
         self, flexible: bool, head: bytes, topics: Sequence[Topic], level: int | None,
-        map_blocks: BlockMap, compressed: dict[int, BatchParts],
+        map_blocks: BlockMap,
     ) -> tuple[list[Buffer], list[int]]:  # fmt: skip
-        """``compressed``: the parts of the batches compressed ahead, by batch id."""
-        if compressed:
-            topics = [(prefix, [_with_parts(row, compressed) for row in rows])
-                      for prefix, rows in topics]  # fmt: skip
         if self.fast is not None and (
             self.compresses or all(len(row) == 7 for _, rows in topics for row in rows)
         ):
@@ -163,11 +161,3 @@ class Sealer:
                 flexible, head, list(topics), self.codec, level or 0, crc32c()
             )
         return seal_request(self.pool, flexible, head, topics, self.codec, level, map_blocks)
-
-
-def _with_parts(row: Row | Compressed, compressed: dict[int, BatchParts]) -> Row | Compressed:
-    parts = compressed.get(row[0])
-    if parts is None:
-        return row
-    batch_id, partition, producer_id, epoch, sequence, attributes = row[:6]
-    return (batch_id, partition, producer_id, epoch, sequence, attributes, parts)

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from shmkafka.pool.accumulator import DrainedBatch, RecordAccumulator
 from shmkafka.pool.config import SenderConfig
-from shmkafka.pool.finishing import Acked, Finished
+from shmkafka.pool.finishing import Acked, Finished, sender_view
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.broker_errors import for_code
 from shmkafka.protocol.clock import Clock
@@ -64,10 +64,7 @@ log = logging.getLogger("shmkafka.sender")
 
 
 def _view(batch: DrainedBatch, response: ClientResponse, took: int) -> SenderView:
-    """How the Sender handled the batch, for its result."""
-    info = batch.info
-    return SenderView(info.attempts + 1, response.node_id, response.sent_ms - info.created_ms,
-                      took)  # fmt: skip
+    return sender_view(batch.info, response.node_id, response.sent_ms, took)
 
 
 class ProduceResponses:

@@ -330,46 +330,49 @@ class Sender:
         counted in flight), sealed in one call (sealing.py: each batch's sequence to shm
         first, then its header and records); and those batches, in the request's order."""
         producer = self.pool.producer_identity()
-        compressed = self._compress_ahead(batches)
-        by_topic: dict[str, list[tuple[DrainedBatch, BatchMeta]]] = defaultdict(list)
+        sound: list[DrainedBatch] = []
+        used = self.pool.deques_used()
         for batch in batches:
-            problem = self.pool.batches.problem(batch.info, self.pool.deques_used(), HEADER_SIZE)
+            problem = self.pool.batches.problem(batch.info, used, HEADER_SIZE)
             if problem is not None:
                 self._fail_corrupt(batch, problem)
-                continue
-            by_topic[batch.topic].append((batch, self.idempotence.meta(batch, producer)))
-        if not by_topic:
+            else:
+                sound.append(batch)
+        if not sound:
             return None, []
+        compressed = self._compress_ahead(sound)
+        by_topic: dict[str, list[tuple[DrainedBatch, BatchMeta]]] = defaultdict(list)
+        for batch in sound:
+            by_topic[batch.topic].append((batch, self.idempotence.meta(batch, producer)))
         config = self.config
         head = request_head(config.transactional_id, config.acks, config.request_timeout_ms,
                             len(by_topic), flexible)  # fmt: skip
         topics: list[Topic] = [
-            (topic_prefix(topic, len(sealed), flexible), [row(*s) for s in sealed])
+            (topic_prefix(topic, len(sealed), flexible),
+             [row(batch, meta, compressed.get(batch.batch_id)) for batch, meta in sealed])
             for topic, sealed in by_topic.items()
-        ]
+        ]  # fmt: skip
         pieces, sizes = self.sealer.seal(
-            flexible, head, topics, config.compression_level, self.compressors.map, compressed
+            flexible, head, topics, config.compression_level, self.compressors.map
         )
-        encoded = [batch for sealed in by_topic.values() for batch, _ in sealed]
-        metas = [meta for sealed in by_topic.values() for _, meta in sealed]
-        for batch, meta, size in zip(encoded, metas, sizes, strict=True):
+        sealed_in_order = [entry for sealed in by_topic.values() for entry in sealed]
+        for (batch, meta), size in zip(sealed_in_order, sizes, strict=True):
             self.stats.batch_bytes += size
             self.compression_ratio.observe(batch.info.write_pos, size)
             self.idempotence.sent(batch, meta, node)
             self.stats.batches_sent += 1
             self.stats.records_sent += batch.info.record_count
+        encoded = [batch for batch, _ in sealed_in_order]
         return SealedProduceRequest(flexible, tuple(pieces)), encoded
 
-    def _compress_ahead(self, batches: list[DrainedBatch]) -> dict[int, BatchParts]:
-        """With compression threads, the records of every sound batch of the request,
-        compressed at once: the pieces of all of them side by side (compressors.py; pure
-        reads, so no write to shared memory moves). Without, each batch is compressed as
-        it is finalized."""
+    def _compress_ahead(self, sound: list[DrainedBatch]) -> dict[int, BatchParts]:
+        """With compression threads, the records of the request's sound batches (checked
+        by the caller), compressed at once: the pieces of all of them side by side
+        (compressors.py; pure reads, so no write to shared memory moves). Without, each
+        batch is compressed as it is sealed."""
         codec = self.config.compression
         if codec == CompressionType.NONE or self.compressors.workers == 0:
             return {}
-        used = self.pool.deques_used()
-        sound = [b for b in batches if self.pool.batches.problem(b.info, used, HEADER_SIZE) is None]
         payloads = self.compressors.compress_all(
             codec, self.config.compression_level, [self.accumulator.records(b) for b in sound]
         )
