@@ -101,6 +101,7 @@ def expected(layout: Layout, slot: int) -> dict[str, int]:
         "slab_size": layout.slab_at(1) - layout.slab_at(0),
         "max_run": config.batch_size // config.slab_size,
         "batch_max_records": config.batch_max_records,
+        "record_limit": min(config.max_request_size, config.buffer_memory),
         "slots_high_at": L.H_SLOTS_HIGH,
         "max_processes": config.max_processes,
         "slots_at": layout.slot_at(0),

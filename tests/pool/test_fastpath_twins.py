@@ -26,8 +26,9 @@ from shmkafka.pool.bufferpool import SlabRun
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.producer.futures import FULL, NEW_BATCH, WAKE
 from shmkafka.protocol.hashing import murmur2_partition
+from shmkafka.protocol.records import record_size_bound
 from shmkafka.shm.config import SLAB_SIZE, PoolConfig
-from shmkafka.shm.errors import BufferExhaustedError
+from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
 from shmkafka.shm.layout import (
     H_ALLOC_CURSOR,
     H_SENDER_LINGER,
@@ -321,3 +322,48 @@ def test_the_c_append_and_its_python_twin_leave_the_same_bytes(
         else:
             done = _settings(t, *args)  # type: ignore[arg-type]
         _same(t, f"step {n}: {done}")
+
+
+# ------------------------------------------------------- records larger than a slab
+
+
+@pytest.mark.parametrize("config", ["growing"], indirect=True)
+@pytest.mark.parametrize("size", [16_400, 30_000, 49_000, 60_000])
+def test_a_record_larger_than_a_slab_is_appended_in_c_on_a_run_that_holds_it(
+    make_twins: object, size: int
+) -> None:
+    """C opens the batch itself (where it left every such record to Python), on a run of
+    as many slabs as the record needs, and leaves what the Python twin leaves."""
+    t: Twins = make_twins()  # type: ignore[operator]
+    assert _send(t, 0, 10, False, 0).endswith("in C")  # a small batch first, one slab
+    assert _send(t, 0, size, False, 1).endswith("in C")
+    _same(t, f"a record of {size} B")
+    (batch,) = [t.c.batches.read(b) for b in t.c.deques.batch_ids(t.route(t.c)[1][0])][1:]
+    needed = -(-batch.write_pos // SLAB_SIZE)
+    assert batch.record_count == 1 and batch.slab_count >= needed > 1
+
+
+@pytest.mark.parametrize("config", ["growing"], indirect=True)
+def test_near_the_limit_c_leaves_the_record_to_python_which_refuses_it(
+    make_twins: object,
+) -> None:
+    """A record whose size bound is above the limit (max_request_size here) is not written
+    by C: Python refuses it with nothing written; one just below its slack goes Python's
+    way and is appended."""
+    t: Twins = make_twins()  # type: ignore[operator]
+    limit = 4 * SLAB_SIZE
+    before = _normalized(t.c)
+    too_large = limit - 80  # (over the limit by the record's exact frame too: no path takes it)
+    assert record_size_bound(None, b"x" * too_large) > limit
+    hit = t.fast_c.send_kv(t.route(t.c), 0, None, b"x" * too_large)
+    assert hit == 0, "C left it, nothing written"
+    assert _normalized(t.c) == before
+    with pytest.raises(RecordTooLargeError):
+        t.acc_c.append_to(t.route(t.c)[1][0], 1, None, b"x" * too_large, now_ms=1,
+                          version=t.route(t.c)[0], c_tried=True)  # fmt: skip
+    assert _normalized(t.c) == before
+    fits = limit - record_size_bound(None, b"")  # (bound = limit: C's slack leaves it to Python)
+    assert t.fast_c.send_kv(t.route(t.c), 0, None, b"x" * fits) == 0
+    result = t.acc_c.append_to(t.route(t.c)[1][0], 1, None, b"x" * fits, now_ms=1,
+                               version=t.route(t.c)[0], c_tried=True)  # fmt: skip
+    assert result.new_batch_created and t.c.batches.read(result.batch_id).slab_count == 4

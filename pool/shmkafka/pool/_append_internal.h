@@ -48,6 +48,9 @@ __asm__(".symver sem_trywait,sem_trywait@" SHMKAFKA_OLD_SEM);
 /* Memory is short while fewer than 1/PLENTY_FRACTION of the slabs are free
  * (bufferpool.py's PLENTY_FRACTION). */
 #define PLENTY_FRACTION 8
+/* record_size_bound (protocol/records.py) less a record's exact size in a
+ * batch of its own, at most: 25 bytes, and 8 for each of MAX_C_HEADERS */
+#define BOUND_SLACK (32 + 8 * MAX_C_HEADERS)
 
 /* Tries at a taken lock before the slow path takes over. */
 #define SPIN_TRIES 200
@@ -93,8 +96,9 @@ typedef struct FastAppend {
     Py_ssize_t no_parent, free_state, open_state, sealed_state, in_flight_state;
     /* free map and slabs */
     Py_ssize_t freemap_at, num_slabs, slabs_at, slab_size;
-    /* a batch grows to max_run slabs and batch_max_records records (0: any) */
-    Py_ssize_t max_run, batch_max_records;
+    /* a batch grows to max_run slabs and batch_max_records records (0: any);
+     * no record's batch is larger than record_limit */
+    Py_ssize_t max_run, batch_max_records, record_limit;
     /* process slots' completion rings (_append_post.c) */
     Py_ssize_t slots_high_at, max_processes, slots_at, slot_size;
     Py_ssize_t s_ring_head, s_ring_tail, ring_at, ring_capacity;

@@ -83,6 +83,7 @@ static const LayoutField layout_fields[] = {
     LAYOUT_FIELD(slab_size),
     LAYOUT_FIELD(max_run),
     LAYOUT_FIELD(batch_max_records),
+    LAYOUT_FIELD(record_limit),
     LAYOUT_FIELD(slots_high_at),
     LAYOUT_FIELD(max_processes),
     LAYOUT_FIELD(slots_at),

@@ -170,13 +170,14 @@ free_slabs(const char *freemap, Py_ssize_t num_slabs)
 }
 
 /* Take a run of `want` free slabs (or, with memory plenty, the longest
- * shorter one) as BufferPool.allocate does in its common case (nobody queued
- * for memory, nothing pending in our slot), recording it as pending in our
- * slot first. Returns the first slab and sets *count, or -1 (Python
- * allocates: it may wait for the run it wants, RUN_PATIENCE_S, or queue), or
- * -2 with an exception set (lockdep). */
+ * shorter one that holds `need`) as BufferPool.allocate does in its common
+ * case (nobody queued for memory, nothing pending in our slot), recording it
+ * as pending in our slot first. Returns the first slab and sets *count, or -1
+ * (Python allocates: it may wait for the run it wants, RUN_PATIENCE_S, or
+ * queue), or -2 with an exception set (lockdep). */
 static Py_ssize_t
-take_run(FastAppend *self, Py_ssize_t want, Py_ssize_t *count)
+take_run(FastAppend *self, Py_ssize_t want, Py_ssize_t need,
+         Py_ssize_t *count)
 {
     char *buf = (char *)self->view.buf;
     Py_ssize_t first = -1;
@@ -192,9 +193,12 @@ take_run(FastAppend *self, Py_ssize_t want, Py_ssize_t *count)
         char *freemap = buf + self->freemap_at;
         Py_ssize_t cursor = (Py_ssize_t)rd32(buf + self->alloc_cursor_at);
         first = find_run(freemap, self->num_slabs, want, cursor, count);
+        if (first >= 0 && *count < need) {
+            first = -1;  /* no run holds the record: Python waits or fails */
+        }
         if (first >= 0 && *count < want
             && free_slabs(freemap, self->num_slabs)
-                   < 1 + self->num_slabs / PLENTY_FRACTION) {
+                   < need + self->num_slabs / PLENTY_FRACTION) {
             first = -1;  /* memory is short: Python holds out for `want` */
         }
         if (first >= 0) {
@@ -242,10 +246,28 @@ sender_needs_wake(FastAppend *self, int64_t now_ms)
     return wake_at != 0 && wake_at > now_ms + linger;
 }
 
-/* Open a batch on a fresh slab holding this one record and queue it on the
- * deque (stripe lock held), in RecordAccumulator._open_batch's order:
- * descriptor and record first, then the deque push that publishes the
- * batch, then the pending record is cleared. */
+/* How many slabs a batch whose first record ends at `end` needs (0: C
+ * leaves the record to Python, which rejects it if record_size_bound is
+ * above the limit). The bound is at most BOUND_SLACK above the exact end,
+ * so C takes only records Python's check lets through. */
+static Py_ssize_t
+slabs_needed(FastAppend *self, int64_t end)
+{
+    if (end <= self->slab_size) {
+        return 1;
+    }
+    if (end + BOUND_SLACK > self->record_limit) {
+        return 0;
+    }
+    return (Py_ssize_t)((end + self->slab_size - 1) / self->slab_size);
+}
+
+/* Open a batch on a fresh run of slabs holding this one record (a record
+ * larger than a slab gets a run that holds it, as BufferPool.allocate's
+ * slabs_for) and queue it on the deque (stripe lock held), in
+ * RecordAccumulator._open_batch's order: descriptor and record first, then
+ * the deque push that publishes the batch, then the pending record is
+ * cleared. */
 static int
 open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
            int64_t timestamp, int64_t now_ms, const Piece *pieces,
@@ -255,11 +277,13 @@ open_batch(FastAppend *self, char *deque, Py_ssize_t deque_id,
     unsigned char head_bytes[32];
     int n = record_head(head_bytes, 0, 0, tail_len);
     int64_t end = self->record_batch_header + n + tail_len;
-    if (end > self->slab_size) {
-        return NEEDS_NEW_BATCH;  /* a record larger than a slab: Python's job */
+    Py_ssize_t need = slabs_needed(self, end);
+    if (need == 0) {
+        return NEEDS_NEW_BATCH;
     }
+    Py_ssize_t want = run_wanted(self, deque, grow_to);
     Py_ssize_t slab_count = 0;
-    Py_ssize_t slab = take_run(self, run_wanted(self, deque, grow_to),
+    Py_ssize_t slab = take_run(self, want > need ? want : need, need,
                                &slab_count);
     if (slab < 0) {
         return slab == -2 ? -1 : NEEDS_NEW_BATCH;
