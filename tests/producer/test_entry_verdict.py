@@ -18,10 +18,11 @@ from shmkafka.aiokafka import AIOKafkaProducer
 from shmkafka.broker_stub.server import BrokerStub
 from shmkafka.producer.entry import VERDICT_BUSY, VERDICT_RESOLVE, verdict_of
 from shmkafka.shm import lockdep
+from shmkafka.shm.layout import PENDING, S_PENDING
 
 pytestmark = pytest.mark.usefixtures("pool_removed")
 
-BIG = b"v" * 1500  # above one 1 KiB slab: the C append leaves a new batch of it to Python
+BIG = b"v" * 1500  # (a batch of its own: batch_max_records=1)
 RECORDS = 20
 
 
@@ -46,11 +47,24 @@ def test_the_verdict_names_the_partition_and_what_it_needs() -> None:
     assert verdict_of(VERDICT_RESOLVE) == (None, False)
 
 
-def _one_c_take_per_record(sites: list[str], send: Any, flush: Any) -> None:
+def _allocating(producer: Any) -> Any:
+    """What marks the process slot's allocation pending, as another thread of the process
+    does while it allocates: the C append then leaves a new batch to Python (before it
+    takes the pool lock), which allocates (and overwrites the mark)."""
+    client = producer.shmkafka_client
+    assert client is not None
+    pool = client.pool
+    at = pool.layout.slot_at(pool.slot) + S_PENDING
+    return lambda: PENDING.pack_into(pool.segment.buf, at, 0, 0)
+
+
+def _one_c_take_per_record(sites: list[str], send: Any, flush: Any, producer: Any) -> None:
     send(b"warm")  # (the first record of a topic takes Python's path: no route yet)
     flush(10)
+    mark = _allocating(producer)
     sites.clear()
     for i in range(RECORDS):
+        mark()
         send(b"k%d" % i)
     assert sites == ["fast_append"] * RECORDS  # the entry's one try; no take_run, no second
 
@@ -61,8 +75,9 @@ def test_kafka_python_new_batch(c_takes: list[str], pool_name: str) -> None:
     ) as producer:  # fmt: skip
         futures = []
         _one_c_take_per_record(
-            c_takes, lambda key: futures.append(producer.send("t", BIG, key=key)), producer.flush
-        )
+            c_takes, lambda key: futures.append(producer.send("t", BIG, key=key)), producer.flush,
+            producer,
+        )  # fmt: skip
         producer.flush(10)
         assert all(f.succeeded() for f in futures)
 
@@ -76,6 +91,7 @@ def test_confluent_new_batch(c_takes: list[str], pool_name: str) -> None:
             c_takes,
             lambda key: producer.produce("t", BIG, key, on_delivery=lambda e, m: reports.append(e)),
             producer.flush,
+            producer,
         )
         assert producer.flush(10) == 0
         producer.close()
@@ -89,8 +105,10 @@ def test_aiokafka_new_batch(c_takes: list[str], pool_name: str) -> None:
         await producer.start()
         try:
             futures = [await producer.send("t", BIG, key=b"warm")]
+            mark = _allocating(producer)
             c_takes.clear()
             for i in range(RECORDS):
+                mark()
                 futures.append(await producer.send("t", BIG, key=b"k%d" % i))
             assert c_takes == ["fast_append"] * RECORDS
             return list(await asyncio.wait_for(asyncio.gather(*futures), 10))
