@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import posix_ipc
 
+from shmkafka.shm import waits
 from shmkafka.shm.errors import BufferExhaustedError, RecordTooLargeError
 from shmkafka.shm.layout import (
     H_ALLOC_CURSOR,
@@ -145,12 +146,10 @@ class BufferPool:
                     f"failed to allocate {size} bytes within {max_block_ms} ms "
                     f"({self.free_slabs()} of {self.num_slabs} slabs free)"
                 )
-            woken = True
             holding_out = patience - time.monotonic()
-            try:
-                sem.acquire(min(remaining, POLL_S, holding_out if holding_out > 0 else POLL_S))
-            except posix_ipc.BusyError:
-                woken = False
+            woken = waits.acquire(
+                sem, min(remaining, POLL_S, holding_out if holding_out > 0 else POLL_S)
+            )
             with self.locks.held(POOL_LOCK):
                 # A dead head wakes nobody: its liveness (a /proc read, under the pool lock
                 # every allocation and free needs) is checked only after a wait in vain.

@@ -32,7 +32,7 @@ from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.clock import monotonic_ms, wall_ms
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.sender.sender import Sender
-from shmkafka.shm import faultpoints
+from shmkafka.shm import faultpoints, waits
 from shmkafka.shm.events import LOG
 
 log = logging.getLogger("shmkafka.sender")
@@ -56,9 +56,7 @@ class _Waker:
 
     def _run(self) -> None:
         while not self.stop:
-            try:
-                self.sem.acquire(0.2)
-            except posix_ipc.BusyError:
+            if not waits.acquire(self.sem, 0.2):
                 continue
             try:
                 self.write.send(b"\0")

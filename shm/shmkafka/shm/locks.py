@@ -37,7 +37,7 @@ from contextlib import contextmanager
 
 import posix_ipc
 
-from shmkafka.shm import lockdep
+from shmkafka.shm import lockdep, waits
 from shmkafka.shm.errors import LockTimeoutError
 from shmkafka.shm.forksafe import ProcessLocal
 from shmkafka.shm.layout import LOCK, RECOVERY_BYTE, Layout
@@ -248,11 +248,8 @@ class LockSet:
         deadline = time.monotonic() + timeout
         orphan_since: float | None = None
         while True:
-            try:
-                sem.acquire(CHECK_INTERVAL_S)
+            if waits.acquire(sem, CHECK_INTERVAL_S):
                 return False
-            except posix_ipc.BusyError:
-                pass
             now = time.monotonic()
             verdict = self._holder_verdict(index, sem)
             if verdict == "dead":

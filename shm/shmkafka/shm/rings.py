@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import posix_ipc
 
+from shmkafka.shm import waits
 from shmkafka.shm.layout import (
     ALL_DELTAS,
     H_SLOTS_HIGH,
@@ -169,9 +170,7 @@ class CompletionRings:
         """Reader side: wait for a wake, and take the wakes posted since (the rules);
         False on timeout."""
         sem = self.semaphore(slot)
-        try:
-            sem.acquire(timeout)
-        except posix_ipc.BusyError:
+        if not waits.acquire(sem, timeout):
             return False
         try:
             while sem.value > 0:  # (sem_getvalue: no exception for the common case)

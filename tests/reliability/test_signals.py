@@ -1,0 +1,96 @@
+"""A signal the app handles in Python (a worker's SIGTERM, SIGCHLD or SIGUSR1 handler) does
+not end a wait of the library (shm/waits.py): a ``send()`` waiting for memory still returns
+its future, and the completion thread still delivers every result. Before, posix_ipc's
+``SignalError`` failed the send, or ended the completion thread."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from shmkafka import KafkaProducer
+from shmkafka.broker_stub.server import BrokerStub
+
+pytestmark = pytest.mark.usefixtures("pool_removed")
+
+
+@pytest.fixture
+def handled() -> Iterator[list[int]]:
+    """SIGUSR1 with a Python handler that returns."""
+    seen: list[int] = []
+    before = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))
+    yield seen
+    signal.signal(signal.SIGUSR1, before)
+
+
+def _interrupting(target: int) -> tuple[threading.Event, threading.Thread]:
+    """Signal thread ``target`` every 5 ms until the event is set."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(0.005):
+            signal.pthread_kill(target, signal.SIGUSR1)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return stop, thread
+
+
+def test_the_completion_thread_delivers_through_signals(pool_name: str, handled: list[int]) -> None:
+    with BrokerStub(partitions=2) as stub:
+        producer = KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool_name, linger_ms=1)
+        try:
+            producer.send("t", b"warm").get(10)
+            (completions,) = [t for t in threading.enumerate() if t.name == "shmkafka-completions"]
+            assert completions.ident is not None
+            stop, interrupter = _interrupting(completions.ident)
+            try:
+                futures = []
+                for i in range(100):
+                    futures.append(producer.send("t", b"v%d" % i))
+                    time.sleep(0.005)  # (the thread waits between results: signals land there)
+                assert [f.get(10).topic for f in futures] == ["t"] * 100
+            finally:
+                stop.set()
+                interrupter.join(5)
+            assert completions.is_alive()
+        finally:
+            producer.close(timeout=10)
+    assert len(handled) > 20  # (the signals came, and their handler ran)
+
+
+def test_a_send_waiting_for_memory_returns_through_signals(
+    pool_name: str, handled: list[int]
+) -> None:
+    with BrokerStub(partitions=1) as stub:
+        producer = KafkaProducer(
+            bootstrap_servers=stub.bootstrap, pool=pool_name, batch_size=1024,
+            buffer_memory=64 * 1024, max_block_ms=10_000,
+        )  # fmt: skip
+        try:
+            producer.send("t", b"warm").get(10)
+            client = producer.shmkafka_client
+            assert client is not None
+            buffers = client.pool.buffers
+            held = buffers.allocate(buffers.free_slabs() * buffers.slab_size, 0)  # all of it
+            buffers.commit(held)  # (owned by no batch: as another process's memory)
+            stop, interrupter = _interrupting(threading.get_ident())
+            release = threading.Timer(0.5, lambda: buffers.deallocate(held))
+            release.start()
+            try:
+                started = time.monotonic()
+                future = producer.send("t", b"v" * 2000)  # (a new batch: it waits for memory)
+                waited = time.monotonic() - started
+            finally:
+                stop.set()
+                interrupter.join(5)
+                release.join(5)
+            assert waited >= 0.4  # it waited, through the signals, until the memory came back
+            assert future.get(10).topic == "t"
+        finally:
+            producer.close(timeout=10)
+    assert len(handled) > 20
