@@ -5,39 +5,18 @@ its future, and the completion thread still delivers every result. Before, posix
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from shmkafka import KafkaProducer
 from shmkafka.broker_stub.server import BrokerStub
+from tests.interrupts import handled, interrupting
+
+__all__ = ["handled"]  # (the fixture)
 
 pytestmark = pytest.mark.usefixtures("pool_removed")
-
-
-@pytest.fixture
-def handled() -> Iterator[list[int]]:
-    """SIGUSR1 with a Python handler that returns."""
-    seen: list[int] = []
-    before = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))
-    yield seen
-    signal.signal(signal.SIGUSR1, before)
-
-
-def _interrupting(target: int) -> tuple[threading.Event, threading.Thread]:
-    """Signal thread ``target`` every 5 ms until the event is set."""
-    stop = threading.Event()
-
-    def run() -> None:
-        while not stop.wait(0.005):
-            signal.pthread_kill(target, signal.SIGUSR1)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return stop, thread
 
 
 def test_the_completion_thread_delivers_through_signals(pool_name: str, handled: list[int]) -> None:
@@ -47,16 +26,12 @@ def test_the_completion_thread_delivers_through_signals(pool_name: str, handled:
             producer.send("t", b"warm").get(10)
             (completions,) = [t for t in threading.enumerate() if t.name == "shmkafka-completions"]
             assert completions.ident is not None
-            stop, interrupter = _interrupting(completions.ident)
-            try:
+            with interrupting(completions.ident, 0.005):
                 futures = []
                 for i in range(100):
                     futures.append(producer.send("t", b"v%d" % i))
                     time.sleep(0.005)  # (the thread waits between results: signals land there)
                 assert [f.get(10).topic for f in futures] == ["t"] * 100
-            finally:
-                stop.set()
-                interrupter.join(5)
             assert completions.is_alive()
         finally:
             producer.close(timeout=10)
@@ -78,16 +53,14 @@ def test_a_send_waiting_for_memory_returns_through_signals(
             buffers = client.pool.buffers
             held = buffers.allocate(buffers.free_slabs() * buffers.slab_size, 0)  # all of it
             buffers.commit(held)  # (owned by no batch: as another process's memory)
-            stop, interrupter = _interrupting(threading.get_ident())
             release = threading.Timer(0.5, lambda: buffers.deallocate(held))
             release.start()
             try:
-                started = time.monotonic()
-                future = producer.send("t", b"v" * 2000)  # (a new batch: it waits for memory)
-                waited = time.monotonic() - started
+                with interrupting(threading.get_ident(), 0.005):
+                    started = time.monotonic()
+                    future = producer.send("t", b"v" * 2000)  # (a new batch: it waits for memory)
+                    waited = time.monotonic() - started
             finally:
-                stop.set()
-                interrupter.join(5)
                 release.join(5)
             assert waited >= 0.4  # it waited, through the signals, until the memory came back
             assert future.get(10).topic == "t"

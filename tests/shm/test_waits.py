@@ -14,6 +14,9 @@ import posix_ipc
 import pytest
 
 from shmkafka.shm import waits
+from tests.interrupts import handled, interrupting
+
+__all__ = ["handled"]  # (the fixture)
 
 
 @pytest.fixture
@@ -22,15 +25,6 @@ def sem() -> Iterator[posix_ipc.Semaphore]:
     yield made
     made.unlink()
     made.close()
-
-
-@pytest.fixture
-def handled() -> Iterator[list[int]]:
-    """SIGUSR1 with a Python handler that returns (as an app's SIGTERM handler does)."""
-    seen: list[int] = []
-    before = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))
-    yield seen
-    signal.signal(signal.SIGUSR1, before)
 
 
 def _signal_then_post(target: int, sem: posix_ipc.Semaphore, times: int) -> threading.Thread:
@@ -94,21 +88,9 @@ def test_a_wait_on_another_thread_goes_on_through_signals(
 def test_the_timeout_still_holds_through_signals(
     sem: posix_ipc.Semaphore, handled: list[int]
 ) -> None:
-    stop = threading.Event()
-    me = threading.get_ident()
-
-    def interrupt() -> None:
-        while not stop.wait(0.01):
-            signal.pthread_kill(me, signal.SIGUSR1)
-
-    thread = threading.Thread(target=interrupt)
-    thread.start()
     started = time.monotonic()
-    try:
+    with interrupting(threading.get_ident(), 0.01):
         assert waits.acquire(sem, 0.3) is False
-    finally:
-        stop.set()
-        thread.join(5)
     assert 0.25 <= time.monotonic() - started < 2
     assert handled
 
