@@ -9,6 +9,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from shmkafka.producer.process_slot import ProcessSlot
 from shmkafka.shm.rings import Completion
 
@@ -52,3 +54,33 @@ def test_a_delivery_inside_a_delivery_hands_over_what_the_outer_one_polled() -> 
     # outer one), then batch 3 (which it polled itself): each once, in order per producer
     assert inner == [[("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3), ("b", 3)]]
     assert seen == inner[0]
+
+
+@pytest.mark.usefixtures("pool_removed")
+def test_the_completion_thread_goes_on_after_a_round_that_raises(
+    pool_name: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A round of the thread raises (here the producer's periodic work, as a Sender that
+    cannot be started would): it is logged, and the thread still delivers every result."""
+    from shmkafka import KafkaProducer
+    from shmkafka.broker_stub.server import BrokerStub
+    from shmkafka.producer.client import Client
+
+    real = Client.housekeeping
+    failures = [RuntimeError("the round fails"), RuntimeError("and again")]
+
+    def failing(self: Client) -> None:
+        if failures:
+            raise failures.pop(0)
+        real(self)
+
+    monkeypatch.setattr(Client, "housekeeping", failing)
+    with BrokerStub(partitions=1) as stub:
+        producer = KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool_name)
+        try:
+            futures = [producer.send("t", b"v%d" % i) for i in range(20)]
+            assert [f.get(10).offset for f in futures] == list(range(20))
+        finally:
+            producer.close(timeout=10)
+    assert failures == []
+    assert caplog.text.count("the completion thread's round failed") == 2

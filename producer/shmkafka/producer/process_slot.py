@@ -8,6 +8,8 @@ Rules:
 - The process slot's one completion thread reads the slot's ring and hands each completion
   to every producer of the process (each resolves the futures it registered; see
   client.py, results.py), then lets each do its periodic work (events, tokens, the Sender check).
+  A round that raises is logged and the thread goes on: every result of the process comes
+  through it, and a flush without a timeout waits for them.
 - The slot's flushing flag is up while any producer of the process flushes.
 - After ``fork`` the child's process slot is its own (keyed by pid): the parent's is never
   used in the child, and the child's producers attach anew.
@@ -15,8 +17,10 @@ Rules:
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from collections import deque
 from typing import Protocol
 
@@ -39,6 +43,9 @@ class Member(Protocol):
 
 
 RING_WAIT_S = 0.05
+
+log = logging.getLogger("shmkafka.producer")
+
 _slots: dict[tuple[str, int], ProcessSlot] = {}
 # Re-entrant: a producer dropped without close() is released by a finalizer, which the
 # garbage collector may run in a thread that holds these locks already. One per process
@@ -172,9 +179,13 @@ class ProcessSlot:
                     self._thread = None
                     detach = self._detach_at_end
                     break
-            for handle in handles:
-                handle.housekeeping()
-            self.pump(RING_WAIT_S)
+            try:
+                for handle in handles:
+                    handle.housekeeping()
+                self.pump(RING_WAIT_S)
+            except Exception:  # (every result of the process comes through here: go on)
+                log.exception("the completion thread's round failed; the thread goes on")
+                time.sleep(RING_WAIT_S)  # (a round that fails again does not spin)
         if detach:
             self._detach()
 
