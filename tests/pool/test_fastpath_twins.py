@@ -367,3 +367,31 @@ def test_near_the_limit_c_leaves_the_record_to_python_which_refuses_it(
     result = t.acc_c.append_to(t.route(t.c)[1][0], 1, None, b"x" * fits, now_ms=1,
                                version=t.route(t.c)[0], c_tried=True)  # fmt: skip
     assert result.new_batch_created and t.c.batches.read(result.batch_id).slab_count == 4
+
+
+def test_under_a_limit_below_one_slab_c_leaves_the_record_to_python() -> None:
+    """buffer_memory one slab: a record that fits the slab but whose size bound is above
+    the limit is not written by C, and Python refuses it."""
+    from shmkafka.shm.directory_view import PartitionLeader
+
+    config = PoolConfig(batch_size=1024, buffer_memory=1024, max_request_size=1 << 20,
+                        max_topics=1, max_partitions=1, max_processes=2)  # fmt: skip
+    pool = SharedPool.open(f"twin{uuid.uuid4().hex[:12]}", config)
+    try:
+        with pool.locks.held(1):
+            pool.directory.publish({"t": [PartitionLeader(1, 0)]})
+        fast = fastpath.fast_path_for(pool)
+        assert fast is not None, "the C append is not built"
+        snapshot = pool.directory.snapshot()
+        deque = snapshot.topics["t"][0].deque_id
+        value = b"x" * 940  # (61 + 9 + 940 < 1024 fits the slab; the bound, 1033, does not)
+        before = _normalized(pool)
+        assert fast.send_kv((snapshot.version, (deque,)), 0, None, value) == 0
+        assert _normalized(pool) == before
+        with pytest.raises(RecordTooLargeError):
+            RecordAccumulator(pool, max_block_ms=0).append_to(
+                deque, 1, None, value, now_ms=1, version=snapshot.version, c_tried=True
+            )
+        assert _normalized(pool) == before
+    finally:
+        pool.destroy()

@@ -5,6 +5,7 @@ its future, and the completion thread still delivers every result. Before, posix
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
@@ -67,3 +68,40 @@ def test_a_send_waiting_for_memory_returns_through_signals(
         finally:
             producer.close(timeout=10)
     assert len(handled) > 20
+
+
+def test_a_send_ended_by_a_raising_handler_leaves_the_memory_queue(pool_name: str) -> None:
+    """A handler that raises (Ctrl-C's) ends the wait with its exception, and the process
+    leaves the memory queue: were it left at the head, every other process's allocation
+    would wait behind it while memory is short."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        with BrokerStub(partitions=1) as stub:
+            producer = KafkaProducer(
+                bootstrap_servers=stub.bootstrap, pool=pool_name, batch_size=1024,
+                buffer_memory=64 * 1024, max_block_ms=10_000,
+            )  # fmt: skip
+            try:
+                producer.send("t", b"warm").get(10)
+                client = producer.shmkafka_client
+                assert client is not None
+                buffers = client.pool.buffers
+                held = buffers.allocate(buffers.free_slabs() * buffers.slab_size, 0)
+                buffers.commit(held)
+                me = threading.get_ident()
+                threading.Timer(0.2, signal.pthread_kill, (me, signal.SIGUSR1)).start()
+                started = time.monotonic()
+                with pytest.raises(KeyboardInterrupt):
+                    producer.send("t", b"v" * 2000)  # (waits for memory, queued)
+                assert time.monotonic() - started < 5
+                assert buffers.waiters() == 0  # it left the queue
+                buffers.deallocate(held)
+                assert producer.send("t", b"after").get(10).topic == "t"
+            finally:
+                producer.close(timeout=10)
+    finally:
+        signal.signal(signal.SIGUSR1, before)

@@ -253,11 +253,8 @@ sender_needs_wake(FastAppend *self, int64_t now_ms)
 static Py_ssize_t
 slabs_needed(FastAppend *self, int64_t end)
 {
-    if (end <= self->slab_size) {
-        return 1;
-    }
     if (end + BOUND_SLACK > self->record_limit) {
-        return 0;
+        return 0;  /* (a limit below a slab's size too: buffer_memory) */
     }
     return (Py_ssize_t)((end + self->slab_size - 1) / self->slab_size);
 }

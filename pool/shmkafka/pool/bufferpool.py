@@ -9,7 +9,8 @@ Contract (as Kafka's BufferPool, across processes):
 - ``deallocate_many(runs)`` gives back runs in one hold of the pool lock (a drain's unused
   tails, after it let go of its stripes).
 - When memory is short the caller blocks (never while holding a deque lock) until memory is
-  freed, or raises ``BufferExhaustedError`` after ``max_block_ms``.
+  freed, or raises ``BufferExhaustedError`` after ``max_block_ms``. A wait that ends by any
+  exception (a signal handler's too) leaves the queue and wakes the next in line.
 - Fairness: waiting processes are served in arrival order (a FIFO of process slots in shared
   memory); while anyone waits and memory is short (less than ``1/PLENTY_FRACTION`` of the
   slabs free), newcomers queue behind them. With plenty free a newcomer takes its run and
@@ -134,6 +135,20 @@ class BufferPool:
                         self._wake_head()  # (they may take from the plenty too)
                     return run
             self._enqueue()
+        try:
+            return self._wait_queued(count, want, deadline, size, max_block_ms)
+        except BaseException:
+            # (a signal handler that raised, say: a queued slot left at the head would
+            # hold every other process's allocation up while memory is short)
+            with self.locks.held(POOL_LOCK):
+                self._dequeue()
+                self._wake_head()
+            raise
+
+    def _wait_queued(
+        self, count: int, want: int, deadline: float, size: int, max_block_ms: int
+    ) -> SlabRun:
+        """Queued: wait to be the head with a run free, until the deadline."""
         sem = self._sem(self.slot)
         patience = time.monotonic() + min(RUN_PATIENCE_S, max_block_ms / 2000)
         while True:
