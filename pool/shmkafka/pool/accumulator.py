@@ -109,7 +109,7 @@ class RecordAccumulator:
         self._slab_size = pool.config.slab_size
         self._max_run = pool.config.max_run
         self._max_records = pool.config.batch_max_records or 1 << 32
-        self._limit = min(pool.config.max_request_size, pool.config.buffer_memory)
+        self._limit = pool.config.record_limit
         self._deferred: set[int] | None = None
         self._unfreed: list[SlabRun] | None = None  # runs of completed batches, while deferred
         self._marked: dict[int, int] = {}  # batch id → generation whose appender bit we set

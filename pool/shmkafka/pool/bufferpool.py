@@ -138,8 +138,8 @@ class BufferPool:
         try:
             return self._wait_queued(count, want, deadline, size, max_block_ms)
         except BaseException:
-            # (a signal handler that raised, say: a queued slot left at the head would
-            # hold every other process's allocation up while memory is short)
+            # (the deadline passed, or a signal handler raised: a queued slot left at the
+            # head would hold every other process's allocation up while memory is short)
             with self.locks.held(POOL_LOCK):
                 self._dequeue()
                 self._wake_head()
@@ -153,10 +153,7 @@ class BufferPool:
         patience = time.monotonic() + min(RUN_PATIENCE_S, max_block_ms / 2000)
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                with self.locks.held(POOL_LOCK):
-                    self._dequeue()
-                    self._wake_head()
+            if remaining <= 0:  # (the caller leaves the queue, as for any exception)
                 raise BufferExhaustedError(
                     f"failed to allocate {size} bytes within {max_block_ms} ms "
                     f"({self.free_slabs()} of {self.num_slabs} slabs free)"

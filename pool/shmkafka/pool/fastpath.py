@@ -159,7 +159,7 @@ def fast_path_offsets(layout: Layout, slot: int) -> dict[str, int]:
         "max_run": layout.config.max_run,
         "batch_max_records": layout.config.batch_max_records,
         # (the accumulator's limit of a record's size bound: C opens a batch only below it)
-        "record_limit": min(layout.config.max_request_size, layout.config.buffer_memory),
+        "record_limit": layout.config.record_limit,
         # process slots' completion rings (the Sender's posting)
         "slots_high_at": H_SLOTS_HIGH,
         "max_processes": layout.config.max_processes,

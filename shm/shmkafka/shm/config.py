@@ -114,6 +114,11 @@ class PoolConfig:
         return max(1, self.batch_size // self.slab_size)
 
     @property
+    def record_limit(self) -> int:
+        """The most bytes a record's size bound may take: one request, within the pool."""
+        return min(self.max_request_size, self.buffer_memory)
+
+    @property
     def num_slabs(self) -> int:
         return self.buffer_memory // self.slab_size
 
