@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from shmkafka.producer import process_slot
 from shmkafka.producer.process_slot import ProcessSlot
 from shmkafka.shm.rings import Completion
 
@@ -61,13 +62,14 @@ def test_the_completion_thread_goes_on_after_a_round_that_raises(
     pool_name: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A round of the thread raises (here the producer's periodic work, as a Sender that
-    cannot be started would): it is logged, and the thread still delivers every result."""
+    cannot be started would), then one ends by ``SystemExit``: each is logged, and the
+    thread still delivers every result."""
     from shmkafka import KafkaProducer
     from shmkafka.broker_stub.server import BrokerStub
     from shmkafka.producer.client import Client
 
     real = Client.housekeeping
-    failures = [RuntimeError("the round fails"), RuntimeError("and again")]
+    failures: list[BaseException] = [RuntimeError("the round fails"), SystemExit("and exits")]
 
     def failing(self: Client) -> None:
         if failures:
@@ -75,6 +77,7 @@ def test_the_completion_thread_goes_on_after_a_round_that_raises(
         real(self)
 
     monkeypatch.setattr(Client, "housekeeping", failing)
+    monkeypatch.setattr(process_slot, "LOG_EVERY_S", 0.0)  # (each failure its own line)
     with BrokerStub(partitions=1) as stub:
         producer = KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool_name)
         try:
@@ -84,3 +87,26 @@ def test_the_completion_thread_goes_on_after_a_round_that_raises(
             producer.close(timeout=10)
     assert failures == []
     assert caplog.text.count("the completion thread's round failed") == 2
+
+
+def test_a_round_that_keeps_failing_is_logged_at_most_once_a_period(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(process_slot.time, "monotonic", lambda: clock[0])
+    failures = process_slot.RoundFailures()
+    for _ in range(5):  # five failed rounds within one period: one line
+        try:
+            raise RuntimeError("the round fails")
+        except RuntimeError:
+            failures.failed()
+        clock[0] += process_slot.RING_WAIT_S
+    assert caplog.text.count("the completion thread's round failed") == 1
+    assert "RuntimeError: the round fails" in caplog.text  # (with its traceback)
+    clock[0] += process_slot.LOG_EVERY_S
+    try:
+        raise RuntimeError("later")
+    except RuntimeError:
+        failures.failed()
+    assert caplog.text.count("the completion thread's round failed") == 2
+    assert "(4 more failed since the last report)" in caplog.text

@@ -283,11 +283,14 @@ class Future(FutureBase):
         return outcome is not None and outcome[1] is not None
 
     def _run_callbacks(self) -> None:
+        """The callbacks, on the thread that resolved the future (the completion thread,
+        or a close's): what one raises, a ``sys.exit()`` too, is logged and the rest run.
+        That thread delivers every later result of the process, so nothing may end it."""
         callbacks, self._callbacks = self._callbacks, None
         for callback in callbacks or ():
             try:
                 callback(self)
-            except Exception:
+            except BaseException:  # (a SystemExit too: it would end the thread)
                 log.exception("a future's callback raised")
 
     def add_done_callback(self, callback: Callable[[Future], None]) -> None:

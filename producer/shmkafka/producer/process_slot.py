@@ -8,8 +8,9 @@ Rules:
 - The process slot's one completion thread reads the slot's ring and hands each completion
   to every producer of the process (each resolves the futures it registered; see
   client.py, results.py), then lets each do its periodic work (events, tokens, the Sender check).
-  A round that raises is logged and the thread goes on: every result of the process comes
-  through it, and a flush without a timeout waits for them.
+  A round that raises (a ``sys.exit()`` in a callback too) is logged, at most once every
+  ``LOG_EVERY_S``, and the thread goes on: every result of the process comes through it,
+  and a flush without a timeout waits for them.
 - The slot's flushing flag is up while any producer of the process flushes.
 - After ``fork`` the child's process slot is its own (keyed by pid): the parent's is never
   used in the child, and the child's producers attach anew.
@@ -43,6 +44,7 @@ class Member(Protocol):
 
 
 RING_WAIT_S = 0.05
+LOG_EVERY_S = 10.0  # a completion thread whose rounds keep failing logs at most this often
 
 log = logging.getLogger("shmkafka.producer")
 
@@ -67,6 +69,28 @@ def joined_pools() -> list[SharedPool]:
     """The pools this process's producers use now (one each, however many producers)."""
     with _registry:
         return [slot.pool for (_, pid), slot in _slots.items() if pid == os.getpid()]
+
+
+class RoundFailures:
+    """The completion thread's failed rounds, logged with the traceback at most once every
+    ``LOG_EVERY_S`` (a round that keeps failing would log twenty lines a second), each line
+    with how many failed unlogged since the one before."""
+
+    def __init__(self) -> None:
+        self.next_log_at = 0.0
+        self.unlogged = 0
+
+    def failed(self) -> None:
+        """Called in the ``except`` of a failed round."""
+        now = time.monotonic()
+        if now < self.next_log_at:
+            self.unlogged += 1
+            return
+        log.exception(
+            "the completion thread's round failed; the thread goes on "
+            "(%d more failed since the last report)", self.unlogged,
+        )  # fmt: skip
+        self.next_log_at, self.unlogged = now + LOG_EVERY_S, 0
 
 
 class ProcessSlot:
@@ -172,6 +196,7 @@ class ProcessSlot:
             handle.on_completion(completion)
 
     def _loop(self) -> None:
+        failures = RoundFailures()
         while True:
             with self._lock:
                 handles = list(self._handles)
@@ -183,8 +208,8 @@ class ProcessSlot:
                 for handle in handles:
                     handle.housekeeping()
                 self.pump(RING_WAIT_S)
-            except Exception:  # (every result of the process comes through here: go on)
-                log.exception("the completion thread's round failed; the thread goes on")
+            except BaseException:  # noqa: BLE001  (every result comes through here: go on)
+                failures.failed()
                 time.sleep(RING_WAIT_S)  # (a round that fails again does not spin)
         if detach:
             self._detach()
