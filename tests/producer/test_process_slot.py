@@ -6,6 +6,8 @@ take them for lost)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 
 from shmkafka.producer import process_slot
 from shmkafka.producer.process_slot import ProcessSlot
+from shmkafka.shm.layout import S_AWAITING
 from shmkafka.shm.rings import Completion
 
 
@@ -110,3 +113,38 @@ def test_a_round_that_keeps_failing_is_logged_at_most_once_a_period(
         failures.failed()
     assert caplog.text.count("the completion thread's round failed") == 2
     assert "(4 more failed since the last report)" in caplog.text
+
+
+def _awaiting(pool: Any) -> int:
+    """The slot's awaiting flag, as the Sender reads it."""
+    return int(pool.segment.halfwords[(pool.layout.slot_at(pool.slot) + S_AWAITING) >> 2])
+
+
+@pytest.mark.usefixtures("pool_removed")
+def test_a_get_that_waits_raises_the_slots_awaiting_flag_while_it_waits(pool_name: str) -> None:
+    """The Sender wakes the process of a waiting get() at once (pool/result_wakes.py): the
+    flag is up while the get waits, and down once it returns; a done future's get leaves
+    it alone."""
+    from shmkafka import KafkaProducer
+    from shmkafka.broker_stub.server import BrokerStub
+
+    with BrokerStub(partitions=1) as stub:
+        producer = KafkaProducer(bootstrap_servers=stub.bootstrap, pool=pool_name,
+                                 linger_ms=60_000)  # fmt: skip
+        try:
+            future = producer.send("t", b"v")
+            (pool,) = process_slot.joined_pools()
+            assert _awaiting(pool) == 0
+            got: list[Any] = []
+            waiter = threading.Thread(target=lambda: got.append(future.get(10)))
+            waiter.start()
+            deadline = time.monotonic() + 5
+            while not _awaiting(pool):  # (the get waits: it lingers for a minute)
+                assert time.monotonic() < deadline, "the waiting get() never said so"
+                time.sleep(0.001)
+            producer.flush(10)
+            waiter.join(10)
+            assert got[0].offset == 0 and _awaiting(pool) == 0
+            assert future.get(10).offset == 0 and _awaiting(pool) == 0
+        finally:
+            producer.close(timeout=10)

@@ -32,6 +32,7 @@ from shmkafka.pool.batches import BatchInfo, publish_record
 from shmkafka.pool.bufferpool import SlabRun
 from shmkafka.pool.fastpath import FastAppend, fast_path_for
 from shmkafka.pool.partition_states import PartitionState, PartitionStates
+from shmkafka.pool.result_wakes import ResultWakes
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.protocol.compression import BlockMap
 from shmkafka.protocol.records import (
@@ -111,6 +112,7 @@ class RecordAccumulator:
         self._max_records = pool.config.batch_max_records or 1 << 32
         self._limit = pool.config.record_limit
         self._deferred: set[int] | None = None
+        self.wakes = ResultWakes(pool.rings, pool.slots)  # (the Sender's: result_wakes.py)
         self._unfreed: list[SlabRun] | None = None  # runs of completed batches, while deferred
         self._marked: dict[int, int] = {}  # batch id → generation whose appender bit we set
         self._deques = pool.deques
@@ -497,14 +499,14 @@ class RecordAccumulator:
         if self._deferred is not None:
             self._deferred.update(posted)
         else:
-            for slot in posted:
-                self.pool.rings.wake(slot)
+            self.wakes.wake(posted)
         return full
 
     def defer_wakes(self, defer: bool) -> None:
-        """While deferred, processes are woken once each when deferral ends, and completed
-        batches give their slabs back then, in one hold of the pool lock (a Sender killed
-        before leaves slabs no descriptor owns: the next one reclaims them)."""
+        """While deferred, processes are woken once each when deferral ends (or their wakes
+        held: result_wakes.py), and completed batches give their slabs back then, in one
+        hold of the pool lock (a Sender killed before leaves slabs no descriptor owns: the
+        next one reclaims them)."""
         if defer:
             self._deferred = self._deferred or set()
             self._unfreed = self._unfreed if self._unfreed is not None else []
@@ -513,8 +515,7 @@ class RecordAccumulator:
         runs, self._unfreed = self._unfreed, None
         if runs:
             self.pool.buffers.deallocate_many(runs)
-        for slot in sorted(pending or ()):
-            self.pool.rings.wake(slot)
+        self.wakes.wake(pending or ())
 
     def finished(self, posted: list[int], runs: list[tuple[int, int]]) -> None:
         """Batches finished already (finishing.py): slots woken, runs freed (or deferred)."""
@@ -524,8 +525,7 @@ class RecordAccumulator:
             return
         if runs:
             self.pool.buffers.deallocate_many([SlabRun(*run) for run in runs])
-        for slot in sorted(set(posted)):
-            self.pool.rings.wake(slot)
+        self.wakes.wake(set(posted))
 
     def complete(self, batch: DrainedBatch) -> None:
         """The batch is done: free its descriptor and return its slabs."""

@@ -51,7 +51,8 @@
  *       liveness check             results.py:check_liveness, liveness.py:unheld
  *  Sender: drain and trim          accumulator.py:drain/_trim
  *       request, response, post    sender/sender.py:_finish/_post_pending,
- *                                  accumulator.py:post_completion/defer_wakes
+ *                                  accumulator.py:post_completion/defer_wakes,
+ *                                  result_wakes.py:ResultWakes (a wake held)
  *       free                       accumulator.py:complete
  *       start after a kill         pool/shared_pool.py:reclaim_unowned,
  *                                  sender/sequences.py:resume_in_flight,
@@ -107,6 +108,8 @@ byte writing[NS];              /* appenders writing into a slab right now */
 byte pending_alloc[NP];        /* a run allocated, not yet owned by a batch */
 chan ring[NP] = [RING_CAP] of { byte, byte };   /* completion rings */
 byte wake[NP];                 /* completion semaphores */
+byte held;                     /* the Sender's held wakes, bit per process
+                                  (result_wakes.py: the Sender's memory only) */
 
 /* ---- the app processes' trackers (producer/futures.py, _tracker.c) ---- */
 byte table[NP * NS * 4];       /* (process, batch, generation % 4) -> its wait:
@@ -413,16 +416,37 @@ end:
         bstate[flight] = IN_FLIGHT                /* the produce request */
     :: flight != NO_BATCH && bstate[flight] == IN_FLIGHT && left != 0 ->
         /* the response: post (sender.py:_finish), wakes deferred to the
-         * end of the round (accumulator.py:defer_wakes) */
+         * end of the round (accumulator.py:defer_wakes), each made or held
+         * (result_wakes.py: a process woken less than linger.ms ago) */
         atomic {
             woken = 0;
             post(flight, left, woken, q);
             q = 0;
             do
-            :: q < NP -> if :: woken & (1 << q) -> wake[q]++ :: else fi; q++
+            :: q < NP ->
+                if
+                :: woken & (1 << q) ->
+                    if
+                    :: wake[q]++
+                    :: held = held | (1 << q)
+                    fi
+                :: else
+                fi;
+                q++
             :: else -> break
             od;
             q = 0; woken = 0
+        }
+    :: held != 0 ->
+        /* result_wakes.py:wake_due, a later round: a held wake is made */
+        atomic {
+            q = 0;
+            do
+            :: q < NP && held & (1 << q) -> wake[q]++; held = held & ~(1 << q); break
+            :: q < NP && !(held & (1 << q)) -> q++
+            :: else -> break
+            od;
+            q = 0
         }
     :: flight != NO_BATCH && bstate[flight] == IN_FLIGHT && left == 0 ->
         free_batch(flight, slabs);
@@ -432,7 +456,7 @@ end:
     /* SIGKILL: what the process held goes; its lock is recovered by the
      * next holder (locks.py), its local state is lost */
     atomic {
-        killed = 1; flight = NO_BATCH; left = 0;
+        killed = 1; flight = NO_BATCH; left = 0; held = 0;   /* held wakes lost */
         if :: sender_has_stripe -> sender_has_stripe = 0; stripe = 0 :: else fi
     };
     goto start

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shmkafka.pool import native
 from shmkafka.pool.errors import KafkaTimeoutError
+from shmkafka.producer.process_slot import awaiting_results
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.layout import ALL_DELTAS
 from shmkafka.shm.rings import Completion
@@ -333,8 +334,11 @@ class Future(FutureBase):
     def get(self, timeout: float | None = None) -> RecordMetadata:
         cond = self._wait.cond
         with cond:
-            if not cond.wait_for(lambda: self._outcome() is not None, timeout):
-                raise KafkaTimeoutError(f"no result within {timeout} s")
+            done = self._outcome() is not None
+        if not done:  # (a wait: the Sender wakes this process at once, process_slot.py)
+            with awaiting_results(), cond:
+                if not cond.wait_for(lambda: self._outcome() is not None, timeout):
+                    raise KafkaTimeoutError(f"no result within {timeout} s")
         error = self.exception
         if error is not None:
             raise error

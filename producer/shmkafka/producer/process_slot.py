@@ -11,7 +11,10 @@ Rules:
   A round that raises (a ``sys.exit()`` in a callback too) is logged, at most once every
   ``LOG_EVERY_S``, and the thread goes on: every result of the process comes through it,
   and a flush without a timeout waits for them.
-- The slot's flushing flag is up while any producer of the process flushes.
+- The slot's flushing flag is up while any producer of the process flushes, and its
+  awaiting flag while any thread of the process waits for a result (``awaiting_results``):
+  the Sender then wakes the process at once, where it may hold a wake up to 5 ms
+  (pool/result_wakes.py).
 - After ``fork`` the child's process slot is its own (keyed by pid): the parent's is never
   used in the child, and the child's producers attach anew.
 """
@@ -23,6 +26,8 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 from shmkafka.pool.fastpath import FastAppend, fast_path_for
@@ -71,6 +76,21 @@ def joined_pools() -> list[SharedPool]:
         return [slot.pool for (_, pid), slot in _slots.items() if pid == os.getpid()]
 
 
+@contextmanager
+def awaiting_results() -> Iterator[None]:
+    """Around a wait for a result (``get()``, ``poll(timeout)``, ``send_and_wait``): the
+    slots of the process say so, and the Sender wakes it at once."""
+    with _registry:
+        slots = [slot for (_, pid), slot in _slots.items() if pid == os.getpid()]
+    for slot in slots:
+        slot.awaiting(True)
+    try:
+        yield
+    finally:
+        for slot in slots:
+            slot.awaiting(False)
+
+
 class RoundFailures:
     """The completion thread's failed rounds, logged with the traceback at most once every
     ``LOG_EVERY_S`` (a round that keeps failing would log twenty lines a second), each line
@@ -102,6 +122,8 @@ class ProcessSlot:
         self._thread: threading.Thread | None = None
         self._detach_at_end = False  # the last producer left while the thread ran
         self._flushers = 0
+        self._awaiting = 0  # threads of the process waiting for a result
+        self._detached = False
         # completions polled and not yet handed over (only the completion thread uses it)
         self._queue: deque[tuple[Member, Completion]] = deque()
         # the ring read in C (FastAppend.take_results), else rings.poll (its Python twin)
@@ -221,6 +243,8 @@ class ProcessSlot:
 
     def _detach(self) -> None:
         """The reader first: it holds a view of the segment, which cannot close under it."""
+        with self._lock:
+            self._detached = True  # (a wait for a result may end after: see awaiting)
         if self._reader is not None:
             self._reader.close()
             self._reader = None
@@ -234,3 +258,11 @@ class ProcessSlot:
         with self._lock:
             self._flushers += 1 if on else -1
             self.pool.slots.set_flushing(self.pool.slot, self._flushers > 0)
+
+    def awaiting(self, on: bool) -> None:
+        """A thread of the process starts (True) or ends a wait for a result: the slot's
+        flag is up while any does (not written once the pool is detached)."""
+        with self._lock:
+            self._awaiting += 1 if on else -1
+            if not self._detached:
+                self.pool.slots.set_awaiting(self.pool.slot, self._awaiting > 0)

@@ -139,6 +139,7 @@ class Sender:
         self.txn = Transactions(self) if config.transactional_id is not None else None
         self.responses = ProduceResponses(self)
         pool.set_sender_linger(config.linger_ms)
+        self.accumulator.wakes.hold_for(config.linger_ms)
         pool.set_sender_wake_at(0)
 
     # ------------------------------------------------------------------ the recipe
@@ -247,6 +248,7 @@ class Sender:
         )  # fmt: skip
 
     def close(self) -> None:
+        self.accumulator.wakes.wake_all()
         self.compressors.close()
         self.network.close()
         self.accumulator.close()
@@ -398,14 +400,16 @@ class Sender:
             self.accumulator.complete(batch)
 
     def _poll(self, timeout_ms: int, now_ms: int) -> int:
+        wakes = self.accumulator.wakes  # (held ones are due within linger.ms: result_wakes.py)
         self.accumulator.defer_wakes(True)
         try:
-            waited = self._handle_responses(timeout_ms, now_ms)
+            waited = self._handle_responses(min(timeout_ms, wakes.due_in_ms()), now_ms)
             self._free_finished()
             self._publish_stats(now_ms)  # before the wakes: a record's app sees it counted
             return waited
         finally:
             self.accumulator.defer_wakes(False)  # one wake per process, after all results
+            wakes.wake_due()
 
     def _announce_sleep(self, timeout_ms: int) -> int:
         """Tell producers when we will look at the deques again by ourselves, so that they

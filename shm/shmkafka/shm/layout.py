@@ -103,7 +103,10 @@ Region 4 - SLOTS (grows): per process slot, SLOT_HEADER then the intent bytes th
      20  u32 pending_slab_count                  owned by a batch; freed if the owner dies)
      24  u64 ring_head                    owner (the reader of its ring)
      32  u64 ring_tail                    the Sender (the writer of the ring)
-     40  u64 reserved (was appended_records, which nothing wrote; kept so nothing moves)
+     40  u32 awaiting                     owner (1 while a thread of it waits for a result:
+                                          get(), poll(timeout), send_and_wait; the Sender
+                                          then wakes it at once, see pool/result_wakes.py)
+     44  u32 reserved (with 40, was appended_records, which nothing wrote)
      48  u64 pid_ns                       attaching process, under the slot-table lock: the
                                           inode of its PID namespace (0: unknown); a slot of
                                           another namespace is never judged dead (slots.py)
@@ -343,6 +346,7 @@ S_PENDING_COUNT = 20
 S_RING_HEAD = 24
 S_RING_TAIL = 32
 S_PID_NS = 48
+S_AWAITING = 40
 S_WAITING_ALLOC = 56
 S_FLUSHING = 60
 PENDING = struct.Struct("<II")

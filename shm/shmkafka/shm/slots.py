@@ -26,6 +26,7 @@ from shmkafka.shm.layout import (
     I64,
     NO_SLAB,
     PENDING,
+    S_AWAITING,
     S_FLUSHING,
     S_PENDING,
     S_PID,
@@ -102,6 +103,7 @@ class SlotTable:
         """``free``, with the slot-table lock already held by the caller."""
         at = self.layout.slot_at(slot)
         self.segment.store_u32(at + S_FLUSHING, 0)  # a dead process may have flushed
+        self.segment.store_u32(at + S_AWAITING, 0)  # (or waited for a result)
         self.segment.store_u32(at + S_STATE, FREE_SLOT)
         self.segment.store_u32(at + S_PID, 0)
 
@@ -136,6 +138,15 @@ class SlotTable:
 
     def set_flushing(self, slot: int, flushing: bool) -> None:
         self.segment.store_u32(self.layout.slot_at(slot) + S_FLUSHING, int(flushing))
+
+    def set_awaiting(self, slot: int, awaiting: bool) -> None:
+        self.segment.store_u32(self.layout.slot_at(slot) + S_AWAITING, int(awaiting))
+
+    def in_a_hurry(self, slot: int) -> bool:
+        """A thread of ``slot``'s process waits for a result, or flushes: the Sender wakes
+        it at once (result_wakes.py)."""
+        at, words = self.layout.slot_at(slot), self.segment.halfwords
+        return bool(words[(at + S_AWAITING) >> 2] or words[(at + S_FLUSHING) >> 2])
 
     def dead(self) -> list[int]:
         return [slot for slot, pid, started in self.active() if not is_alive(pid, started)]

@@ -37,6 +37,7 @@ from shmkafka.producer.callbacks import weakly
 from shmkafka.producer.client import FULL_POOL_WAIT_S, Client
 from shmkafka.producer.entry import PARTITION_MURMUR2, AppendEntry, EntryBinding
 from shmkafka.producer.futures import Future
+from shmkafka.producer.process_slot import awaiting_results
 from shmkafka.producer.topics import check_topic
 from shmkafka.producer.transactions import TransactionClient, TxnCallError
 from shmkafka.protocol.errors import KafkaError
@@ -374,7 +375,10 @@ class AIOKafkaProducer(AIOTransactions, AppendEntry):
         timestamp_ms: int | None = None, headers: Iterable[tuple[str, bytes]] | None = None,
     ) -> Any:  # fmt: skip
         future = await self.send(topic, value, key, partition, timestamp_ms, headers)
-        return await future
+        if future.done():
+            return future.result()
+        with awaiting_results():  # (the Sender wakes this process at once, unheld)
+            return await future
 
     async def partitions_for(self, topic: str) -> set[int]:
         self._live_handle()
