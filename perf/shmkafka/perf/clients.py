@@ -156,21 +156,23 @@ def run_worker(
 
 
 def _report(
-    start: tuple[float, float], sent: int, errors: int, latencies: list[float],
+    start: tuple[float, float, int], sent: int, errors: int, latencies: list[float],
     conf: dict[str, Any], conns: int, **extra: Any,
 ) -> dict[str, Any]:  # fmt: skip
-    """``start``: (monotonic time, CPU seconds) at the barrier."""
+    """``start``: (monotonic time, CPU seconds, voluntary context switches) at the barrier.
+    The switches are the process's threads' waits that ended, by a wake or a timeout."""
     return {
         "start": start[0], "end": time.monotonic(), "sent": sent, "errors": errors,
         "latencies_ms": latencies, "cpu": cpu_seconds() - start[1],
+        "wakes": resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - start[2],
         "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "pss": pss(),
         "config": {k: v for k, v in conf.items() if not callable(v)}, "connections": conns,
         **extra,
     }  # fmt: skip
 
 
-def _timed_start() -> tuple[float, float]:
-    return time.monotonic(), cpu_seconds()
+def _timed_start() -> tuple[float, float, int]:
+    return time.monotonic(), cpu_seconds(), resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
 
 
 class _Sender:

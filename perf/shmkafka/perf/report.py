@@ -58,6 +58,8 @@ def summarize(client: str, work: Workload, results: list[dict[str, Any]],
         "cpu_s": {"app": app_cpu, "sender": sender_cpu, "host": app_cpu + sender_cpu,
                   "broker": broker_cpu},
         "cpu_us_per_record": (app_cpu + sender_cpu) / per * 1e6,
+        # an app process's thread wakes a second (its waits that ended: voluntary switches)
+        "app_wakes_per_s": sum(r.get("wakes", 0) for r in results) / seconds / len(results),
         "peak_rss_mb": rss / 1e6, "pss_mb": pss / 1e6, "connections": connections,
         "produce_requests": requests, "wire_bytes": wire,
         # shmkafka's Sender: its record batches, and its CPU per batch and per MB of values
@@ -108,19 +110,21 @@ def format_row(r: dict[str, Any]) -> str:
 
 FLEET_HEADER = (
     f"{'client':<18} {'P':>3} {'size':>6} {'rec/s/proc':>10} {'records':>9} {'host CPU':>8} "
-    f"{'% core':>6} {'app CPU':>7} {'Sender':>6} {'broker':>6} {'PSS MB':>7} {'conns':>5} "
-    f"{'p50 ms':>7} {'p99 ms':>7} {'errors':>6}"
+    f"{'% core':>6} {'app CPU':>7} {'Sender':>6} {'broker':>6} {'wakes/s':>7} {'PSS MB':>7} "
+    f"{'conns':>5} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6}"
 )
 
 
 def format_fleet_row(r: dict[str, Any]) -> str:
-    """host CPU: app + Sender CPU seconds; % core: host CPU over the run's wall time."""
+    """host CPU: app + Sender CPU seconds; % core: host CPU over the run's wall time;
+    wakes/s: an app process's thread wakes a second."""
     lat, cpu = r["latency_ms"], r["cpu_s"]
     per_process = r["records_per_s"] / r["processes"]
     return (
         f"{r['client']:<18} {r['processes']:>3} {r['record_size']:>6} {per_process:>10,.0f} "
         f"{r['records']:>9,} {cpu['host']:>8.2f} {cpu['host'] / r['seconds'] * 100:>6.1f} "
-        f"{cpu['app']:>7.2f} {cpu['sender']:>6.2f} {cpu['broker']:>6.2f} {r['pss_mb']:>7.0f} "
+        f"{cpu['app']:>7.2f} {cpu['sender']:>6.2f} {cpu['broker']:>6.2f} "
+        f"{r.get('app_wakes_per_s', 0):>7.0f} {r['pss_mb']:>7.0f} "
         f"{r['connections']:>5} {lat['p50']:>7.1f} {lat['p99']:>7.1f} {r['errors']:>6}"
     )
 
