@@ -56,6 +56,7 @@ from shmkafka.shm.layout import (
     PUBLISH,
     PUBLISH_TIMES,
     RECOVERY_STATS,
+    S_AWAITING,
     S_FLUSHING,
     S_PENDING,
     S_PENDING_COUNT,
@@ -81,8 +82,8 @@ def test_every_named_offset_is_its_structs_field() -> None:
     assert names_match(LOCK, (LOCK_OWNER_SLOT, LOCK_OWNER_PID, LOCK_OWNER_START))
     assert names_match(
         SLOT_HEADER,
-        (S_STATE, S_PID, S_START, S_PENDING, S_PENDING_COUNT, S_RING_HEAD, S_RING_TAIL, None,
-         None, S_WAITING_ALLOC, S_FLUSHING),
+        (S_STATE, S_PID, S_START, S_PENDING, S_PENDING_COUNT, S_RING_HEAD, S_RING_TAIL,
+         S_AWAITING, None, None, S_WAITING_ALLOC, S_FLUSHING),
     )  # fmt: skip
     assert names_match(PENDING, (S_PENDING, S_PENDING_COUNT), S_PENDING)
     assert names_match(

@@ -10,9 +10,8 @@ Rules:
   field that makes new data visible is written last, in one store of at most 8 aligned
   bytes (a process may be killed between any two instructions, and ``pack_into`` of a
   multi-field struct is many stores).
-- Nothing outside this module hard-codes an offset. The C append fast path
-  (pool/_append.c) is given every offset it uses by ``fast_path_offsets`` (pool/fastpath.py)
-  (tests/pool/test_fastpath_offsets.py holds both sides to that).
+- Nothing outside this module hard-codes an offset: the C append gets every offset it uses
+  from pool/fastpath.py's ``fast_path_offsets`` (tests/pool/test_fastpath_offsets.py).
 
 Region 1 - HEADER (512 bytes)
     off  type     field                  written by
@@ -103,10 +102,8 @@ Region 4 - SLOTS (grows): per process slot, SLOT_HEADER then the intent bytes th
      20  u32 pending_slab_count                  owned by a batch; freed if the owner dies)
      24  u64 ring_head                    owner (the reader of its ring)
      32  u64 ring_tail                    the Sender (the writer of the ring)
-     40  u32 awaiting                     owner (1 while a thread of it waits for a result:
-                                          get(), poll(timeout), send_and_wait; the Sender
-                                          then wakes it at once, see pool/result_wakes.py)
-     44  u32 reserved (with 40, was appended_records, which nothing wrote)
+     40  u32 awaiting                     owner (1 while a thread of it waits in get() or
+                                          send_and_wait: woken at once, result_wakes.py)
      48  u64 pid_ns                       attaching process, under the slot-table lock: the
                                           inode of its PID namespace (0: unknown); a slot of
                                           another namespace is never judged dead (slots.py)
@@ -336,7 +333,7 @@ POOL_LOCK = 0
 DIRECTORY_LOCK = 1
 FIRST_STRIPE_LOCK = 2
 
-SLOT_HEADER = struct.Struct("<IiqIIQQQQII")
+SLOT_HEADER = struct.Struct("<IiqIIQQIIQII")
 SLOT_HEADER_SIZE = 64
 S_STATE = 0
 S_PID = 4
