@@ -63,6 +63,19 @@ def test_a_process_in_a_hurry_is_woken_at_once() -> None:
     assert rings.woken == [2, 2] and wakes.held == 0
 
 
+def test_a_held_process_that_hurries_is_woken_by_the_next_results() -> None:
+    clock = [10.0]
+    wakes, rings, slots = _wakes(clock)
+    wakes.wake([4])
+    clock[0] += HOLD / 10
+    wakes.wake([4])  # (held)
+    slots.hurried.add(4)
+    wakes.wake([4])
+    assert rings.woken == [4, 4]
+    wakes.wake_due()  # (nothing held any more)
+    assert rings.woken == [4, 4]
+
+
 def test_a_held_wake_is_made_at_once_when_its_process_hurries() -> None:
     clock = [10.0]
     wakes, rings, slots = _wakes(clock)

@@ -6,6 +6,7 @@ take them for lost)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from types import SimpleNamespace
@@ -148,3 +149,19 @@ def test_a_get_that_waits_raises_the_slots_awaiting_flag_while_it_waits(pool_nam
             assert future.get(10).offset == 0 and _awaiting(pool) == 0
         finally:
             producer.close(timeout=10)
+
+
+def test_a_wait_that_begins_with_results_in_the_ring_wakes_its_own_thread(
+    pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Sender may hold the wake of results already posted (pool/result_wakes.py) and
+    reads the awaiting flag only when it wakes: a wait that begins then wakes its thread."""
+    slot = ProcessSlot(pool)
+    monkeypatch.setitem(process_slot._slots, (pool.name, os.getpid()), slot)
+    sem = pool.rings.semaphore(pool.slot)
+    with process_slot.awaiting_results():
+        assert _awaiting(pool) == 1 and sem.value == 0  # (nothing in the ring: no wake)
+    pool.rings.post(pool.slot, Completion(1, 1, 0, -1, -1, 0))
+    with process_slot.awaiting_results():
+        assert _awaiting(pool) == 1 and sem.value == 1
+    assert _awaiting(pool) == 0

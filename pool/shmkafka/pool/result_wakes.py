@@ -13,11 +13,14 @@ Rules:
   0: none) is woken again a hold after that wake, with every result posted meanwhile. The
   hold is what the app accepted for its records with linger.ms: a record sent after a
   result lingers that long itself, so an app that sends one record at a time and waits for
-  each is never held. One that is in a hurry is woken at once all the same: a thread of it
-  waits for a result (the slot's ``awaiting``: ``get()``, ``send_and_wait``) or flushes
+  each is seldom held (only when its record joins a batch that began earlier, or goes out
+  early). One that is in a hurry is woken at once: a thread of it waits for a result (the
+  slot's ``awaiting``: ``get()``, ``poll(timeout)``, ``send_and_wait``) or flushes
   (``flushing``), as slots.py's ``in_a_hurry`` reads them.
 - Held wakes are made by ``wake_due``, every round, and the Sender sleeps no longer than
-  the first of them (``due_in_ms``). A held wake that is never made (the Sender killed)
+  the first of them (``due_in_ms``). A wait that begins while results are in its ring (their
+  wake maybe held) wakes its own thread (process_slot.py's ``awaiting_results``). A held
+  wake that is never made (the Sender killed)
   costs its process at most one ring wait (process_slot.py's ``RING_WAIT_S``): its
   completion thread reads its ring that often anyway. So does the batch lifecycle's model
   (batch_lifecycle.pml: the Sender may hold a wake; a Completer reads its ring after a
@@ -59,12 +62,11 @@ class ResultWakes:
         now = self._clock()
         last, held, hold_s = self._last, self._held, self._hold_s
         for slot in sorted(slots):
-            if slot in held:
-                continue  # (its held wake brings these results too)
             woken = last.get(slot)
             if woken is None or now - woken >= hold_s or self._slots.in_a_hurry(slot):
+                held.pop(slot, None)
                 self._wake(slot, now)
-            else:
+            elif slot not in held:  # (else its held wake brings these results too)
                 held[slot] = woken + hold_s
                 self.held += 1
 

@@ -291,7 +291,7 @@ class Future(FutureBase):
         for callback in callbacks or ():
             try:
                 callback(self)
-            except BaseException:  # (a SystemExit too: it would end the thread)
+            except (Exception, SystemExit):  # (SystemExit would end the thread)
                 log.exception("a future's callback raised")
 
     def add_done_callback(self, callback: Callable[[Future], None]) -> None:

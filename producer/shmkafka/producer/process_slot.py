@@ -13,8 +13,9 @@ Rules:
   and a flush without a timeout waits for them.
 - The slot's flushing flag is up while any producer of the process flushes, and its
   awaiting flag while any thread of the process waits for a result (``awaiting_results``):
-  the Sender then wakes the process at once, where it may hold a wake up to 5 ms
-  (pool/result_wakes.py).
+  the Sender then wakes the process at once, where it may hold a wake up to linger.ms
+  (at most 50 ms, pool/result_wakes.py); a wait that begins with results in the ring wakes
+  the thread itself, since their wake may be held.
 - After ``fork`` the child's process slot is its own (keyed by pid): the parent's is never
   used in the child, and the child's producers attach anew.
 """
@@ -30,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from shmkafka.pool.fastpath import FastAppend, fast_path_for
+from shmkafka.pool.fastpath import FastAppend, fast_path_for, full_fence
 from shmkafka.pool.shared_pool import SharedPool
 from shmkafka.shm.config import PoolConfig
 from shmkafka.shm.errors import LayoutMismatchError
@@ -80,14 +81,18 @@ def joined_pools() -> list[SharedPool]:
 def awaiting_results() -> Iterator[None]:
     """Around a wait for a result (``get()``, ``poll(timeout)``, ``send_and_wait``): the
     slots of the process say so, and the Sender wakes it at once."""
-    with _registry:
-        slots = [slot for (_, pid), slot in _slots.items() if pid == os.getpid()]
-    for slot in slots:
-        slot.awaiting(True)
+    pid = os.getpid()
+    slots = [slot for (_, owner), slot in list(_slots.items()) if owner == pid]  # (no lock)
+    entered: list[ProcessSlot] = []
     try:
+        for slot in slots:
+            slot.awaiting(True)
+            entered.append(slot)
+        for slot in entered:
+            slot.wake_if_held()
         yield
     finally:
-        for slot in slots:
+        for slot in entered:
             slot.awaiting(False)
 
 
@@ -258,6 +263,16 @@ class ProcessSlot:
         with self._lock:
             self._flushers += 1 if on else -1
             self.pool.slots.set_flushing(self.pool.slot, self._flushers > 0)
+
+    def wake_if_held(self) -> None:
+        """Results already in the ring may have their wake held by the Sender, which reads
+        the awaiting flag only when it wakes (pool/result_wakes.py): wake our own thread."""
+        with self._lock:
+            if self._detached:
+                return
+            full_fence()  # (the flag's store before the ring's read)
+            if self.pool.rings.pending(self.pool.slot):
+                self.pool.rings.wake(self.pool.slot)
 
     def awaiting(self, on: bool) -> None:
         """A thread of the process starts (True) or ends a wait for a result: the slot's

@@ -63,6 +63,7 @@ from shmkafka.producer.callbacks import call_capturing, weakly
 from shmkafka.producer.client import Client
 from shmkafka.producer.entry import EntryBinding, ProduceEntry
 from shmkafka.producer.futures import Future
+from shmkafka.producer.process_slot import awaiting_results
 from shmkafka.producer.topics import legal_topic, metadata_poll_s
 from shmkafka.producer.transactions import TransactionClient
 from shmkafka.producer.views import SenderEvent
@@ -403,11 +404,11 @@ class Producer(ConfluentTransactions, ProduceEntry):
                 break  # (their topics came: a flush() goes back to waiting on the handle)
             # (no one tells of topics: their records look at the directory, often at first)
             step = metadata_poll_s(time.monotonic() - began) if self._unassigned else 0.05
-            with self._reports_ready:
-                if not (self._reports or self._errors):
-                    remaining = step if deadline is None else deadline - time.monotonic()
-                    if remaining > 0:
-                        self._reports_ready.wait(min(remaining, step))
+            remaining = step if deadline is None else deadline - time.monotonic()
+            waits = remaining > 0 and not self._reports and len(self)  # (woken unheld)
+            with awaiting_results() if waits else contextlib.nullcontext(), self._reports_ready:
+                if not (self._reports or self._errors) and remaining > 0:
+                    self._reports_ready.wait(min(remaining, step))
                 ready = bool(self._reports or self._errors)
             if ready or (deadline is not None and time.monotonic() >= deadline):
                 break

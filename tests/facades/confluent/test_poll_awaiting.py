@@ -1,0 +1,43 @@
+"""shmkafka's Producer: a ``poll(timeout)`` that waits for reports says so in the process's
+slot, so the Sender wakes the process at once (pool/result_wakes.py), as librdkafka serves
+a report to a waiting poll as soon as it has it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from shmkafka.broker_stub.server import BrokerStub
+from shmkafka.confluent_kafka import Producer
+from shmkafka.producer.process_slot import joined_pools
+from shmkafka.shm.layout import S_AWAITING
+
+pytestmark = pytest.mark.usefixtures("pool_removed")
+
+
+def _awaiting() -> int:
+    (pool,) = joined_pools()
+    return int(pool.segment.halfwords[(pool.layout.slot_at(pool.slot) + S_AWAITING) >> 2])
+
+
+def test_a_poll_that_waits_for_a_report_raises_the_awaiting_flag(pool_name: str) -> None:
+    reports: list[object] = []
+    with BrokerStub(partitions=1) as stub:
+        producer = Producer({"bootstrap.servers": stub.bootstrap, "shmkafka.pool": pool_name,
+                             "linger.ms": 60_000})  # fmt: skip
+        producer.produce("t", b"v", on_delivery=lambda err, msg: reports.append(err))
+        producer.poll(0)
+        polled: list[int] = []
+        poller = threading.Thread(target=lambda: polled.append(producer.poll(10)))
+        poller.start()
+        deadline = time.monotonic() + 5
+        while not _awaiting():  # (the report lingers for a minute)
+            assert time.monotonic() < deadline, "the waiting poll() never said so"
+            time.sleep(0.001)
+        assert producer.flush(10) == 0
+        poller.join(10)
+        assert reports == [None] and _awaiting() == 0
+        producer.poll(0)  # (nothing outstanding: a poll that does not wait leaves it down)
+        assert _awaiting() == 0
