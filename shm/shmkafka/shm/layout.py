@@ -102,8 +102,8 @@ Region 4 - SLOTS (grows): per process slot, SLOT_HEADER then the intent bytes th
      20  u32 pending_slab_count                  owned by a batch; freed if the owner dies)
      24  u64 ring_head                    owner (the reader of its ring)
      32  u64 ring_tail                    the Sender (the writer of the ring)
-     40  u32 awaiting                     owner (1 while a thread of it waits in get() or
-                                          send_and_wait: woken at once, result_wakes.py)
+     40  u32 awaiting                     owner (1 while a thread of it waits for a result,
+                                          as get(): woken at once, pool/result_wakes.py)
      48  u64 pid_ns                       attaching process, under the slot-table lock: the
                                           inode of its PID namespace (0: unknown); a slot of
                                           another namespace is never judged dead (slots.py)
