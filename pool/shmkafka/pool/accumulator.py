@@ -24,6 +24,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
@@ -111,7 +112,7 @@ class RecordAccumulator:
         self._max_run = pool.config.max_run
         self._max_records = pool.config.batch_max_records or 1 << 32
         self._limit = pool.config.record_limit
-        self._deferred: set[int] | None = None
+        self._deferred: Counter[int] | None = None  # slot → results posted this round
         self.wakes = ResultWakes(pool.rings, pool.slots)  # (the Sender's: result_wakes.py)
         self._unfreed: list[SlabRun] | None = None  # runs of completed batches, while deferred
         self._marked: dict[int, int] = {}  # batch id → generation whose appender bit we set
@@ -499,7 +500,7 @@ class RecordAccumulator:
         if self._deferred is not None:
             self._deferred.update(posted)
         else:
-            self.wakes.wake(posted)
+            self.wakes.wake(Counter(posted))
         return full
 
     def defer_wakes(self, defer: bool) -> None:
@@ -508,14 +509,14 @@ class RecordAccumulator:
         hold of the pool lock (a Sender killed before leaves slabs no descriptor owns: the
         next one reclaims them)."""
         if defer:
-            self._deferred = self._deferred or set()
+            self._deferred = self._deferred or Counter()
             self._unfreed = self._unfreed if self._unfreed is not None else []
             return
         pending, self._deferred = self._deferred, None
         runs, self._unfreed = self._unfreed, None
         if runs:
             self.pool.buffers.deallocate_many(runs)
-        self.wakes.wake(pending or ())
+        self.wakes.wake(pending or {})
 
     def finished(self, posted: list[int], runs: list[tuple[int, int]]) -> None:
         """Batches finished already (finishing.py): slots woken, runs freed (or deferred)."""
@@ -525,7 +526,7 @@ class RecordAccumulator:
             return
         if runs:
             self.pool.buffers.deallocate_many([SlabRun(*run) for run in runs])
-        self.wakes.wake(set(posted))
+        self.wakes.wake(Counter(posted))
 
     def complete(self, batch: DrainedBatch) -> None:
         """The batch is done: free its descriptor and return its slabs."""
