@@ -114,6 +114,14 @@ def test_a_round_that_keeps_failing_is_logged_at_most_once_a_period(
         failures.failed()
     assert caplog.text.count("the completion thread's round failed") == 2
     assert "(4 more failed since the last report)" in caplog.text
+    try:  # (failures that stop before the period ends are told at the next good round)
+        raise RuntimeError("once more")
+    except RuntimeError:
+        failures.failed()
+    failures.succeeded()
+    assert "rounds failed 1 more times, then recovered" in caplog.text
+    failures.succeeded()  # (nothing left to tell)
+    assert caplog.text.count("then recovered") == 1
 
 
 def _awaiting(pool: Any) -> int:

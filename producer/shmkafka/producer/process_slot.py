@@ -117,6 +117,13 @@ class RoundFailures:
         )  # fmt: skip
         self.next_log_at, self.unlogged = now + LOG_EVERY_S, 0
 
+    def succeeded(self) -> None:
+        """Called after a round that did not fail: failures left unlogged are told now."""
+        if self.unlogged:
+            log.error("the completion thread's rounds failed %d more times, then recovered",
+                      self.unlogged)  # fmt: skip
+            self.unlogged = 0
+
 
 class ProcessSlot:
     def __init__(self, pool: SharedPool, reader: FastAppend | None = None) -> None:
@@ -238,6 +245,9 @@ class ProcessSlot:
             except BaseException:  # noqa: BLE001  (every result comes through here: go on)
                 failures.failed()
                 time.sleep(RING_WAIT_S)  # (a round that fails again does not spin)
+            else:
+                if failures.unlogged:
+                    failures.succeeded()
         if detach:
             self._detach()
 
