@@ -88,8 +88,6 @@ def awaiting_results() -> Iterator[None]:
         for slot in slots:
             slot.awaiting(True)
             entered.append(slot)
-        for slot in entered:
-            slot.wake_if_held()
         yield
     finally:
         for slot in entered:
@@ -274,20 +272,18 @@ class ProcessSlot:
             self._flushers += 1 if on else -1
             self.pool.slots.set_flushing(self.pool.slot, self._flushers > 0)
 
-    def wake_if_held(self) -> None:
-        """Results already in the ring may have their wake held by the Sender, which reads
-        the awaiting flag only when it wakes (pool/result_wakes.py): wake our own thread."""
-        with self._lock:
-            if self._detached:
-                return
-            full_fence()  # (the flag's store before the ring's read)
-            if self.pool.rings.pending(self.pool.slot):
-                self.pool.rings.wake(self.pool.slot)
-
     def awaiting(self, on: bool) -> None:
         """A thread of the process starts (True) or ends a wait for a result: the slot's
-        flag is up while any does (not written once the pool is detached)."""
+        flag is up while any does (not written once the pool is detached). A wait that
+        begins with results in the ring wakes our own thread: the Sender reads the flag
+        only when it wakes, and may hold the wake of those (pool/result_wakes.py)."""
         with self._lock:
             self._awaiting += 1 if on else -1
-            if not self._detached:
-                self.pool.slots.set_awaiting(self.pool.slot, self._awaiting > 0)
+            if self._detached:
+                return
+            pool = self.pool
+            pool.slots.set_awaiting(pool.slot, self._awaiting > 0)
+            if on:
+                full_fence()  # (the flag's store before the ring's read)
+                if pool.rings.pending(pool.slot):
+                    pool.rings.wake(pool.slot)
