@@ -102,12 +102,18 @@ def free_ports(count: int) -> int:
     """A base port with ``count`` free ports from it."""
     for _ in range(200):
         base = random.randint(20_000, 50_000)
+        sockets: list[socket.socket] = []
         try:
-            sockets = [socket.create_server(("127.0.0.1", base + i)) for i in range(count)]
+            for i in range(count):
+                sockets.append(socket.create_server(("127.0.0.1", base + i)))
         except OSError:
-            continue
-        for s in sockets:
-            s.close()
+            continue  # a port in the range is taken: try another range
+        finally:
+            # Closed on both paths: a socket left open when a later port of
+            # its range was taken is an unraisable ResourceWarning at its
+            # collection, which pytest fails the test for.
+            for s in sockets:
+                s.close()
         return base
     raise RuntimeError("no free port range")
 
