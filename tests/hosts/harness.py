@@ -39,7 +39,14 @@ from typing import Any
 from tests.hosts.faults import HostsNemesis
 from tests.hosts.lab import NetLab, Node, command_of
 from tests.soak.figures import DEFECTS, timeline
-from tests.soak.harness import Slot, control, start_checker, stop_slots, write_private
+from tests.soak.harness import (
+    Slot,
+    control,
+    start_checker,
+    stop_slots,
+    write_final,
+    write_private,
+)
 from tests.soak.history import ACKED, read_history
 from tests.soak.worker import IDLE, create_board
 
@@ -110,7 +117,7 @@ class HostsRun:
         checker = self._start_checker()
         try:
             started, ended, left_faulty, errors_sent, stop = self._faults_and_stop()
-            open(os.path.join(self.dir, "final"), "w").close()
+            write_final(self.dir, self.control("partition_count", topic=TOPIC))
             checker.wait(900)
         finally:  # (whatever failed: the checker does not outlive the run)
             if checker.poll() is None:

@@ -327,11 +327,16 @@ def main(path: str) -> int:
             read.assign_new_partitions()
             last_assign = time.monotonic()
         read.poll(0.5)
-    read.assign_new_partitions()
+    with open(os.path.join(directory, "final")) as f:
+        partitions = json.load(f)["partitions"]  # (the broker's count, at the end)
     deadline = time.monotonic() + config.get("final_read_s", 300)
     caught = False
     while time.monotonic() < deadline:
-        if read.poll(1.0) == 0 and read.caught_up():
+        if read.partitions < partitions:
+            # (again until it has them all: a metadata read may fail under a fault, and
+            # librdkafka may answer from metadata older than the last growth)
+            read.assign_new_partitions()
+        if read.poll(1.0) == 0 and read.partitions >= partitions and read.caught_up():
             caught = True
             break
     read.consumer.close()

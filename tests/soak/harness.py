@@ -127,6 +127,15 @@ def write_private(path: str, text: str) -> None:
         os.close(fd)
 
 
+def write_final(directory: str, partitions: int) -> None:
+    """Tell the checker the run is over, with the topic's partition count as the broker has
+    it at the end: it reads every partition, one grown in the run's last seconds too
+    (renamed into place whole: the checker reads it once it exists)."""
+    final = os.path.join(directory, "final")
+    write_private(final + ".part", json.dumps({"partitions": partitions}))
+    os.replace(final + ".part", final)
+
+
 def control(address: tuple[str, int], op: str, **args: Any) -> Any:
     """One operation on broker_stub's control port."""
     with socket.create_connection(address, timeout=60) as s:
@@ -507,7 +516,7 @@ class Soak:
         return left
 
     def _finish_checker(self, checker: subprocess.Popen[bytes]) -> dict[str, Any]:
-        open(os.path.join(self.dir, "final"), "w").close()
+        write_final(self.dir, self.control("partition_count", topic=self.topic))
         checker.wait(900)
         with open(os.path.join(self.dir, "verdict.json")) as f:
             verdict: dict[str, Any] = json.load(f)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,3 +30,13 @@ def test_free_ports_closes_every_socket_of_a_range_it_gives_up() -> None:
         harness.free_ports(4)
     assert len(made) == 2 + 4  # two of the first range, all four of the second
     assert [s.fileno() for s in made] == [-1] * len(made)  # every one closed
+
+
+def test_the_final_mark_carries_the_partition_count_and_only_its_owner_reads_it(
+    tmp_path: Path,
+) -> None:
+    harness.write_final(str(tmp_path), 6)
+    final = tmp_path / "final"
+    assert json.loads(final.read_text()) == {"partitions": 6}
+    assert final.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["final"]  # (no part left behind)
