@@ -65,6 +65,27 @@ def test_only_the_sendable_partitions_of_a_ready_node_are_named() -> None:
     assert result.ready_nodes == {1} and result.sendable == {3}
 
 
+def test_a_batch_past_half_its_linger_goes_along_with_its_ready_node() -> None:
+    full = state(deque_id=3, first_full=True)
+    half = state(deque_id=4, partition=1, created_ms=1000)  # lingers out at 1010
+    younger = state(deque_id=5, partition=2, created_ms=1001)
+    elsewhere = state(deque_id=6, partition=3, leader=2, created_ms=998)  # node 2: not ready
+    result = ready([full, half, younger, elsewhere], {1, 2}, CTX, 1005)
+    assert result.ready_nodes == {1} and result.sendable == {3, 4}
+    # alone, it makes no node ready, and the wait is for its linger
+    alone = ready([half], {1}, CTX, 1005)
+    assert alone.ready_nodes == frozenset() and alone.sendable == frozenset()
+    assert alone.next_ready_check_delay_ms == 5
+
+
+def test_a_muted_or_backing_off_batch_does_not_go_along() -> None:
+    full = state(deque_id=3, first_full=True)
+    muted = state(deque_id=4, partition=1, created_ms=1000)
+    retried = state(deque_id=5, partition=2, attempts=1, last_append_ms=1000)  # backs off
+    result = ready([full, muted, retried], {1}, CTX, 1009, lambda s: s is muted)
+    assert result.sendable == {3}
+
+
 def test_retry_backs_off_exponentially() -> None:
     assert [retry_backoff(a, 100, 1000) for a in (1, 2, 3, 4, 5)] == [100, 200, 400, 800, 1000]
     retried = state(attempts=2, last_append_ms=5000, first_full=True)
