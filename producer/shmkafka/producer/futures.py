@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shmkafka.pool import native
 from shmkafka.pool.errors import KafkaTimeoutError
-from shmkafka.producer.process_slot import awaiting_results
+from shmkafka.producer.process_slot import ProcessSlot, awaiting_results, completion_slot
 from shmkafka.protocol.errors import KafkaError
 from shmkafka.shm.layout import ALL_DELTAS
 from shmkafka.shm.rings import Completion
@@ -331,14 +332,32 @@ class Future(FutureBase):
     def add_both(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
         return self.add_callback(fn, *args, **kwargs).add_errback(fn, *args, **kwargs)
 
+    def _wait_on_thread(self, slot: ProcessSlot, timeout: float | None) -> None:
+        """``get()`` on the completion thread, which a callback holds: it reads the ring
+        here, as a callback's ``flush()`` does, or the result would never come."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with awaiting_results():
+            while True:
+                with self._wait.cond:
+                    if self._outcome() is not None:
+                        return
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise KafkaTimeoutError(f"no result within {timeout} s")
+                slot.pump_here(0.05 if remaining is None else min(0.05, remaining))
+
     def get(self, timeout: float | None = None) -> RecordMetadata:
         cond = self._wait.cond
         with cond:
             done = self._outcome() is not None
         if not done:  # (a wait: the Sender wakes this process at once, process_slot.py)
-            with awaiting_results(), cond:
-                if not cond.wait_for(lambda: self._outcome() is not None, timeout):
-                    raise KafkaTimeoutError(f"no result within {timeout} s")
+            slot = completion_slot()
+            if slot is not None:  # (from a callback: the results come through this thread)
+                self._wait_on_thread(slot, timeout)
+            else:
+                with awaiting_results(), cond:
+                    if not cond.wait_for(lambda: self._outcome() is not None, timeout):
+                        raise KafkaTimeoutError(f"no result within {timeout} s")
         error = self.exception
         if error is not None:
             raise error

@@ -71,6 +71,16 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def completion_slot() -> ProcessSlot | None:
+    """The process slot whose completion thread is running this (a future's callback), or
+    None: a wait for a result there must read the ring itself, as nobody else will."""
+    current, pid = threading.current_thread(), os.getpid()
+    for (_, owner), slot in list(_slots.items()):  # (no lock: see awaiting_results)
+        if owner == pid and slot._thread is current:
+            return slot
+    return None
+
+
 def joined_pools() -> list[SharedPool]:
     """The pools this process's producers use now (one each, however many producers)."""
     with _registry:
@@ -208,6 +218,16 @@ class ProcessSlot:
         results (a flush or close from a future's callback) that nobody else would read."""
         self.pool.rings.wait(self.pool.slot, timeout)
         self.deliver()
+
+    def pump_here(self, timeout: float) -> None:
+        """One round of the completion thread's loop, from a wait on that thread (a callback
+        waiting for another record's result): housekeeping, whose liveness check resolves
+        the records of a Sender that died, then the ring."""
+        with self._lock:
+            handles = list(self._handles)
+        for handle in handles:
+            handle.housekeeping()
+        self.pump(timeout)
 
     def deliver(self) -> None:
         """Hand the ring's completions to the producers listed now, not as of before the
