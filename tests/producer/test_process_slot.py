@@ -173,3 +173,27 @@ def test_a_wait_that_begins_with_results_in_the_ring_wakes_its_own_thread(
     with process_slot.awaiting_results():
         assert _awaiting(pool) == 1 and sem.value == 1
     assert _awaiting(pool) == 0
+
+
+def test_a_wait_shorter_than_the_senders_hold_leaves_the_flag_down(
+    pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pacing loop's ``poll(0.002)`` is no wait for a result: a held wake comes within
+    linger.ms (the Sender's, in the segment), and a flag would make it a wake per result."""
+    slot = ProcessSlot(pool)
+    monkeypatch.setitem(process_slot._slots, (pool.name, os.getpid()), slot)
+    pool.set_sender_linger(20)
+    assert pool.wake_hold_s() == 0.02
+    with process_slot.awaiting_results(0.019):
+        assert _awaiting(pool) == 0
+    for wait_s in (0.02, 10.0, None):  # (None: a wait without a bound, as get()'s)
+        with process_slot.awaiting_results(wait_s):
+            assert _awaiting(pool) == 1
+    pool.set_sender_linger(60_000)  # (the hold is at most HOLD_MAX_S: 50 ms)
+    with process_slot.awaiting_results(0.049):
+        assert _awaiting(pool) == 0
+    with process_slot.awaiting_results(0.05):
+        assert _awaiting(pool) == 1
+    pool.set_sender_linger(0)  # (no hold: every wait says so)
+    with process_slot.awaiting_results(0.0001):
+        assert _awaiting(pool) == 1

@@ -42,6 +42,11 @@ HOLD_MAX_S = 0.05  # (the completion thread reads its ring this often anyway: RI
 MANY = 8
 
 
+def hold_of(linger_ms: int) -> float:
+    """The hold, in seconds, of a Sender whose linger.ms is ``linger_ms``."""
+    return min(max(linger_ms, 0) / 1000, HOLD_MAX_S)
+
+
 class ResultWakes:
     def __init__(
         self, rings: CompletionRings, slots: SlotTable, hold_s: float = 0.0,
@@ -59,7 +64,7 @@ class ResultWakes:
 
     def hold_for(self, linger_ms: int) -> None:
         """Hold wakes for the Sender's linger.ms (at most ``HOLD_MAX_S``)."""
-        self._hold_s = min(max(linger_ms, 0) / 1000, HOLD_MAX_S)
+        self._hold_s = hold_of(linger_ms)
 
     def wake(self, posted: Mapping[int, int]) -> None:
         """Wake each slot of ``posted`` (slot → results posted to it), or hold its wake

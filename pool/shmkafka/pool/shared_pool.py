@@ -23,6 +23,7 @@ from shmkafka.pool import recovery
 from shmkafka.pool.batches import Batches, BatchInfo, Deques
 from shmkafka.pool.bufferpool import BufferPool, SlabRun
 from shmkafka.pool.durability import Committer
+from shmkafka.pool.result_wakes import hold_of
 from shmkafka.protocol.clock import monotonic_ms
 from shmkafka.shm.broker_stats import BrokerTable
 from shmkafka.shm.config import PoolConfig
@@ -366,6 +367,11 @@ class SharedPool:
 
     def set_sender_linger(self, linger_ms: int) -> None:
         self.segment.store_u64(H_SENDER_LINGER, linger_ms)
+
+    def wake_hold_s(self) -> float:
+        """How long the Sender may hold a wake of ours (result_wakes.py): a wait shorter
+        than that is no reason to be woken at once."""
+        return hold_of(I64.unpack_from(self.segment.buf, H_SENDER_LINGER)[0])
 
     def new_batches(self) -> int:
         """How many batches the C append path has opened (a change counter, see layout.py)."""

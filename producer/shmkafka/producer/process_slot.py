@@ -88,11 +88,15 @@ def joined_pools() -> list[SharedPool]:
 
 
 @contextmanager
-def awaiting_results() -> Iterator[None]:
+def awaiting_results(wait_s: float | None = None) -> Iterator[None]:
     """Around a wait for a result (``get()``, ``poll(timeout)``, ``send_and_wait``): the
-    slots of the process say so, and the Sender wakes it at once."""
+    slots of the process say so, and the Sender wakes it at once. A wait of ``wait_s``
+    shorter than a slot's hold (a pacing loop's ``poll(0.002)``) leaves that slot's flag
+    alone: a held wake comes within linger.ms, which the app accepted for its records, and
+    a flag would cost it a wake for every result instead."""
     pid = os.getpid()
-    slots = [slot for (_, owner), slot in list(_slots.items()) if owner == pid]  # (no lock)
+    slots = [slot for (_, owner), slot in list(_slots.items())  # (no lock)
+             if owner == pid and (wait_s is None or wait_s >= slot.pool.wake_hold_s())]  # fmt: skip
     entered: list[ProcessSlot] = []
     try:
         for slot in slots:

@@ -41,3 +41,34 @@ def test_a_poll_that_waits_for_a_report_raises_the_awaiting_flag(pool_name: str)
         assert reports == [None] and _awaiting() == 0
         producer.poll(0)  # (nothing outstanding: a poll that does not wait leaves it down)
         assert _awaiting() == 0
+
+
+def test_a_poll_shorter_than_the_hold_leaves_the_flag_down(pool_name: str) -> None:
+    """A pacing loop's short polls (here 20 ms, under the Sender's 50 ms hold) take the
+    reports a held wake brings: they do not ask for a wake per result."""
+    with BrokerStub(partitions=1) as stub:
+        producer = Producer({"bootstrap.servers": stub.bootstrap, "shmkafka.pool": pool_name,
+                             "linger.ms": 60_000})  # fmt: skip
+        producer.produce("t", b"v")
+        producer.poll(0)
+        (pool,) = joined_pools()
+        deadline = time.monotonic() + 10
+        while pool.wake_hold_s() != 0.05:  # (the Sender says its linger once it runs)
+            assert time.monotonic() < deadline, "the Sender never said its linger"
+            time.sleep(0.001)
+        stop = threading.Event()
+
+        def pace() -> None:
+            while not stop.is_set():
+                producer.poll(0.02)
+
+        pacer = threading.Thread(target=pace)
+        pacer.start()
+        seen, deadline = set(), time.monotonic() + 0.3
+        while time.monotonic() < deadline:  # (its polls wait: the record lingers a minute)
+            seen.add(_awaiting())
+            time.sleep(0.0005)
+        stop.set()
+        pacer.join(10)
+        assert seen == {0}
+        assert producer.flush(10) == 0

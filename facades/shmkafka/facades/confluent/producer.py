@@ -21,7 +21,6 @@ Rules:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import operator
 import threading
@@ -29,6 +28,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
+from contextlib import nullcontext, suppress
 from typing import Any
 
 from shmkafka.facades.confluent import config as confluent_config
@@ -406,7 +406,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             step = metadata_poll_s(time.monotonic() - began) if self._unassigned else 0.05
             remaining = step if deadline is None else deadline - time.monotonic()
             waits = remaining > 0 and not self._reports and len(self)  # (woken unheld)
-            with awaiting_results() if waits else contextlib.nullcontext(), self._reports_ready:
+            with awaiting_results(remaining) if waits else nullcontext(), self._reports_ready:
                 if not (self._reports or self._errors) and remaining > 0:
                     self._reports_ready.wait(min(remaining, step))
                 ready = bool(self._reports or self._errors)
@@ -468,7 +468,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             if handle is not None and not self._unassigned and handle.undelivered():
                 # Wait on the handle, which every completion wakes (a record without a callback
                 # queues no report for poll), flushing: the Sender sends at once, as librdkafka.
-                with contextlib.suppress(KafkaTimeoutError):
+                with suppress(KafkaTimeoutError):
                     handle.flush(step)
                 step = 0
             self.poll(step)
