@@ -40,7 +40,10 @@ def main() -> None:
         waiter.start()
         poster = os.fork()
         if poster == 0:  # (the child: posts, then exits without the parent's cleanup)
-            _post(name, args.wakes, args.rate)
+            try:
+                _post(name, args.wakes, args.rate)
+            finally:
+                os._exit(0)
         per_tick = _tick(waiter, args.seconds_per_tick)
         waiter.join(args.wakes / args.rate + 30)
         os.waitpid(poster, 0)
@@ -69,7 +72,6 @@ def _post(name: str, wakes: int, rate: float) -> None:
         sem.release()
     print(f"poster: {(time.thread_time() - cpu) / wakes * 1e6:.1f} µs of CPU a post "
           f"(with its sleep)", flush=True)  # fmt: skip
-    os._exit(0)
 
 
 def _tick(waiter: threading.Thread, seconds: float) -> float:

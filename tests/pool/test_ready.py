@@ -71,7 +71,7 @@ def test_a_batch_past_half_its_linger_goes_along_with_its_ready_node() -> None:
     younger = state(deque_id=5, partition=2, created_ms=1001)
     elsewhere = state(deque_id=6, partition=3, leader=2, created_ms=998)  # node 2: not ready
     result = ready([full, half, younger, elsewhere], {1, 2}, CTX, 1005)
-    assert result.ready_nodes == {1} and result.sendable == {3, 4}
+    assert result.ready_nodes == {1} and result.sendable == {3, 4} and result.along == {4}
     # alone, it makes no node ready, and the wait is for its linger
     alone = ready([half], {1}, CTX, 1005)
     assert alone.ready_nodes == frozenset() and alone.sendable == frozenset()
@@ -153,4 +153,17 @@ def test_drain_skips_partitions_that_cannot_be_drained(pool: SharedPool) -> None
     append(acc, "t", 1, 1, b"k", b"v", now_ms=0)
     states = [dataclasses.replace(s, leader=1) for s in acc.partition_states()]
     drained = Drainer().drain(acc, states, [1], 1 << 20, 0, CTX, lambda s: s.partition == 1)
+    assert [b.partition for b in drained[1]] == [1]
+
+
+def test_a_batch_going_along_never_takes_a_due_ones_room(pool: SharedPool) -> None:
+    """A request with room for one batch: the due partition's goes, though the rotation
+    reaches the half-lingered one first, which waits for the next request."""
+    publish(pool, {"t": 2})
+    acc = RecordAccumulator(pool, max_block_ms=100)
+    append(acc, "t", 0, 1, b"k", bytes(300), now_ms=0)
+    append(acc, "t", 1, 1, b"k", bytes(300), now_ms=0)
+    states = [dataclasses.replace(s, leader=1) for s in acc.partition_states()]
+    half = next(s.deque_id for s in states if s.partition == 0)  # first in the rotation
+    drained = Drainer().drain(acc, states, [1], 380, 0, CTX, along=frozenset({half}))
     assert [b.partition for b in drained[1]] == [1]

@@ -61,6 +61,24 @@ def test_a_delivery_inside_a_delivery_hands_over_what_the_outer_one_polled() -> 
     assert seen == inner[0]
 
 
+def test_a_pump_inside_a_delivery_does_not_wait_while_completions_are_queued() -> None:
+    """A callback's wait (``get()``, ``flush()``) whose result the outer delivery took
+    already finds it queued: it takes it without waiting on the ring's semaphore."""
+    completions = [Completion(b, 1, 0, -1, -1, 0) for b in (1, 2)]
+    waits: list[float] = []
+    rings = _Ring(completions)
+    rings.wait = lambda slot, timeout: waits.append(timeout)  # type: ignore[attr-defined]
+    slot = ProcessSlot(SimpleNamespace(slot=0, rings=rings))  # type: ignore[arg-type]
+    seen: list[tuple[str, int]] = []
+    a = _Producer("a", seen)
+    slot._handles = [a]  # type: ignore[list-item]
+    a.on_first = lambda: slot.pump(5.0)  # batch 2 is in the queue, behind batch 1
+    slot.deliver()
+    assert waits == [0.0] and seen == [("a", 1), ("a", 2)]
+    slot.pump(5.0)  # (nothing queued: the wait is the caller's)
+    assert waits == [0.0, 5.0]
+
+
 @pytest.mark.usefixtures("pool_removed")
 def test_the_completion_thread_goes_on_after_a_round_that_raises(
     pool_name: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture

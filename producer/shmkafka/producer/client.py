@@ -551,7 +551,7 @@ class Client(Results, SenderEvents, PoolView):
     def _flush_on_thread(self, deadline: float | None, timeout: float | None) -> None:
         self.slot.flushing(True)
         try:
-            self._wait_idle(deadline, timeout, self.slot.pump)
+            self._wait_idle(deadline, timeout, self.slot.pump_here)
         finally:
             self.slot.flushing(False)
 

@@ -334,7 +334,9 @@ class Future(FutureBase):
 
     def _wait_on_thread(self, slot: ProcessSlot, timeout: float | None) -> None:
         """``get()`` on the completion thread, which a callback holds: it reads the ring
-        here, as a callback's ``flush()`` does, or the result would never come."""
+        here, as a callback's ``flush()`` does, or the result would never come. (A future
+        of another pool's producer is resolved by that pool's thread: this loop sees it
+        within one ring wait.)"""
         deadline = None if timeout is None else time.monotonic() + timeout
         with awaiting_results():
             while True:

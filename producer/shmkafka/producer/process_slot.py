@@ -95,13 +95,12 @@ def awaiting_results(wait_s: float | None = None) -> Iterator[None]:
     alone: a held wake comes within linger.ms, which the app accepted for its records, and
     a flag would cost it a wake for every result instead."""
     pid = os.getpid()
-    slots = [slot for (_, owner), slot in list(_slots.items())  # (no lock)
-             if owner == pid and (wait_s is None or wait_s >= slot.pool.wake_hold_s())]  # fmt: skip
+    slots = [slot for (_, owner), slot in list(_slots.items()) if owner == pid]  # (no lock)
     entered: list[ProcessSlot] = []
     try:
         for slot in slots:
-            slot.awaiting(True)
-            entered.append(slot)
+            if slot.awaiting(True, wait_s):
+                entered.append(slot)
         yield
     finally:
         for slot in entered:
@@ -220,13 +219,14 @@ class ProcessSlot:
     def pump(self, timeout: float) -> None:
         """Read the ring here, on the completion thread: a callback running on it waits for
         results (a flush or close from a future's callback) that nobody else would read."""
-        self.pool.rings.wait(self.pool.slot, timeout)
+        # (completions an outer delivery took and has not handed over yet are due now)
+        self.pool.rings.wait(self.pool.slot, 0.0 if self._queue else timeout)
         self.deliver()
 
     def pump_here(self, timeout: float) -> None:
         """One round of the completion thread's loop, from a wait on that thread (a callback
-        waiting for another record's result): housekeeping, whose liveness check resolves
-        the records of a Sender that died, then the ring."""
+        waiting for another record's result): housekeeping (the Sender check, which starts
+        a new Sender for one that died; the liveness check), then the ring."""
         with self._lock:
             handles = list(self._handles)
         for handle in handles:
@@ -296,18 +296,24 @@ class ProcessSlot:
             self._flushers += 1 if on else -1
             self.pool.slots.set_flushing(self.pool.slot, self._flushers > 0)
 
-    def awaiting(self, on: bool) -> None:
+    def awaiting(self, on: bool, wait_s: float | None = None) -> bool:
         """A thread of the process starts (True) or ends a wait for a result: the slot's
         flag is up while any does (not written once the pool is detached). A wait that
         begins with results in the ring wakes our own thread: the Sender reads the flag
-        only when it wakes, and may hold the wake of those (pool/result_wakes.py)."""
+        only when it wakes, and may hold the wake of those (pool/result_wakes.py). A start
+        whose ``wait_s`` is shorter than the Sender's hold counts for nothing: False."""
         with self._lock:
+            if on and self._detached:
+                return False  # (the segment may be gone: nothing of it is read)
+            if on and wait_s is not None and wait_s < self.pool.wake_hold_s():
+                return False
             self._awaiting += 1 if on else -1
             if self._detached:
-                return
+                return True
             pool = self.pool
             pool.slots.set_awaiting(pool.slot, self._awaiting > 0)
             if on:
                 full_fence()  # (the flag's store before the ring's read)
                 if pool.rings.pending(pool.slot):
                     pool.rings.wake(pool.slot)
+            return True

@@ -172,7 +172,7 @@ class Sender:
         sendable = [s for s in states if s.deque_id in result.sendable]
         drained = self.drainer.drain(
             self.accumulator, sendable, nodes, self.config.max_request_size, now_ms, ctx,
-            self._can_drain,
+            self._can_drain, result.along,
         )  # fmt: skip
         self._expire(states, now_ms)
         self.idle.used((s.topic for s in states), now_ms)

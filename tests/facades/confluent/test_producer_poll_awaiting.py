@@ -72,3 +72,33 @@ def test_a_poll_shorter_than_the_hold_leaves_the_flag_down(pool_name: str) -> No
         pacer.join(10)
         assert seen == {0}
         assert producer.flush(10) == 0
+
+
+def test_a_poll_without_a_timeout_raises_the_flag_while_a_topic_is_unknown(
+    pool_name: str,
+) -> None:
+    """``poll()`` waits in short steps while a record's topic is not known yet (it looks at
+    the directory often); it is still a wait without a bound, which the Sender must not
+    hold."""
+    with BrokerStub(partitions=1, auto_create_topics=False) as stub:
+        stub.create_topic("known")
+        producer = Producer({"bootstrap.servers": stub.bootstrap, "shmkafka.pool": pool_name,
+                             "linger.ms": 60_000})  # fmt: skip
+        reports: list[object] = []
+        producer.produce("known", b"v", on_delivery=lambda err, msg: reports.append(err))
+        producer.produce("unknown", b"v")  # (its topic comes only later)
+        (pool,) = joined_pools()
+        deadline = time.monotonic() + 10
+        while pool.wake_hold_s() != 0.05:  # (the Sender says its linger once it runs)
+            assert time.monotonic() < deadline, "the Sender never said its linger"
+            time.sleep(0.001)
+        poller = threading.Thread(target=producer.poll)  # (returns with the report)
+        poller.start()
+        deadline = time.monotonic() + 5
+        while not _awaiting():  # (the known topic's report lingers for a minute)
+            assert time.monotonic() < deadline, "the waiting poll() never said so"
+            time.sleep(0.0005)
+        producer.purge()  # (the waiting poll serves the purged records' reports)
+        poller.join(10)
+        assert not poller.is_alive() and len(reports) == 1
+        assert producer.flush(10) == 0

@@ -155,8 +155,7 @@ class Producer(ConfluentTransactions, ProduceEntry):
             handle.on_event = weakly(self._queue_error)
         weakref.finalize(self, handle.release)
         if not self._settings["transactional_id"]:
-            # the common record's produce() is one C call (entry.py); a transactional
-            # producer's only within a transaction (_txn_fast)
+            # one C call for the common produce() (entry.py); a transactional one's in a txn
             self._bind_entry(handle)
         return handle
 
@@ -406,7 +405,8 @@ class Producer(ConfluentTransactions, ProduceEntry):
             step = metadata_poll_s(time.monotonic() - began) if self._unassigned else 0.05
             remaining = step if deadline is None else deadline - time.monotonic()
             waits = remaining > 0 and not self._reports and len(self)  # (woken unheld)
-            with awaiting_results(remaining) if waits else nullcontext(), self._reports_ready:
+            flag = awaiting_results(None if deadline is None else remaining) if waits else None
+            with flag or nullcontext(), self._reports_ready:
                 if not (self._reports or self._errors) and remaining > 0:
                     self._reports_ready.wait(min(remaining, step))
                 ready = bool(self._reports or self._errors)
