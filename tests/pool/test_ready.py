@@ -164,6 +164,7 @@ def test_a_batch_going_along_never_takes_a_due_ones_room(pool: SharedPool) -> No
     append(acc, "t", 0, 1, b"k", bytes(300), now_ms=0)
     append(acc, "t", 1, 1, b"k", bytes(300), now_ms=0)
     states = [dataclasses.replace(s, leader=1) for s in acc.partition_states()]
-    half = next(s.deque_id for s in states if s.partition == 0)  # first in the rotation
+    half = next(s.deque_id for s in states if s.partition == 0)
+    assert half < next(s.deque_id for s in states if s.partition == 1)  # (first in rotation)
     drained = Drainer().drain(acc, states, [1], 380, 0, CTX, along=frozenset({half}))
     assert [b.partition for b in drained[1]] == [1]

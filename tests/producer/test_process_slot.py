@@ -215,3 +215,24 @@ def test_a_wait_shorter_than_the_senders_hold_leaves_the_flag_down(
     pool.set_sender_linger(0)  # (no hold: every wait says so)
     with process_slot.awaiting_results(0.0001):
         assert _awaiting(pool) == 1
+
+
+def test_a_start_of_a_wait_that_raises_does_not_count(
+    pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start whose segment write raised is never ended by its caller: it must not leave
+    the slot's count (and so its flag) up for good."""
+    slot = ProcessSlot(pool)
+    monkeypatch.setitem(process_slot._slots, (pool.name, os.getpid()), slot)
+    real = pool.slots.set_awaiting
+
+    def failing(at: int, on: bool) -> None:
+        raise OSError("the segment write failed")
+
+    monkeypatch.setattr(pool.slots, "set_awaiting", failing)
+    with pytest.raises(OSError), process_slot.awaiting_results():
+        pass
+    monkeypatch.setattr(pool.slots, "set_awaiting", real)
+    with process_slot.awaiting_results():
+        assert _awaiting(pool) == 1
+    assert _awaiting(pool) == 0 and slot._awaiting == 0

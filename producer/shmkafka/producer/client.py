@@ -561,8 +561,6 @@ class Client(Results, SenderEvents, PoolView):
         """Until every record is done; ``wait(seconds)`` waits for results (None: for the
         completion thread's notification)."""
         while self.outstanding:
-            if wait is not None:  # (on the completion thread: no housekeeping meanwhile)
-                self.check_liveness(time.monotonic())
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise KafkaTimeoutError(f"{self.outstanding} records not done in {timeout} s")

@@ -103,8 +103,16 @@ def awaiting_results(wait_s: float | None = None) -> Iterator[None]:
                 entered.append(slot)
         yield
     finally:
-        for slot in entered:
-            slot.awaiting(False)
+        _lower(entered)
+
+
+def _lower(slots: list[ProcessSlot]) -> None:
+    """Each slot's end of a wait, every one of them even if one raises."""
+    if slots:
+        try:
+            slots[0].awaiting(False)
+        finally:
+            _lower(slots[1:])
 
 
 class RoundFailures:
@@ -230,7 +238,10 @@ class ProcessSlot:
         with self._lock:
             handles = list(self._handles)
         for handle in handles:
-            handle.housekeeping()
+            try:
+                handle.housekeeping()
+            except Exception:  # (another producer's, maybe: not the waiting callback's)
+                log.exception("in the completion thread's round (housekeeping), from a wait")
         self.pump(timeout)
 
     def deliver(self) -> None:
@@ -311,9 +322,14 @@ class ProcessSlot:
             if self._detached:
                 return True
             pool = self.pool
-            pool.slots.set_awaiting(pool.slot, self._awaiting > 0)
-            if on:
-                full_fence()  # (the flag's store before the ring's read)
-                if pool.rings.pending(pool.slot):
-                    pool.rings.wake(pool.slot)
+            try:
+                pool.slots.set_awaiting(pool.slot, self._awaiting > 0)
+                if on:
+                    full_fence()  # (the flag's store before the ring's read)
+                    if pool.rings.pending(pool.slot):
+                        pool.rings.wake(pool.slot)
+            except BaseException:
+                if on:  # (a start that raised did not count: its caller never ends it)
+                    self._awaiting -= 1
+                raise
             return True
