@@ -160,7 +160,7 @@ def test_a_get_that_waits_raises_the_slots_awaiting_flag_while_it_waits(pool_nam
                                  linger_ms=60_000)  # fmt: skip
         try:
             future = producer.send("t", b"v")
-            (pool,) = process_slot.joined_pools()
+            (pool,) = [p for p in process_slot.joined_pools() if p.name == pool_name]
             assert _awaiting(pool) == 0
             got: list[Any] = []
             waiter = threading.Thread(target=lambda: got.append(future.get(10)))

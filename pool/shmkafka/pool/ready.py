@@ -190,8 +190,7 @@ class Drainer:
         first = next((i for i, s in enumerate(ordered) if s.deque_id >= start), 0)
         rotated = ordered[first:] + ordered[:first]
         if along:  # (the due ones first: one going along never takes a due one's room)
-            rotated = [s for s in rotated if s.deque_id not in along] + [
-                s for s in rotated if s.deque_id in along]  # fmt: skip
+            rotated.sort(key=lambda s: s.deque_id in along)  # (stable: rotation kept)
         taken: list[DrainedBatch] = []
         size = 0
         for state in rotated:

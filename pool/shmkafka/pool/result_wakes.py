@@ -57,8 +57,8 @@ class ResultWakes:
         self._hold_s = hold_s
         self._clock = clock
         self._last: dict[int, float] = {}  # slot → when it was last woken
-        self._held: dict[int, float] = {}  # slot → when its held wake is due
-        self._unwoken: dict[int, int] = {}  # slot → results its held wake will bring
+        # slot → when its held wake is due, and how many results it will bring
+        self._held: dict[int, tuple[float, int]] = {}
         self.made = 0  # wakes made, and held (counted once each), since the Sender began
         self.held = 0
 
@@ -70,18 +70,19 @@ class ResultWakes:
         """Wake each slot of ``posted`` (slot → results posted to it), or hold its wake
         (the rules)."""
         now = self._clock()
-        last, held, hold_s, unwoken = self._last, self._held, self._hold_s, self._unwoken
+        last, held, hold_s = self._last, self._held, self._hold_s
         for slot in sorted(posted):
             woken = last.get(slot)
-            results = unwoken.get(slot, 0) + posted[slot]
+            due, results = held.get(slot, (None, 0))
+            results += posted[slot]
             if (woken is None or now - woken >= hold_s or results >= MANY
                     or self._slots.in_a_hurry(slot)):  # fmt: skip
                 self._wake(slot, now)
-            else:
-                unwoken[slot] = results
-                if slot not in held:  # (else its held wake brings these results too)
-                    held[slot] = woken + hold_s
-                    self.held += 1
+            elif due is None:
+                held[slot] = (woken + hold_s, results)
+                self.held += 1
+            else:  # (its held wake brings these results too)
+                held[slot] = (due, results)
 
     def wake_due(self) -> None:
         """Make the held wakes that are due, and those of processes now in a hurry."""
@@ -89,7 +90,7 @@ class ResultWakes:
             return
         now = self._clock()
         in_a_hurry = self._slots.in_a_hurry
-        for slot in [s for s, due in self._held.items() if due <= now or in_a_hurry(s)]:
+        for slot in [s for s, (due, _) in self._held.items() if due <= now or in_a_hurry(s)]:
             self._wake(slot, now)
 
     def wake_all(self) -> None:
@@ -102,12 +103,11 @@ class ResultWakes:
         """How long the Sender may sleep before a held wake is due (a large number: none)."""
         if not self._held:
             return 1 << 30
-        due_in_s = min(self._held.values()) - self._clock()
+        due_in_s = min(due for due, _ in self._held.values()) - self._clock()
         return max(0, math.ceil(round(due_in_s * 1000, 6)))  # (5.0000000001 ms: 5)
 
     def _wake(self, slot: int, now: float) -> None:
         self._held.pop(slot, None)
-        self._unwoken.pop(slot, None)
         self._last[slot] = now
         self.made += 1
         self._rings.wake(slot)

@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Protocol
 
 from shmkafka.pool.fastpath import FastAppend, fast_path_for, full_fence
@@ -74,9 +74,9 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 def completion_slot() -> ProcessSlot | None:
     """The process slot whose completion thread is running this (a future's callback), or
     None: a wait for a result there must read the ring itself, as nobody else will."""
-    current, pid = threading.current_thread(), os.getpid()
+    pid = os.getpid()
     for (_, owner), slot in list(_slots.items()):  # (no lock: see awaiting_results)
-        if owner == pid and slot._thread is current:
+        if owner == pid and slot.on_thread():
             return slot
     return None
 
@@ -96,23 +96,11 @@ def awaiting_results(wait_s: float | None = None) -> Iterator[None]:
     a flag would cost it a wake for every result instead."""
     pid = os.getpid()
     slots = [slot for (_, owner), slot in list(_slots.items()) if owner == pid]  # (no lock)
-    entered: list[ProcessSlot] = []
-    try:
+    with ExitStack() as ends:  # (every slot's end of the wait, even if one raises)
         for slot in slots:
             if slot.awaiting(True, wait_s):
-                entered.append(slot)
+                ends.callback(slot.awaiting, False)
         yield
-    finally:
-        _lower(entered)
-
-
-def _lower(slots: list[ProcessSlot]) -> None:
-    """Each slot's end of a wait, every one of them even if one raises."""
-    if slots:
-        try:
-            slots[0].awaiting(False)
-        finally:
-            _lower(slots[1:])
 
 
 class RoundFailures:
@@ -279,8 +267,7 @@ class ProcessSlot:
                 failures.failed()
                 time.sleep(RING_WAIT_S)  # (a round that fails again does not spin)
             else:
-                if failures.unlogged:
-                    failures.succeeded()
+                failures.succeeded()
         if detach:
             self._detach()
 
